@@ -1,0 +1,232 @@
+//! The configuration file (SPEC §7): YAML, every key optional, unknown keys rejected so that a
+//! typo is an error naming file, line and column instead of a silently ignored setting.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub sources: Sources,
+    #[serde(default)]
+    pub labels: LabelPolicy,
+    /// Compatibility profiles, e.g. `nvidia-gfd`.
+    #[serde(default)]
+    pub profiles: Vec<String>,
+    #[serde(default)]
+    pub mig_strategy: MigStrategy,
+    #[serde(default)]
+    pub publish: Publish,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Sources {
+    #[serde(default)]
+    pub pci: PciConfig,
+    #[serde(default)]
+    pub nvml: NvmlConfig,
+    #[serde(default)]
+    pub sharing: SharingConfig,
+}
+
+/// NFD's `sources.pci` keys with NFD's defaults.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PciConfig {
+    #[serde(default = "default_class_whitelist")]
+    pub device_class_whitelist: Vec<String>,
+    #[serde(default = "default_label_fields")]
+    pub device_label_fields: Vec<String>,
+}
+
+impl Default for PciConfig {
+    fn default() -> Self {
+        PciConfig {
+            device_class_whitelist: default_class_whitelist(),
+            device_label_fields: default_label_fields(),
+        }
+    }
+}
+
+fn default_class_whitelist() -> Vec<String> {
+    vec!["03".into(), "0b40".into(), "12".into()]
+}
+
+fn default_label_fields() -> Vec<String> {
+    vec!["class".into(), "vendor".into()]
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NvmlEnabled {
+    #[default]
+    Auto,
+    True,
+    False,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NvmlConfig {
+    #[serde(default)]
+    pub enabled: NvmlEnabled,
+    #[serde(default)]
+    pub lib_path: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SharingConfig {
+    #[serde(default)]
+    pub config_file: String,
+}
+
+/// Label namespace policy, as nfd-master's `extraLabelNs` / `denyLabelNs`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabelPolicy {
+    #[serde(default)]
+    pub extra_label_ns: Vec<String>,
+    #[serde(default)]
+    pub deny_label_ns: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MigStrategy {
+    #[default]
+    None,
+    Single,
+    Mixed,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Publish {
+    #[serde(default = "default_sink")]
+    pub sink: String,
+    #[serde(default = "default_interval")]
+    pub interval: String,
+}
+
+impl Default for Publish {
+    fn default() -> Self {
+        Publish {
+            sink: default_sink(),
+            interval: default_interval(),
+        }
+    }
+}
+
+fn default_sink() -> String {
+    "node".into()
+}
+
+fn default_interval() -> String {
+    "60s".into()
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid config {path}:{line}:{column}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: u64,
+        column: u64,
+        message: String,
+    },
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(path, &text)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        serde_saphyr::from_str::<Config>(text).map_err(|e| {
+            let (line, column) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((0, 0));
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: e.to_string().lines().next().unwrap_or_default().to_string(),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        let c = Config::parse(Path::new("c.yaml"), "").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(
+            c.sources.pci.device_class_whitelist,
+            vec!["03", "0b40", "12"]
+        );
+        assert_eq!(c.sources.pci.device_label_fields, vec!["class", "vendor"]);
+    }
+
+    #[test]
+    fn reads_the_spec_example() {
+        let text = r#"
+sources:
+  pci:
+    deviceClassWhitelist: ["0c"]
+    deviceLabelFields: ["class"]
+  nvml: {enabled: "false", libPath: "/x/libnvidia-ml.so.1"}
+  sharing: {configFile: "/etc/dp/config.yaml"}
+labels:
+  extraLabelNs: [example.com]
+  denyLabelNs: [bad.io]
+profiles: [nvidia-gfd]
+migStrategy: mixed
+publish: {sink: stdout, interval: 30s}
+"#;
+        let c = Config::parse(Path::new("c.yaml"), text).unwrap();
+        assert_eq!(c.sources.pci.device_class_whitelist, vec!["0c"]);
+        assert_eq!(c.sources.nvml.enabled, NvmlEnabled::False);
+        assert_eq!(c.sources.nvml.lib_path, "/x/libnvidia-ml.so.1");
+        assert_eq!(c.sources.sharing.config_file, "/etc/dp/config.yaml");
+        assert_eq!(c.labels.extra_label_ns, vec!["example.com"]);
+        assert_eq!(c.profiles, vec!["nvidia-gfd"]);
+        assert_eq!(c.mig_strategy, MigStrategy::Mixed);
+        assert_eq!(c.publish.sink, "stdout");
+    }
+
+    #[test]
+    fn typo_is_an_error_with_position() {
+        let e = Config::parse(
+            Path::new("c.yaml"),
+            "sources:\n  pci:\n    deviceClassWhitelst: [\"03\"]\n",
+        )
+        .unwrap_err();
+        let ConfigError::Parse { line, .. } = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(*line, 3, "{e}");
+        assert!(e.to_string().starts_with("invalid config c.yaml:3:"), "{e}");
+    }
+}

@@ -1,0 +1,61 @@
+//! Discovery: each source reads one part of the node and fills the `FeatureSet`.
+//!
+//! Sources never fail as a whole: what cannot be read is reported as a warning naming the path,
+//! and everything else is still discovered.
+
+use std::path::PathBuf;
+
+use crate::config::Config;
+use crate::features::FeatureSet;
+use crate::pciids::PciIds;
+use crate::sysfs::Sysfs;
+
+pub mod dmi;
+pub mod kernel;
+pub mod pci;
+
+pub const PCI_DEVICE: &str = "pci.device";
+
+/// Human-readable problems found while discovering, each naming the path it came from.
+pub type Warnings = Vec<String>;
+
+/// Where and how to discover.
+#[derive(Debug, Clone)]
+pub struct DiscoveryOptions {
+    pub sysfs_root: PathBuf,
+    pub proc_root: PathBuf,
+    /// A `pci.ids` file to prefer over the host's and the embedded database.
+    pub pci_ids: Option<PathBuf>,
+    pub config: Config,
+}
+
+/// The result of one discovery.
+#[derive(Debug, Clone, Default)]
+pub struct Discovery {
+    pub features: FeatureSet,
+    pub warnings: Warnings,
+}
+
+/// Discovers everything this node has.
+pub fn discover(opts: &DiscoveryOptions) -> Discovery {
+    let sysfs = Sysfs::new(&opts.sysfs_root);
+    let proc = Sysfs::new(&opts.proc_root);
+    let mut warnings = Warnings::new();
+    let mut features = FeatureSet::default();
+
+    let devices = pci::scan(&sysfs, &mut warnings);
+    let ids = PciIds::select(opts.pci_ids.as_deref(), &pci::vendors(&devices)).unwrap_or_else(|e| {
+        warnings.push(format!("cannot read PCI ID database {e}; using the embedded one"));
+        PciIds::Embedded
+    });
+    // The feature exists even with no device, so that a snapshot says "scanned, found nothing".
+    features.instances.entry(PCI_DEVICE.to_string()).or_default();
+    for d in &devices {
+        features.push_instance(PCI_DEVICE, d.to_instance(&ids));
+    }
+
+    kernel::discover(&proc, &mut features, &mut warnings);
+    dmi::discover(&sysfs, &mut features, &mut warnings);
+
+    Discovery { features, warnings }
+}

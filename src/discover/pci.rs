@@ -1,0 +1,349 @@
+//! PCI functions from `<sysfs-root>/bus/pci/devices`: NFD's `pci.device` attributes with NFD's
+//! normalisation, plus this project's extensions (SPEC §3).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::features::Instance;
+use crate::pciids::PciIds;
+use crate::sysfs::{Sysfs, SysfsError, short};
+
+use super::Warnings;
+
+/// NFD's mandatory attributes: a function lacking one is skipped (as NFD does).
+pub const MANDATORY: [&str; 5] = [
+    "class",
+    "vendor",
+    "device",
+    "subsystem_vendor",
+    "subsystem_device",
+];
+
+/// NFD's optional attributes, kept verbatim (trimmed, `0x` stripped) as NFD does.
+const NFD_OPTIONAL: [&str; 3] = [
+    "sriov_totalvfs",
+    "iommu_group/type",
+    "iommu/intel-iommu/version",
+];
+
+/// `0000:3b:00.0` split into numbers, for ordering; any domain width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PciAddress {
+    pub domain: u32,
+    pub bus: u8,
+    pub device: u8,
+    pub function: u8,
+}
+
+impl PciAddress {
+    pub fn parse(s: &str) -> Option<PciAddress> {
+        let (domain, rest) = s.split_once(':')?;
+        let (bus, rest) = rest.split_once(':')?;
+        let (device, function) = rest.split_once('.')?;
+        let hex = |t: &str, max: usize| {
+            (!t.is_empty() && t.len() <= max && t.bytes().all(|b| b.is_ascii_hexdigit()))
+                .then(|| u32::from_str_radix(t, 16).ok())
+                .flatten()
+        };
+        let function = hex(function, 1)?;
+        let device = hex(device, 2)?;
+        if function > 7 || device > 0x1f {
+            return None;
+        }
+        Some(PciAddress {
+            domain: hex(domain, 8)?,
+            bus: hex(bus, 2)? as u8,
+            device: device as u8,
+            function: function as u8,
+        })
+    }
+}
+
+/// One PCI function as read from sysfs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PciDevice {
+    /// The directory name, e.g. `0000:3b:00.0` (kept as the kernel wrote it).
+    pub address: String,
+    pub sort_key: PciAddress,
+    /// `<root>/bus/pci/devices/<address>`.
+    pub path: PathBuf,
+    pub vendor_id: u16,
+    pub device_id: u16,
+    /// The full 24-bit class code (`0x030200`); NFD's `class` attribute is its first 4 hex digits.
+    pub class_code: u32,
+    /// The `pci.device` attributes, without the names from the ID database.
+    pub attributes: BTreeMap<String, String>,
+}
+
+impl PciDevice {
+    pub fn attr(&self, key: &str) -> Option<&str> {
+        self.attributes.get(key).map(String::as_str)
+    }
+
+    pub fn base_class(&self) -> u8 {
+        (self.class_code >> 16) as u8
+    }
+
+    pub fn driver(&self) -> Option<&str> {
+        self.attr("driver")
+    }
+
+    /// The `pci.device` instance, with names from `ids`.
+    pub fn to_instance(&self, ids: &PciIds) -> Instance {
+        let mut attributes = self.attributes.clone();
+        if let Some(n) = ids.vendor_name(self.vendor_id) {
+            attributes.insert("vendor_name".into(), n.to_string());
+        }
+        if let Some(n) = ids.device_name(self.vendor_id, self.device_id) {
+            attributes.insert("device_name".into(), n.to_string());
+        }
+        Instance { attributes }
+    }
+}
+
+/// Scans every PCI function. Problems are reported in `warnings`; a broken function never stops
+/// the others, and an unreadable `bus/pci/devices` yields no devices and one warning.
+pub fn scan(sysfs: &Sysfs, warnings: &mut Warnings) -> Vec<PciDevice> {
+    let dir = sysfs.path("bus/pci/devices");
+    let names = match sysfs.list(&dir) {
+        Ok(Some(n)) => n,
+        Ok(None) => {
+            warnings.push(format!(
+                "{}: does not exist; no PCI devices discovered",
+                dir.display()
+            ));
+            return Vec::new();
+        }
+        Err(e) => {
+            warnings.push(format!("cannot list PCI devices: {e}"));
+            return Vec::new();
+        }
+    };
+    let mut devices: Vec<PciDevice> = names
+        .iter()
+        .filter_map(|name| match read_device(sysfs, &dir.join(name), name) {
+            Ok((d, problems)) => {
+                for e in problems {
+                    warnings.push(format!("{e}; attribute left out"));
+                }
+                Some(d)
+            }
+            Err(e) => {
+                warnings.push(format!("{e}; PCI device skipped"));
+                None
+            }
+        })
+        .collect();
+    devices.sort_by_key(|d| d.sort_key);
+    devices
+}
+
+/// The vendors present, for reading only what is needed of a `pci.ids` file.
+pub fn vendors(devices: &[PciDevice]) -> BTreeSet<u16> {
+    devices.iter().map(|d| d.vendor_id).collect()
+}
+
+/// A device, or why it was skipped; with the optional attributes that could not be read.
+fn read_device(
+    sysfs: &Sysfs,
+    path: &Path,
+    name: &str,
+) -> Result<(PciDevice, Vec<SysfsError>), SysfsError> {
+    let sort_key = PciAddress::parse(name)
+        .ok_or_else(|| SysfsError::invalid(path, "not a PCI address (dddd:bb:dd.f)"))?;
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(SysfsError::invalid(path, "not a directory")),
+        Err(e) => {
+            let reason = match std::fs::read_link(path) {
+                Ok(target) => format!("dangling symlink to {}", target.display()),
+                Err(_) => e.to_string(),
+            };
+            return Err(SysfsError::invalid(path, reason));
+        }
+    }
+
+    let mut attributes = BTreeMap::new();
+    let mut ids = [0u32; 5];
+    let mut class_digits = 0;
+    for (i, attr) in MANDATORY.iter().enumerate() {
+        let file = path.join(attr);
+        let raw = sysfs.read(&file)?.ok_or_else(|| {
+            SysfsError::invalid(
+                path,
+                format!("no `{attr}` attribute (NFD needs class, vendor, device, subsystem_vendor, subsystem_device)"),
+            )
+        })?;
+        let value = nfd_normalise(attr, &raw);
+        let digits_ok = match *attr {
+            "class" => (4..=6).contains(&raw_hex(&raw).len()),
+            _ => raw_hex(&raw).len() == 4,
+        };
+        if !digits_ok || !raw_hex(&raw).bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(SysfsError::invalid(
+                &file,
+                format!("not a hex id: {:?}", short(&raw)),
+            ));
+        }
+        ids[i] = u32::from_str_radix(raw_hex(&raw), 16).unwrap_or_default();
+        if i == 0 {
+            class_digits = raw_hex(&raw).len();
+        }
+        attributes.insert(attr.to_string(), value.to_ascii_lowercase());
+    }
+    // A 4-digit class file lacks the programming interface byte.
+    let class_code = if class_digits == 4 {
+        ids[0] << 8
+    } else {
+        ids[0]
+    };
+
+    let mut problems = Vec::new();
+    let mut optional = |key: &str, value: Result<Option<String>, SysfsError>| match value {
+        Ok(Some(v)) => {
+            attributes.insert(key.to_string(), v);
+        }
+        Ok(None) => {}
+        Err(e) => problems.push(e),
+    };
+    for attr in NFD_OPTIONAL {
+        optional(
+            attr,
+            sysfs
+                .read(&path.join(attr))
+                .map(|v| v.map(|v| nfd_normalise(attr, &v))),
+        );
+    }
+    optional("address", Ok(Some(name.to_string())));
+    optional("revision", read_hex_byte(sysfs, &path.join("revision")));
+    optional("numa_node", read_numa(sysfs, &path.join("numa_node")));
+    optional("driver", sysfs.link_name(&path.join("driver")));
+    optional(
+        "sriov_numvfs",
+        sysfs
+            .read_u64(&path.join("sriov_numvfs"))
+            .map(|v| v.map(|n| n.to_string())),
+    );
+    optional(
+        "is_vf",
+        Ok(Some(sysfs.exists(&path.join("physfn")).to_string())),
+    );
+    for (key, file) in [
+        ("link_speed", "current_link_speed"),
+        ("max_link_speed", "max_link_speed"),
+    ] {
+        optional(key, read_link_speed(sysfs, &path.join(file)));
+    }
+    for (key, file) in [
+        ("link_width", "current_link_width"),
+        ("max_link_width", "max_link_width"),
+    ] {
+        optional(
+            key,
+            sysfs
+                .read_u64(&path.join(file))
+                .map(|v| v.map(|n| n.to_string())),
+        );
+    }
+
+    let device = PciDevice {
+        address: name.to_string(),
+        sort_key,
+        path: path.to_path_buf(),
+        vendor_id: ids[1] as u16,
+        device_id: ids[2] as u16,
+        class_code,
+        attributes,
+    };
+    Ok((device, problems))
+}
+
+/// NFD's normalisation: strip `0x`, trim, and keep the first 4 hex digits of `class`.
+fn nfd_normalise(attr: &str, raw: &str) -> String {
+    let v = raw.strip_prefix("0x").unwrap_or(raw).trim();
+    if attr == "class" && v.len() > 4 {
+        v.get(..4).unwrap_or(v).to_string()
+    } else {
+        v.to_string()
+    }
+}
+
+fn raw_hex(raw: &str) -> &str {
+    raw.strip_prefix("0x").unwrap_or(raw).trim()
+}
+
+fn read_hex_byte(sysfs: &Sysfs, path: &Path) -> Result<Option<String>, SysfsError> {
+    let Some(raw) = sysfs.read(path)? else {
+        return Ok(None);
+    };
+    let v = raw_hex(&raw);
+    if v.is_empty() || v.len() > 2 || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(SysfsError::invalid(
+            path,
+            format!("not a hex byte: {:?}", short(&raw)),
+        ));
+    }
+    Ok(Some(format!("{:02x}", u8::from_str_radix(v, 16).unwrap_or(0))))
+}
+
+/// `-1` (no NUMA affinity) is left out: absence means unknown.
+fn read_numa(sysfs: &Sysfs, path: &Path) -> Result<Option<String>, SysfsError> {
+    let Some(raw) = sysfs.read(path)? else {
+        return Ok(None);
+    };
+    match raw.parse::<i64>() {
+        Ok(n) if n >= 0 => Ok(Some(n.to_string())),
+        Ok(_) => Ok(None),
+        Err(_) => Err(SysfsError::invalid(
+            path,
+            format!("not a number: {:?}", short(&raw)),
+        )),
+    }
+}
+
+/// `16.0 GT/s PCIe` -> `16.0`; older kernels write `8 GT/s` -> `8.0`. `Unknown` is left out.
+fn read_link_speed(sysfs: &Sysfs, path: &Path) -> Result<Option<String>, SysfsError> {
+    let Some(raw) = sysfs.read(path)? else {
+        return Ok(None);
+    };
+    if raw.starts_with("Unknown") {
+        return Ok(None);
+    }
+    let first = raw.split_whitespace().next().unwrap_or_default();
+    match first.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(Some(format!("{v:.1}"))),
+        _ => Err(SysfsError::invalid(
+            path,
+            format!("not a link speed: {:?}", short(&raw)),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_of_any_domain_width_parse_and_order() {
+        let mut v: Vec<_> = ["10000:00:02.0", "0000:3b:00.0", "c941:00:02.0", "0001:00:00.0"]
+            .iter()
+            .map(|s| PciAddress::parse(s).unwrap())
+            .collect();
+        v.sort();
+        assert_eq!(
+            v.iter().map(|a| a.domain).collect::<Vec<_>>(),
+            vec![0, 1, 0xc941, 0x10000]
+        );
+        assert_eq!(PciAddress::parse("0000:3b:00"), None);
+        assert_eq!(PciAddress::parse("0000:3b:20.0"), None);
+        assert_eq!(PciAddress::parse("0000:3b:00.8"), None);
+        assert_eq!(PciAddress::parse("zz:3b:00.0"), None);
+    }
+
+    #[test]
+    fn nfd_normalisation() {
+        assert_eq!(nfd_normalise("class", "0x030200"), "0302");
+        assert_eq!(nfd_normalise("vendor", "0x10de"), "10de");
+        assert_eq!(nfd_normalise("sriov_totalvfs", "16"), "16");
+    }
+}

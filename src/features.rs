@@ -1,0 +1,385 @@
+//! The feature model: what discovery produces and what rules read.
+//!
+//! The serialised form is exactly NFD's `NodeFeature.spec.features` (`flags`, `attributes`,
+//! `instances`, each `{"<domain>.<feature>": {"elements": ...}}`), so a snapshot taken here can be
+//! fed to NFD and a `kubectl get nodefeature -o yaml` can be fed here. Maps are ordered so that
+//! every serialisation of the same features is byte-identical.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// NFD's `Nil`: a flag element carries no value. Serialises as `{}`; accepts anything (`{}`, `null`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Nil;
+
+impl Serialize for Nil {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        s.serialize_map(Some(0))?.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Nil {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| Nil)
+    }
+}
+
+/// A set of flag features of one feature name, e.g. `kernel.loadedmodule`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagFeature {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub elements: BTreeMap<String, Nil>,
+}
+
+/// Key-value features of one feature name, e.g. `gpu.node`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttributeFeature {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub elements: BTreeMap<String, String>,
+}
+
+/// Instances of one feature name, e.g. one `pci.device` instance per PCI function.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceFeature {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub elements: Vec<Instance>,
+}
+
+/// One instance: a bag of attributes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Instance {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub attributes: BTreeMap<String, String>,
+}
+
+impl Instance {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.attributes.get(key).map(String::as_str)
+    }
+}
+
+impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Instance {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        Instance {
+            attributes: iter
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        }
+    }
+}
+
+/// All features of a node: NFD's `spec.features`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeatureSet {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub flags: BTreeMap<String, FlagFeature>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub attributes: BTreeMap<String, AttributeFeature>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub instances: BTreeMap<String, InstanceFeature>,
+}
+
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+impl FeatureSet {
+    /// Adds a flag element, creating the feature if needed.
+    pub fn insert_flag(&mut self, feature: &str, element: impl Into<String>) {
+        self.flags
+            .entry(feature.to_string())
+            .or_default()
+            .elements
+            .insert(element.into(), Nil);
+    }
+
+    /// Sets an attribute element, creating the feature if needed.
+    pub fn insert_attribute(
+        &mut self,
+        feature: &str,
+        key: impl Into<String>,
+        value: impl Into<String>,
+    ) {
+        self.attributes
+            .entry(feature.to_string())
+            .or_default()
+            .elements
+            .insert(key.into(), value.into());
+    }
+
+    /// Appends an instance, creating the feature if needed.
+    pub fn push_instance(&mut self, feature: &str, instance: Instance) {
+        self.instances
+            .entry(feature.to_string())
+            .or_default()
+            .elements
+            .push(instance);
+    }
+
+    /// The instances of a feature (empty when absent).
+    pub fn instances(&self, feature: &str) -> &[Instance] {
+        self.instances
+            .get(feature)
+            .map(|f| f.elements.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// One attribute element, when present.
+    pub fn attribute(&self, feature: &str, key: &str) -> Option<&str> {
+        self.attributes
+            .get(feature)?
+            .elements
+            .get(key)
+            .map(String::as_str)
+    }
+
+    /// Whether a feature name exists in any of the three kinds.
+    pub fn has_feature(&self, feature: &str) -> bool {
+        self.flags.contains_key(feature)
+            || self.attributes.contains_key(feature)
+            || self.instances.contains_key(feature)
+    }
+
+    /// Canonical JSON of the snapshot (pretty, sorted keys).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a FeatureSet always serialises")
+    }
+
+    /// Canonical YAML of the snapshot.
+    pub fn to_yaml(&self) -> String {
+        serde_saphyr::to_string(self).expect("a FeatureSet always serialises")
+    }
+}
+
+/// A snapshot file could not be read or parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("cannot read snapshot {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid snapshot {path}:{line}:{column}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: u64,
+        column: u64,
+        message: String,
+    },
+}
+
+/// The accepted top-level shapes: a bare features object, or a whole `NodeFeature`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SnapshotDoc {
+    NodeFeature { spec: NodeFeatureSpec },
+    Bare(FeatureSet),
+}
+
+#[derive(Deserialize)]
+struct NodeFeatureSpec {
+    #[serde(default, deserialize_with = "null_as_default")]
+    features: FeatureSet,
+}
+
+/// Loads a snapshot: JSON or YAML; NFD's features object or a whole `NodeFeature`.
+pub fn load_snapshot(path: &Path) -> Result<FeatureSet, SnapshotError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_snapshot(path, &text)
+}
+
+/// Parses snapshot text; `path` is only used in error messages.
+pub fn parse_snapshot(path: &Path, text: &str) -> Result<FeatureSet, SnapshotError> {
+    let parse_err = |line: u64, column: u64, message: String| SnapshotError::Parse {
+        path: path.to_path_buf(),
+        line,
+        column,
+        message,
+    };
+    let doc: SnapshotDoc = if text.trim_start().starts_with('{') {
+        // JSON first: its errors point at the exact byte; structural errors are re-checked below.
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| parse_err(e.line() as u64, e.column() as u64, e.to_string()))?;
+        check_shape(&value).map_err(|m| parse_err(1, 1, m))?;
+        serde_json::from_value(value).map_err(|e| parse_err(1, 1, e.to_string()))?
+    } else {
+        let value: serde_json::Value = serde_saphyr::from_str(text).map_err(|e| {
+            let (line, column) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((0, 0));
+            parse_err(line, column, first_line(&e.to_string()))
+        })?;
+        check_shape(&value).map_err(|m| parse_err(1, 1, m))?;
+        serde_json::from_value(value).map_err(|e| parse_err(1, 1, e.to_string()))?
+    };
+    Ok(match doc {
+        SnapshotDoc::NodeFeature { spec } => spec.features,
+        SnapshotDoc::Bare(f) => f,
+    })
+}
+
+/// Structural check with a message that says which feature is malformed
+/// (serde's untagged enums only say "did not match any variant").
+fn check_shape(value: &serde_json::Value) -> Result<(), String> {
+    use serde_json::Value;
+    let root = value
+        .as_object()
+        .ok_or("expected an object with flags/attributes/instances, or a NodeFeature")?;
+    let features = match root.get("spec") {
+        Some(spec) => match spec.get("features") {
+            Some(Value::Null) | None => return Ok(()),
+            Some(f) => f,
+        },
+        None => value,
+    };
+    let features = features
+        .as_object()
+        .ok_or("`features` must be an object")?;
+    for (kind, v) in features {
+        if !matches!(kind.as_str(), "flags" | "attributes" | "instances") {
+            return Err(format!(
+                "unknown key `{kind}` (expected flags, attributes, instances)"
+            ));
+        }
+        let Some(map) = v.as_object() else {
+            if v.is_null() {
+                continue;
+            }
+            return Err(format!("`{kind}` must be an object"));
+        };
+        for (name, set) in map {
+            let elements = set.get("elements").unwrap_or(&Value::Null);
+            let ok = match (kind.as_str(), elements) {
+                (_, Value::Null) => true,
+                ("flags", Value::Object(_)) => true,
+                ("attributes", Value::Object(m)) => m.values().all(Value::is_string),
+                ("instances", Value::Array(items)) => items.iter().all(|i| {
+                    i.get("attributes")
+                        .map(|a| {
+                            a.is_null()
+                                || a.as_object()
+                                    .is_some_and(|m| m.values().all(Value::is_string))
+                        })
+                        .unwrap_or(true)
+                }),
+                _ => false,
+            };
+            if !ok {
+                let want = match kind.as_str() {
+                    "flags" => "a map of names",
+                    "attributes" => "a map of string values",
+                    _ => "a list of {attributes: {string: string}}",
+                };
+                return Err(format!("{kind}.{name}.elements must be {want}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> FeatureSet {
+        let mut f = FeatureSet::default();
+        f.insert_flag("kernel.loadedmodule", "nvidia");
+        f.insert_attribute("gpu.node", "count", "8");
+        f.push_instance(
+            "pci.device",
+            [("class", "0302"), ("vendor", "10de")].into_iter().collect(),
+        );
+        f
+    }
+
+    #[test]
+    fn serialises_as_nfd_spec_features() {
+        let json: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "flags": {"kernel.loadedmodule": {"elements": {"nvidia": {}}}},
+                "attributes": {"gpu.node": {"elements": {"count": "8"}}},
+                "instances": {"pci.device": {"elements": [{"attributes": {"class": "0302", "vendor": "10de"}}]}}
+            })
+        );
+    }
+
+    #[test]
+    fn json_and_yaml_round_trip() {
+        let f = sample();
+        let p = Path::new("x");
+        assert_eq!(parse_snapshot(p, &f.to_json()).unwrap(), f);
+        assert_eq!(parse_snapshot(p, &f.to_yaml()).unwrap(), f);
+    }
+
+    #[test]
+    fn accepts_whole_node_feature() {
+        let text = r#"
+apiVersion: nfd.k8s-sigs.io/v1alpha1
+kind: NodeFeature
+metadata:
+  name: node-1
+  labels:
+    nfd.node.kubernetes.io/node-name: node-1
+spec:
+  features:
+    flags:
+      kernel.loadedmodule:
+        elements:
+          nvidia: {}
+    attributes:
+      gpu.node:
+        elements:
+          count: "8"
+    instances:
+      pci.device:
+        elements:
+        - attributes:
+            class: "0302"
+            vendor: "10de"
+  labels:
+    foo: bar
+"#;
+        assert_eq!(parse_snapshot(Path::new("nf.yaml"), text).unwrap(), sample());
+    }
+
+    #[test]
+    fn errors_name_file_line_and_column() {
+        let e = parse_snapshot(Path::new("snap.yaml"), "flags:\n  a: [\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("invalid snapshot snap.yaml:"), "{e}");
+        let e = parse_snapshot(Path::new("snap.json"), "{\"flags\": {\n  \"a\": }")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("invalid snapshot snap.json:2:"), "{e}");
+        let e = parse_snapshot(
+            Path::new("s.json"),
+            r#"{"attributes": {"gpu.node": {"elements": {"count": 8}}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "invalid snapshot s.json:1:1: attributes.gpu.node.elements must be a map of string values"
+        );
+    }
+}

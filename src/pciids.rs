@@ -1,0 +1,157 @@
+//! PCI ID database lookups: vendor and device names.
+//!
+//! The `pci-ids` crate embeds a database at build time. A `pci.ids` file can be preferred at run
+//! time (the host's is usually newer than the binary's); only the vendors actually present on the
+//! node are kept from it, so reading it costs one pass over the file and little memory.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+/// Where `pci.ids` usually lives on Linux distributions.
+pub const HOST_PATHS: &[&str] = &[
+    "/usr/share/hwdata/pci.ids",
+    "/usr/share/misc/pci.ids",
+    "/usr/share/pci.ids",
+];
+
+#[derive(Debug, Default)]
+pub struct VendorEntry {
+    name: String,
+    devices: HashMap<u16, String>,
+}
+
+/// A name database: the embedded one, or the parts of a `pci.ids` file we need.
+#[derive(Debug)]
+pub enum PciIds {
+    Embedded,
+    File {
+        path: PathBuf,
+        vendors: HashMap<u16, VendorEntry>,
+    },
+}
+
+impl PciIds {
+    /// Reads the vendors in `wanted` from a `pci.ids` file.
+    pub fn from_file(path: &Path, wanted: &BTreeSet<u16>) -> std::io::Result<PciIds> {
+        let text = std::fs::read(path)?;
+        // pci.ids is mostly ASCII but has a few UTF-8 names; be lenient per line.
+        let text = String::from_utf8_lossy(&text);
+        let mut vendors: HashMap<u16, VendorEntry> = HashMap::new();
+        let mut current: Option<u16> = None;
+        for line in text.lines() {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            if line.starts_with("C ") {
+                // The class section follows all vendors.
+                break;
+            }
+            if let Some(rest) = line.strip_prefix('\t') {
+                if rest.starts_with('\t') {
+                    continue; // subsystem line
+                }
+                let Some(vid) = current else { continue };
+                if let Some((id, name)) = split_entry(rest) {
+                    vendors
+                        .entry(vid)
+                        .or_default()
+                        .devices
+                        .insert(id, name.to_string());
+                }
+            } else if let Some((id, name)) = split_entry(line) {
+                current = wanted.contains(&id).then_some(id);
+                if current.is_some() {
+                    vendors.entry(id).or_default().name = name.to_string();
+                }
+            } else {
+                current = None;
+            }
+        }
+        Ok(PciIds::File {
+            path: path.to_path_buf(),
+            vendors,
+        })
+    }
+
+    /// The database to use: `explicit` if given, else the first host file that exists, else the
+    /// embedded one. An unreadable explicit file is an error; an unreadable host file is skipped.
+    pub fn select(explicit: Option<&Path>, wanted: &BTreeSet<u16>) -> std::io::Result<PciIds> {
+        if let Some(path) = explicit {
+            return PciIds::from_file(path, wanted).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+            });
+        }
+        for p in HOST_PATHS {
+            if let Ok(ids) = PciIds::from_file(Path::new(p), wanted) {
+                return Ok(ids);
+            }
+        }
+        Ok(PciIds::Embedded)
+    }
+
+    pub fn source(&self) -> String {
+        match self {
+            PciIds::Embedded => "embedded".into(),
+            PciIds::File { path, .. } => path.display().to_string(),
+        }
+    }
+
+    pub fn vendor_name(&self, vendor: u16) -> Option<&str> {
+        match self {
+            PciIds::Embedded => <pci_ids::Vendor as pci_ids::FromId<u16>>::from_id(vendor).map(|v| v.name()),
+            PciIds::File { vendors, .. } => vendors
+                .get(&vendor)
+                .map(|v| v.name.as_str())
+                .filter(|n| !n.is_empty()),
+        }
+    }
+
+    pub fn device_name(&self, vendor: u16, device: u16) -> Option<&str> {
+        match self {
+            PciIds::Embedded => pci_ids::Device::from_vid_pid(vendor, device).map(|d| d.name()),
+            PciIds::File { vendors, .. } => vendors
+                .get(&vendor)?
+                .devices
+                .get(&device)
+                .map(String::as_str),
+        }
+    }
+}
+
+fn split_entry(line: &str) -> Option<(u16, &str)> {
+    let (id, name) = line.split_once("  ")?;
+    let id = u16::from_str_radix(id.trim(), 16).ok()?;
+    Some((id, name.trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_only_wanted_vendors_from_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pci.ids");
+        std::fs::write(
+            &path,
+            "# comment\n10de  NVIDIA Corporation\n\t2330  GH100 [H100 SXM5 80GB]\n\t\t10de 16c1  H100 SXM5 80GB\n1af4  Red Hat, Inc.\n\t1041  Virtio 1.0 network device\nC 03  Display controller\n\t02  3D controller\n",
+        )
+        .unwrap();
+        let ids = PciIds::from_file(&path, &BTreeSet::from([0x10de])).unwrap();
+        assert_eq!(ids.vendor_name(0x10de), Some("NVIDIA Corporation"));
+        assert_eq!(
+            ids.device_name(0x10de, 0x2330),
+            Some("GH100 [H100 SXM5 80GB]")
+        );
+        assert_eq!(ids.vendor_name(0x1af4), None);
+        assert_eq!(ids.device_name(0x10de, 0x16c1), None);
+    }
+
+    #[test]
+    fn embedded_database_knows_nvidia() {
+        assert_eq!(
+            PciIds::Embedded.vendor_name(0x10de),
+            Some("NVIDIA Corporation")
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! Sinks: where labels go. `stdout` prints them in the formats of SPEC §2.
+
+pub mod stdout;
