@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::Config;
+use crate::config::{Config, NvmlEnabled};
+use crate::discover::nvml::{self, NvmlChoice, NvmlLibrary};
 use crate::discover::{self, DiscoveryOptions};
 use crate::features::{self, FeatureSet};
 use crate::labels::{self, NodeOutput};
@@ -79,7 +80,12 @@ pub struct DiscoveryArgs {
 #[derive(Debug, Clone, Args)]
 pub struct RulesArgs {
     /// NodeFeatureRule file or directory (repeatable).
-    #[arg(long = "rules", env = "GPU_LABELER_RULES", value_name = "PATH", value_delimiter = ',')]
+    #[arg(
+        long = "rules",
+        env = "GPU_LABELER_RULES",
+        value_name = "PATH",
+        value_delimiter = ','
+    )]
     pub rules: Vec<PathBuf>,
     /// Leave out the rules shipped in the binary.
     #[arg(long, env = "GPU_LABELER_NO_DEFAULT_RULES")]
@@ -87,6 +93,21 @@ pub struct RulesArgs {
 }
 
 impl DiscoveryArgs {
+    /// Flags win over the config file; the default is the loader's search.
+    pub fn nvml_choice(&self, config: &Config) -> NvmlChoice {
+        if self.no_nvml || config.sources.nvml.enabled == NvmlEnabled::False {
+            return NvmlChoice::Disabled;
+        }
+        let path = self.nvml_lib.clone().unwrap_or_else(|| {
+            if config.sources.nvml.lib_path.is_empty() {
+                PathBuf::from(nvml::DEFAULT_LIB)
+            } else {
+                PathBuf::from(&config.sources.nvml.lib_path)
+            }
+        });
+        NvmlChoice::Library(path)
+    }
+
     pub fn load_config(&self) -> Result<Config, Error> {
         match &self.config {
             Some(p) => Ok(Config::load(p)?),
@@ -99,12 +120,16 @@ impl DiscoveryArgs {
         if let Some(path) = &self.features {
             return Ok(features::load_snapshot(path)?);
         }
-        let d = discover::discover(&DiscoveryOptions {
-            sysfs_root: self.sysfs_root.clone(),
-            proc_root: self.proc_root.clone(),
-            pci_ids: self.pci_ids.clone(),
-            config: config.clone(),
-        });
+        let mut nvml = NvmlLibrary::new(self.nvml_choice(config));
+        let d = discover::discover(
+            &DiscoveryOptions {
+                sysfs_root: self.sysfs_root.clone(),
+                proc_root: self.proc_root.clone(),
+                pci_ids: self.pci_ids.clone(),
+                config: config.clone(),
+            },
+            &mut nvml,
+        );
         for w in &d.warnings {
             tracing::warn!("{w}");
         }

@@ -245,9 +245,7 @@ fn check_shape(value: &serde_json::Value) -> Result<(), String> {
         },
         None => value,
     };
-    let features = features
-        .as_object()
-        .ok_or("`features` must be an object")?;
+    let features = features.as_object().ok_or("`features` must be an object")?;
     for (kind, v) in features {
         if !matches!(kind.as_str(), "flags" | "attributes" | "instances") {
             return Err(format!(
@@ -304,7 +302,9 @@ mod tests {
         f.insert_attribute("gpu.node", "count", "8");
         f.push_instance(
             "pci.device",
-            [("class", "0302"), ("vendor", "10de")].into_iter().collect(),
+            [("class", "0302"), ("vendor", "10de")]
+                .into_iter()
+                .collect(),
         );
         f
     }
@@ -358,7 +358,10 @@ spec:
   labels:
     foo: bar
 "#;
-        assert_eq!(parse_snapshot(Path::new("nf.yaml"), text).unwrap(), sample());
+        assert_eq!(
+            parse_snapshot(Path::new("nf.yaml"), text).unwrap(),
+            sample()
+        );
     }
 
     #[test]

@@ -77,9 +77,8 @@ impl PciIds {
     /// embedded one. An unreadable explicit file is an error; an unreadable host file is skipped.
     pub fn select(explicit: Option<&Path>, wanted: &BTreeSet<u16>) -> std::io::Result<PciIds> {
         if let Some(path) = explicit {
-            return PciIds::from_file(path, wanted).map_err(|e| {
-                std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
-            });
+            return PciIds::from_file(path, wanted)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())));
         }
         for p in HOST_PATHS {
             if let Ok(ids) = PciIds::from_file(Path::new(p), wanted) {
@@ -98,7 +97,9 @@ impl PciIds {
 
     pub fn vendor_name(&self, vendor: u16) -> Option<&str> {
         match self {
-            PciIds::Embedded => <pci_ids::Vendor as pci_ids::FromId<u16>>::from_id(vendor).map(|v| v.name()),
+            PciIds::Embedded => {
+                <pci_ids::Vendor as pci_ids::FromId<u16>>::from_id(vendor).map(|v| v.name())
+            }
             PciIds::File { vendors, .. } => vendors
                 .get(&vendor)
                 .map(|v| v.name.as_str())

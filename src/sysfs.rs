@@ -112,9 +112,7 @@ impl Sysfs {
     /// The last component of a symlink's target (`driver` -> `nvidia`). `Ok(None)` when absent.
     pub fn link_name(&self, path: &Path) -> Result<Option<String>, SysfsError> {
         match std::fs::read_link(path) {
-            Ok(target) => Ok(target
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())),
+            Ok(target) => Ok(target.file_name().map(|n| n.to_string_lossy().into_owned())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(SysfsError::Io {
                 path: path.to_path_buf(),

@@ -10,8 +10,12 @@ use crate::features::FeatureSet;
 use crate::pciids::PciIds;
 use crate::sysfs::Sysfs;
 
+pub mod amd;
 pub mod dmi;
+pub mod gpu;
+pub mod intel;
 pub mod kernel;
+pub mod nvml;
 pub mod pci;
 
 pub const PCI_DEVICE: &str = "pci.device";
@@ -36,23 +40,52 @@ pub struct Discovery {
     pub warnings: Warnings,
 }
 
-/// Discovers everything this node has.
-pub fn discover(opts: &DiscoveryOptions) -> Discovery {
+/// Discovers everything this node has. NVML is asked only when PCI shows an NVIDIA function
+/// (or PCI could not be read), so AMD and Intel nodes never load it.
+pub fn discover(opts: &DiscoveryOptions, nvml: &mut dyn nvml::NvmlProbe) -> Discovery {
     let sysfs = Sysfs::new(&opts.sysfs_root);
     let proc = Sysfs::new(&opts.proc_root);
     let mut warnings = Warnings::new();
     let mut features = FeatureSet::default();
 
     let devices = pci::scan(&sysfs, &mut warnings);
-    let ids = PciIds::select(opts.pci_ids.as_deref(), &pci::vendors(&devices)).unwrap_or_else(|e| {
-        warnings.push(format!("cannot read PCI ID database {e}; using the embedded one"));
-        PciIds::Embedded
-    });
+    let ids =
+        PciIds::select(opts.pci_ids.as_deref(), &pci::vendors(&devices)).unwrap_or_else(|e| {
+            warnings.push(format!(
+                "cannot read PCI ID database {e}; using the embedded one"
+            ));
+            PciIds::Embedded
+        });
     // The feature exists even with no device, so that a snapshot says "scanned, found nothing".
-    features.instances.entry(PCI_DEVICE.to_string()).or_default();
+    features
+        .instances
+        .entry(PCI_DEVICE.to_string())
+        .or_default();
     for d in &devices {
         features.push_instance(PCI_DEVICE, d.to_instance(&ids));
     }
+
+    let nvml_scan = if devices.is_empty() || devices.iter().any(|d| d.vendor_id == 0x10de) {
+        nvml.scan()
+    } else {
+        nvml::NvmlScan::unavailable("no NVIDIA PCI function")
+    };
+    match &nvml_scan.status {
+        nvml::NvmlStatus::Error(m) => warnings.push(format!("NVML: {m}")),
+        nvml::NvmlStatus::Unavailable(m) if devices.iter().any(|d| d.vendor_id == 0x10de) => {
+            tracing::info!("NVML unavailable: {m}")
+        }
+        _ => {}
+    }
+    warnings.extend(nvml_scan.warnings.iter().cloned());
+    gpu::discover(
+        &sysfs,
+        &devices,
+        &ids,
+        &nvml_scan,
+        &mut features,
+        &mut warnings,
+    );
 
     kernel::discover(&proc, &mut features, &mut warnings);
     dmi::discover(&sysfs, &mut features, &mut warnings);

@@ -283,7 +283,10 @@ fn read_hex_byte(sysfs: &Sysfs, path: &Path) -> Result<Option<String>, SysfsErro
             format!("not a hex byte: {:?}", short(&raw)),
         ));
     }
-    Ok(Some(format!("{:02x}", u8::from_str_radix(v, 16).unwrap_or(0))))
+    Ok(Some(format!(
+        "{:02x}",
+        u8::from_str_radix(v, 16).unwrap_or(0)
+    )))
 }
 
 /// `-1` (no NUMA affinity) is left out: absence means unknown.
@@ -325,10 +328,15 @@ mod tests {
 
     #[test]
     fn addresses_of_any_domain_width_parse_and_order() {
-        let mut v: Vec<_> = ["10000:00:02.0", "0000:3b:00.0", "c941:00:02.0", "0001:00:00.0"]
-            .iter()
-            .map(|s| PciAddress::parse(s).unwrap())
-            .collect();
+        let mut v: Vec<_> = [
+            "10000:00:02.0",
+            "0000:3b:00.0",
+            "c941:00:02.0",
+            "0001:00:00.0",
+        ]
+        .iter()
+        .map(|s| PciAddress::parse(s).unwrap())
+        .collect();
         v.sort();
         assert_eq!(
             v.iter().map(|a| a.domain).collect::<Vec<_>>(),

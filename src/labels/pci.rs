@@ -80,8 +80,7 @@ mod tests {
         let mut gpu = dev(&[("class", "0302"), ("vendor", "10de")]);
         gpu.attributes
             .extend(common.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        gpu.attributes
-            .insert("sriov_totalvfs".into(), "32".into());
+        gpu.attributes.insert("sriov_totalvfs".into(), "32".into());
         f.push_instance(PCI_DEVICE, gpu);
         f.push_instance(
             PCI_DEVICE,
@@ -131,7 +130,10 @@ mod tests {
             labels(&["0c"], &["foo", "bar"]),
             map(&["pci-0c80_8086.present"])
         );
-        assert_eq!(labels(&["0c"], &["foo", "class"]), map(&["pci-0c80.present"]));
+        assert_eq!(
+            labels(&["0c"], &["foo", "class"]),
+            map(&["pci-0c80.present"])
+        );
         assert_eq!(
             labels(&["02", "0c"], &["vendor"]),
             map(&["pci-15b3.present", "pci-8086.present"])

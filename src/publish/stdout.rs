@@ -47,8 +47,10 @@ mod tests {
         let mut o = NodeOutput::default();
         o.labels
             .insert("feature.node.kubernetes.io/gpu.count".into(), "8".into());
-        o.labels
-            .insert("feature.node.kubernetes.io/gpu.present".into(), "true".into());
+        o.labels.insert(
+            "feature.node.kubernetes.io/gpu.present".into(),
+            "true".into(),
+        );
         o
     }
 
@@ -76,7 +78,8 @@ mod tests {
             value: String::new(),
             effect: "NoSchedule".into(),
         });
-        o.extended_resources.insert("example.com/gpus".into(), "8".into());
+        o.extended_resources
+            .insert("example.com/gpus".into(), "8".into());
         let v: serde_json::Value = serde_json::from_str(&render(&o, LabelFormat::Json)).unwrap();
         assert_eq!(
             v,

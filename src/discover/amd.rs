@@ -1,0 +1,210 @@
+//! AMD GPUs from sysfs: the amdgpu device attributes and the KFD topology.
+//!
+//! A KFD node belongs to a PCI function when their domain, bus and slot agree (`location_id` is
+//! `bus << 8 | devfn`); a partitioned GPU (CPX: one KFD node per partition, each with its own
+//! function number) is still one GPU, whose SIMDs, CUs and memory are the sums of its nodes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::sysfs::{Sysfs, SysfsError, short};
+
+use super::Warnings;
+use super::pci::{PciAddress, PciDevice};
+
+/// What the KFD says about one topology node with SIMDs (a GPU or a GPU partition).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KfdNode {
+    pub path: PathBuf,
+    pub domain: u32,
+    pub bus: u8,
+    pub slot: u8,
+    pub simd_count: u64,
+    pub cu_count: Option<u64>,
+    pub gfx_target_version: Option<u64>,
+    pub memory_bytes: Option<u64>,
+}
+
+/// Reads every GPU node of `<sysfs>/class/kfd/kfd/topology/nodes`.
+pub fn kfd_nodes(sysfs: &Sysfs, warnings: &mut Warnings) -> Vec<KfdNode> {
+    let dir = sysfs.path("class/kfd/kfd/topology/nodes");
+    let names = match sysfs.list(&dir) {
+        Ok(Some(n)) => n,
+        Ok(None) => return Vec::new(),
+        Err(e) => {
+            warnings.push(format!("{e}; KFD topology not read"));
+            return Vec::new();
+        }
+    };
+    let mut nodes = Vec::new();
+    for name in names {
+        match read_node(sysfs, &dir.join(&name)) {
+            Ok(Some(n)) => nodes.push(n),
+            Ok(None) => {}
+            Err(e) => warnings.push(format!("{e}; KFD node skipped")),
+        }
+    }
+    nodes
+}
+
+fn read_node(sysfs: &Sysfs, path: &Path) -> Result<Option<KfdNode>, SysfsError> {
+    let props_path = path.join("properties");
+    let Some(text) = sysfs.read(&props_path)? else {
+        return Ok(None);
+    };
+    let mut props = BTreeMap::new();
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        if let (Some(k), Some(v), None) = (it.next(), it.next(), it.next()) {
+            props.insert(k, v);
+        }
+    }
+    let num = |k: &str| -> Result<Option<u64>, SysfsError> {
+        props
+            .get(k)
+            .map(|v| {
+                v.parse::<u64>().map_err(|_| {
+                    SysfsError::invalid(&props_path, format!("{k} is not a number: {:?}", short(v)))
+                })
+            })
+            .transpose()
+    };
+    let simd_count = num("simd_count")?.unwrap_or(0);
+    if simd_count == 0 {
+        return Ok(None); // a CPU node
+    }
+    let location =
+        num("location_id")?.ok_or_else(|| SysfsError::invalid(&props_path, "no location_id"))?;
+    let cu_count = match (num("simd_per_cu")?, simd_count) {
+        (Some(per), s) if per > 0 => Some(s / per),
+        _ => None,
+    };
+    // Memory: the node's banks, else its local_mem_size (0 means "not reported").
+    let mut memory: Option<u64> = None;
+    if let Ok(Some(banks)) = sysfs.list(&path.join("mem_banks")) {
+        for b in banks {
+            let p = path.join("mem_banks").join(b).join("properties");
+            if let Some(t) = sysfs.read(&p)? {
+                for line in t.lines() {
+                    if let Some(v) = line.strip_prefix("size_in_bytes ") {
+                        let v = v.trim().parse::<u64>().map_err(|_| {
+                            SysfsError::invalid(
+                                &p,
+                                format!("size_in_bytes is not a number: {:?}", short(v)),
+                            )
+                        })?;
+                        memory = Some(memory.unwrap_or(0) + v);
+                    }
+                }
+            }
+        }
+    }
+    if memory.is_none() {
+        memory = num("local_mem_size")?.filter(|&m| m > 0);
+    }
+    Ok(Some(KfdNode {
+        path: path.to_path_buf(),
+        domain: num("domain")?.unwrap_or(0) as u32,
+        bus: ((location >> 8) & 0xff) as u8,
+        slot: ((location >> 3) & 0x1f) as u8,
+        simd_count,
+        cu_count,
+        gfx_target_version: num("gfx_target_version")?,
+        memory_bytes: memory,
+    }))
+}
+
+/// `90010` -> `gfx90a`, `90402` -> `gfx942`, `110000` -> `gfx1100`: major·10000 + minor·100 +
+/// stepping, the stepping written in hex.
+pub fn gfx_target(version: u64) -> String {
+    let major = version / 10000;
+    let minor = (version / 100) % 100;
+    let stepping = version % 100;
+    format!("gfx{major}{minor}{stepping:x}")
+}
+
+/// Attributes of one AMD GPU from sysfs.
+pub fn attributes(
+    sysfs: &Sysfs,
+    dev: &PciDevice,
+    kfd: &[KfdNode],
+    warnings: &mut Warnings,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let a = dev.sort_key;
+    let mine: Vec<&KfdNode> = kfd
+        .iter()
+        .filter(|n| (n.domain, n.bus, n.slot) == (a.domain, a.bus, a.device))
+        .collect();
+    let mut warn = |e: SysfsError| warnings.push(format!("{e}; attribute left out"));
+
+    match sysfs.read(&dev.path.join("product_name")) {
+        Ok(Some(p)) if !p.is_empty() => {
+            out.insert("product".into(), p);
+        }
+        Ok(_) => {}
+        Err(e) => warn(e),
+    }
+    let vram = match sysfs.read_u64(&dev.path.join("mem_info_vram_total")) {
+        Ok(v) => v.filter(|&v| v > 0),
+        Err(e) => {
+            warn(e);
+            None
+        }
+    };
+    let kfd_memory: Option<u64> = mine
+        .iter()
+        .map(|n| n.memory_bytes)
+        .try_fold(0u64, |acc, m| m.map(|m| acc + m))
+        .filter(|_| !mine.is_empty());
+    if let Some(bytes) = vram.or(kfd_memory) {
+        out.insert("memory_mib".into(), (bytes >> 20).to_string());
+    }
+    if !mine.is_empty() {
+        let simd: u64 = mine.iter().map(|n| n.simd_count).sum();
+        out.insert("simd_count".into(), simd.to_string());
+        if let Some(cu) = mine.iter().map(|n| n.cu_count).sum::<Option<u64>>() {
+            out.insert("cu_count".into(), cu.to_string());
+        }
+        if let Some(v) = mine[0].gfx_target_version {
+            out.insert("gfx_target".into(), gfx_target(v));
+        }
+    }
+    for (key, file) in [
+        ("compute_partition", "current_compute_partition"),
+        ("memory_partition", "current_memory_partition"),
+    ] {
+        match sysfs.read(&dev.path.join(file)) {
+            Ok(Some(v)) if !v.is_empty() => {
+                out.insert(key.into(), v);
+            }
+            Ok(_) => {}
+            Err(e) => warn(e),
+        }
+    }
+    out
+}
+
+/// The PCI address a KFD node points at (for messages and tests).
+pub fn node_address(n: &KfdNode) -> PciAddress {
+    PciAddress {
+        domain: n.domain,
+        bus: n.bus,
+        device: n.slot,
+        function: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gfx_targets() {
+        assert_eq!(gfx_target(90010), "gfx90a");
+        assert_eq!(gfx_target(90402), "gfx942");
+        assert_eq!(gfx_target(90000), "gfx900");
+        assert_eq!(gfx_target(110000), "gfx1100");
+        assert_eq!(gfx_target(100300), "gfx1030");
+    }
+}

@@ -1,0 +1,470 @@
+//! `gpu.device`, `gpu.mig`, `gpu.node` and `gpu.driver`: GPUs from PCI, enriched by NVML (NVIDIA),
+//! KFD/amdgpu (AMD) and DRM (Intel) sysfs.
+//!
+//! A GPU is a PCI function of base class `03` or `12`, or class `0b40`, from NVIDIA, AMD, Intel or
+//! Habana; BMC and virtual display adapters (ASPEED, Matrox, virtio...) are other vendors and so
+//! never GPUs. Intel's `0b40` functions are QuickAssist and Xeon Phi co-processors, not GPUs.
+//!
+//! `gpu.node` also carries values derived over all GPUs (`vendor`, `product`, `family`, ...) that
+//! NFD rules cannot compute (agreement across instances, sanitising); each is present only when
+//! every GPU agrees, so heterogeneous nodes are labelled deterministically.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::features::{FeatureSet, Instance};
+use crate::labels::validate::sanitize_value;
+use crate::pciids::PciIds;
+use crate::sysfs::Sysfs;
+
+use super::Warnings;
+use super::nvml::{NvmlGpu, NvmlMigDevice, NvmlScan};
+use super::pci::{PciAddress, PciDevice};
+use super::{amd, intel};
+
+pub const GPU_DEVICE: &str = "gpu.device";
+pub const GPU_MIG: &str = "gpu.mig";
+pub const GPU_NODE: &str = "gpu.node";
+pub const GPU_DRIVER: &str = "gpu.driver";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Vendor {
+    Nvidia,
+    Amd,
+    Intel,
+    Habana,
+}
+
+impl Vendor {
+    pub fn from_id(id: u16) -> Option<Vendor> {
+        match id {
+            0x10de => Some(Vendor::Nvidia),
+            0x1002 => Some(Vendor::Amd),
+            0x8086 => Some(Vendor::Intel),
+            0x1da3 => Some(Vendor::Habana),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Vendor::Nvidia => "nvidia",
+            Vendor::Amd => "amd",
+            Vendor::Intel => "intel",
+            Vendor::Habana => "habana",
+        }
+    }
+}
+
+/// Whether a PCI function is a GPU (see the module docs), and whose.
+pub fn gpu_vendor(dev: &PciDevice) -> Option<Vendor> {
+    let vendor = Vendor::from_id(dev.vendor_id)?;
+    let class16 = (dev.class_code >> 8) as u16;
+    let gpu_class = matches!(dev.base_class(), 0x03 | 0x12) || class16 == 0x0b40;
+    (gpu_class && !(vendor == Vendor::Intel && class16 == 0x0b40)).then_some(vendor)
+}
+
+/// NVIDIA's architecture family by compute capability, as GPU Feature Discovery names it.
+pub fn nvidia_family(major: i32, minor: i32) -> &'static str {
+    match major {
+        1 => "tesla",
+        2 => "fermi",
+        3 => "kepler",
+        5 => "maxwell",
+        6 => "pascal",
+        7 if minor < 5 => "volta",
+        7 => "turing",
+        8 if minor < 9 => "ampere",
+        8 => "ada-lovelace",
+        9 => "hopper",
+        10 | 12 => "blackwell",
+        _ => "undefined",
+    }
+}
+
+/// A MIG profile name as NVIDIA's tools write it (`1g.10gb`, `1c.3g.20gb`): memory in GB is
+/// the instance's share of the whole GPU rounded up to eighths, times the GPU's GB (go-nvlib).
+pub fn mig_profile(mig: &NvmlMigDevice, gpu_memory_bytes: u64) -> String {
+    const GB: u64 = 1 << 30;
+    let gb = if gpu_memory_bytes == 0 {
+        mig.memory_size_mb.div_ceil(1024)
+    } else {
+        let frac = (mig.memory_size_mb as f64 * (1u64 << 20) as f64) / gpu_memory_bytes as f64;
+        let frac = (frac * 8.0).ceil() / 8.0;
+        let total_gb = gpu_memory_bytes.div_ceil(GB) as f64;
+        (frac * total_gb).round() as u64
+    };
+    if mig.slices_ci == mig.slices_gi || mig.slices_ci == 0 {
+        format!("{}g.{}gb", mig.slices_gi, gb)
+    } else {
+        format!("{}c.{}g.{}gb", mig.slices_ci, mig.slices_gi, gb)
+    }
+}
+
+/// One GPU being assembled.
+struct Gpu {
+    address: Option<PciAddress>,
+    vendor: Vendor,
+    attributes: BTreeMap<String, String>,
+    mig: Vec<NvmlMigDevice>,
+    memory_bytes: Option<u64>,
+}
+
+/// Fills `gpu.device`, `gpu.mig`, `gpu.node` and `gpu.driver`.
+pub fn discover(
+    sysfs: &Sysfs,
+    devices: &[PciDevice],
+    ids: &PciIds,
+    nvml: &NvmlScan,
+    features: &mut FeatureSet,
+    warnings: &mut Warnings,
+) {
+    let mut nvml_by_addr: BTreeMap<PciAddress, &NvmlGpu> = BTreeMap::new();
+    let mut nvml_unplaced: Vec<&NvmlGpu> = Vec::new();
+    for g in &nvml.gpus {
+        match g.address {
+            Some(a) => {
+                nvml_by_addr.insert(a, g);
+            }
+            None => nvml_unplaced.push(g),
+        }
+    }
+    let kfd = if devices.iter().any(|d| gpu_vendor(d) == Some(Vendor::Amd)) {
+        amd::kfd_nodes(sysfs, warnings)
+    } else {
+        Vec::new()
+    };
+
+    let mut gpus: Vec<Gpu> = Vec::new();
+    for dev in devices {
+        let Some(vendor) = gpu_vendor(dev) else {
+            continue;
+        };
+        let mut a = BTreeMap::new();
+        a.insert("address".to_string(), dev.address.clone());
+        a.insert("vendor".into(), vendor.name().into());
+        a.insert("vendor_id".into(), format!("{:04x}", dev.vendor_id));
+        a.insert("device_id".into(), format!("{:04x}", dev.device_id));
+        a.insert("class".into(), format!("{:04x}", dev.class_code >> 8));
+        for key in ["numa_node", "driver", "is_vf"] {
+            if let Some(v) = dev.attr(key) {
+                a.insert(key.into(), v.to_string());
+            }
+        }
+        if let Some(n) = ids.device_name(dev.vendor_id, dev.device_id) {
+            a.insert("product".into(), n.to_string());
+        }
+        a.insert("source".into(), "sysfs".into());
+        let mut gpu = Gpu {
+            address: Some(dev.sort_key),
+            vendor,
+            attributes: a,
+            mig: Vec::new(),
+            memory_bytes: None,
+        };
+        match vendor {
+            Vendor::Nvidia => {
+                if let Some(n) = nvml_by_addr.remove(&dev.sort_key) {
+                    apply_nvml(&mut gpu, n);
+                }
+            }
+            Vendor::Amd => gpu
+                .attributes
+                .extend(amd::attributes(sysfs, dev, &kfd, warnings)),
+            Vendor::Intel => gpu
+                .attributes
+                .extend(intel::attributes(sysfs, dev, warnings)),
+            Vendor::Habana => {}
+        }
+        gpus.push(gpu);
+    }
+    // GPUs NVML knows but sysfs does not show (e.g. sysfs not mounted in the container).
+    for n in nvml_by_addr.into_values().chain(nvml_unplaced) {
+        let mut gpu = Gpu {
+            address: n.address,
+            vendor: Vendor::Nvidia,
+            attributes: BTreeMap::from([
+                ("vendor".to_string(), "nvidia".to_string()),
+                ("vendor_id".into(), "10de".into()),
+            ]),
+            mig: Vec::new(),
+            memory_bytes: None,
+        };
+        if let Some(a) = n.address {
+            gpu.attributes.insert("address".into(), format_address(a));
+        }
+        apply_nvml(&mut gpu, n);
+        gpus.push(gpu);
+    }
+    gpus.sort_by_key(|g| g.address);
+
+    features
+        .instances
+        .entry(GPU_DEVICE.to_string())
+        .or_default();
+    for (index, gpu) in gpus.iter_mut().enumerate() {
+        gpu.attributes.insert("index".into(), index.to_string());
+        features.push_instance(
+            GPU_DEVICE,
+            Instance {
+                attributes: gpu.attributes.clone(),
+            },
+        );
+        for m in &gpu.mig {
+            let mut i = Instance::default();
+            let mut put = |k: &str, v: String| {
+                i.attributes.insert(k.to_string(), v);
+            };
+            put("parent_index", index.to_string());
+            if let Some(a) = gpu.attributes.get("address") {
+                put("parent_address", a.clone());
+            }
+            put("profile", mig_profile(m, gpu.memory_bytes.unwrap_or(0)));
+            put("memory_mib", m.memory_size_mb.to_string());
+            put("multiprocessors", m.multiprocessors.to_string());
+            put("slices_gi", m.slices_gi.to_string());
+            put("slices_ci", m.slices_ci.to_string());
+            put("engines_copy", m.engines_copy.to_string());
+            put("engines_decoder", m.engines_decoder.to_string());
+            put("engines_encoder", m.engines_encoder.to_string());
+            put("engines_jpeg", m.engines_jpeg.to_string());
+            put("engines_ofa", m.engines_ofa.to_string());
+            features.push_instance(GPU_MIG, i);
+        }
+    }
+
+    let drivers = driver_versions(sysfs, &gpus, nvml, warnings);
+    for (k, v) in &drivers {
+        features.insert_attribute(GPU_DRIVER, k.clone(), v.clone());
+    }
+    for (k, v) in node_attributes(&gpus, &drivers, nvml) {
+        features.insert_attribute(GPU_NODE, k, v);
+    }
+}
+
+fn format_address(a: PciAddress) -> String {
+    format!(
+        "{:04x}:{:02x}:{:02x}.{:x}",
+        a.domain, a.bus, a.device, a.function
+    )
+}
+
+fn apply_nvml(gpu: &mut Gpu, n: &NvmlGpu) {
+    let a = &mut gpu.attributes;
+    a.insert("source".into(), "nvml".into());
+    if let Some(v) = &n.name {
+        a.insert("product".into(), v.clone());
+    }
+    if let Some(v) = &n.uuid {
+        a.insert("uuid".into(), v.clone());
+    }
+    if let Some(b) = n.memory_bytes {
+        a.insert("memory_mib".into(), (b >> 20).to_string());
+        gpu.memory_bytes = Some(b);
+    }
+    if let Some((major, minor)) = n.compute {
+        a.insert("compute_major".into(), major.to_string());
+        a.insert("compute_minor".into(), minor.to_string());
+        a.insert("family".into(), nvidia_family(major, minor).into());
+    }
+    a.insert("mig_capable".into(), n.mig_enabled.is_some().to_string());
+    if let Some(e) = n.mig_enabled {
+        a.insert("mig_enabled".into(), e.to_string());
+    }
+    if let Some(v) = n.vgpu_guest {
+        a.insert("vgpu".into(), v.to_string());
+    }
+    gpu.mig = n.mig_devices.clone();
+}
+
+/// `gpu.driver`: NVML's versions, else the kernel module's `version` file.
+fn driver_versions(
+    sysfs: &Sysfs,
+    gpus: &[Gpu],
+    nvml: &NvmlScan,
+    warnings: &mut Warnings,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if let Some(v) = &nvml.driver_version {
+        out.insert("nvidia".to_string(), v.clone());
+    }
+    if let Some(v) = &nvml.cuda_version {
+        out.insert("cuda".to_string(), v.clone());
+    }
+    let modules: BTreeSet<&str> = gpus
+        .iter()
+        .filter_map(|g| g.attributes.get("driver").map(String::as_str))
+        .filter(|d| matches!(*d, "nvidia" | "amdgpu" | "i915" | "xe"))
+        .collect();
+    for m in modules {
+        if out.contains_key(m) {
+            continue;
+        }
+        match sysfs.read(&sysfs.path("module").join(m).join("version")) {
+            Ok(Some(v)) if !v.is_empty() => {
+                out.insert(m.to_string(), v);
+            }
+            Ok(_) => {}
+            Err(e) => warnings.push(format!("{e}; driver version left out")),
+        }
+    }
+    out
+}
+
+/// The value every GPU agrees on, if any.
+fn common<'a>(gpus: &'a [Gpu], key: &str) -> Option<&'a str> {
+    let first = gpus.first()?.attributes.get(key)?;
+    gpus.iter()
+        .all(|g| g.attributes.get(key) == Some(first))
+        .then_some(first.as_str())
+}
+
+fn node_attributes(
+    gpus: &[Gpu],
+    drivers: &BTreeMap<String, String>,
+    nvml: &NvmlScan,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    out.insert("count".to_string(), gpus.len().to_string());
+    out.insert("nvml".to_string(), nvml.status.as_str().to_string());
+    if gpus.is_empty() {
+        return out;
+    }
+    let vendors: BTreeSet<Vendor> = gpus.iter().map(|g| g.vendor).collect();
+    out.insert(
+        "vendors".into(),
+        vendors
+            .iter()
+            .map(|v| v.name())
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    for v in &vendors {
+        let n = gpus.iter().filter(|g| g.vendor == *v).count();
+        out.insert(format!("count_{}", v.name()), n.to_string());
+    }
+    let memory: Option<Vec<u64>> = gpus
+        .iter()
+        .map(|g| g.attributes.get("memory_mib")?.parse().ok())
+        .collect();
+    if let Some(m) = memory {
+        out.insert(
+            "memory_mib_min".into(),
+            m.iter().min().unwrap_or(&0).to_string(),
+        );
+        out.insert(
+            "memory_mib_max".into(),
+            m.iter().max().unwrap_or(&0).to_string(),
+        );
+        out.insert("memory_mib_total".into(), m.iter().sum::<u64>().to_string());
+    }
+    let same = |k: &str| common(gpus, k).is_some();
+    out.insert(
+        "homogeneous".into(),
+        (vendors.len() == 1 && same("product") && same("memory_mib")).to_string(),
+    );
+
+    // Derived, for rules: present only when all GPUs agree.
+    if vendors.len() == 1 {
+        let vendor = *vendors.first().expect("one vendor");
+        out.insert("vendor".into(), vendor.name().into());
+        let driver_key = match vendor {
+            Vendor::Nvidia => Some("nvidia"),
+            Vendor::Amd => Some("amdgpu"),
+            Vendor::Intel => common(gpus, "driver").filter(|d| matches!(*d, "i915" | "xe")),
+            Vendor::Habana => None,
+        };
+        if let Some(version) = driver_key.and_then(|k| drivers.get(k)) {
+            let mut parts = version.split(['.', '-']);
+            out.insert("driver_version".into(), sanitize_value(version));
+            if let Some(m) = parts.next().filter(|p| is_number(p)) {
+                out.insert("driver_major".into(), m.to_string());
+            }
+            if let Some(m) = parts.next().filter(|p| is_number(p)) {
+                out.insert("driver_minor".into(), m.to_string());
+            }
+        }
+    }
+    if let Some(p) = common(gpus, "product") {
+        let s = sanitize_value(p);
+        if !s.is_empty() {
+            out.insert("product".into(), s);
+        }
+    }
+    let family = common(gpus, "family").or_else(|| common(gpus, "gfx_target"));
+    if let Some(f) = family {
+        out.insert("family".into(), sanitize_value(f));
+    }
+    for k in ["compute_major", "compute_minor"] {
+        if let Some(v) = common(gpus, k) {
+            out.insert(k.into(), v.to_string());
+        }
+    }
+    if let Some(cuda) = drivers.get("cuda") {
+        let mut it = cuda.split('.');
+        if let (Some(a), Some(b)) = (it.next(), it.next()) {
+            out.insert("cuda_major".into(), a.to_string());
+            out.insert("cuda_minor".into(), b.to_string());
+        }
+    }
+    let any = |k: &str| {
+        gpus.iter()
+            .any(|g| g.attributes.get(k).map(String::as_str) == Some("true"))
+    };
+    if gpus
+        .iter()
+        .any(|g| g.attributes.contains_key("mig_capable"))
+    {
+        out.insert("mig_capable".into(), any("mig_capable").to_string());
+        out.insert("mig_enabled".into(), any("mig_enabled").to_string());
+    }
+    out.insert("vgpu_present".into(), any("vgpu").to_string());
+    out.insert("virtual".into(), (any("vgpu") || any("is_vf")).to_string());
+    out
+}
+
+fn is_number(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mig(gi: u32, ci: u32, mb: u64) -> NvmlMigDevice {
+        NvmlMigDevice {
+            uuid: None,
+            memory_size_mb: mb,
+            multiprocessors: 0,
+            slices_gi: gi,
+            slices_ci: ci,
+            engines_copy: 0,
+            engines_decoder: 0,
+            engines_encoder: 0,
+            engines_jpeg: 0,
+            engines_ofa: 0,
+        }
+    }
+
+    #[test]
+    fn mig_profile_names_follow_nvidia() {
+        let a100_40 = 40960u64 << 20;
+        let a100_80 = 81920u64 << 20;
+        assert_eq!(mig_profile(&mig(3, 3, 19968), a100_40), "3g.20gb");
+        assert_eq!(mig_profile(&mig(1, 1, 4864), a100_40), "1g.5gb");
+        assert_eq!(mig_profile(&mig(7, 7, 40192), a100_40), "7g.40gb");
+        assert_eq!(mig_profile(&mig(1, 1, 9728), a100_80), "1g.10gb");
+        assert_eq!(mig_profile(&mig(1, 1, 19968), a100_80), "1g.20gb");
+        assert_eq!(mig_profile(&mig(3, 1, 19968), a100_40), "1c.3g.20gb");
+    }
+
+    #[test]
+    fn families() {
+        assert_eq!(nvidia_family(9, 0), "hopper");
+        assert_eq!(nvidia_family(8, 0), "ampere");
+        assert_eq!(nvidia_family(8, 6), "ampere");
+        assert_eq!(nvidia_family(8, 9), "ada-lovelace");
+        assert_eq!(nvidia_family(7, 5), "turing");
+        assert_eq!(nvidia_family(7, 0), "volta");
+        assert_eq!(nvidia_family(4, 0), "undefined");
+    }
+}

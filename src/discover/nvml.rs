@@ -1,0 +1,308 @@
+//! NVIDIA GPUs through NVML, loaded at run time with `nvml-wrapper`.
+//!
+//! `NvmlProbe` is the seam in front of the foreign library: the real `NvmlLibrary` holds one
+//! `Nvml` per process and retries a failed init on the next scan; each scan copies what it needs
+//! into owned structs. NVML being absent or failing is a status, never an error: the GPUs are
+//! still discovered from sysfs.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use nvml_wrapper::Nvml;
+use nvml_wrapper::error::NvmlError;
+
+use super::pci::PciAddress;
+
+/// The library name the loader searches for by default.
+pub const DEFAULT_LIB: &str = "libnvidia-ml.so.1";
+
+/// How NVML went on this scan: `gpu.node.nvml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NvmlStatus {
+    Ok,
+    /// Disabled, not installed, or the driver is not loaded.
+    Unavailable(String),
+    /// Loaded but failed.
+    Error(String),
+}
+
+impl NvmlStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            NvmlStatus::Ok => "ok",
+            NvmlStatus::Unavailable(_) => "unavailable",
+            NvmlStatus::Error(_) => "error",
+        }
+    }
+}
+
+/// One MIG device, as NVML describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvmlMigDevice {
+    pub uuid: Option<String>,
+    pub memory_size_mb: u64,
+    pub multiprocessors: u32,
+    pub slices_gi: u32,
+    pub slices_ci: u32,
+    pub engines_copy: u32,
+    pub engines_decoder: u32,
+    pub engines_encoder: u32,
+    pub engines_jpeg: u32,
+    pub engines_ofa: u32,
+}
+
+/// One GPU, as NVML describes it. `None` fields: NVML could not say (older driver, not supported).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NvmlGpu {
+    pub index: u32,
+    pub address: Option<PciAddress>,
+    pub name: Option<String>,
+    pub uuid: Option<String>,
+    pub memory_bytes: Option<u64>,
+    pub compute: Option<(i32, i32)>,
+    /// `Some(current)` when the GPU supports MIG.
+    pub mig_enabled: Option<bool>,
+    pub vgpu_guest: Option<bool>,
+    pub mig_devices: Vec<NvmlMigDevice>,
+}
+
+/// What one scan found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvmlScan {
+    pub status: NvmlStatus,
+    pub driver_version: Option<String>,
+    /// `12.2`.
+    pub cuda_version: Option<String>,
+    pub gpus: Vec<NvmlGpu>,
+    pub warnings: Vec<String>,
+}
+
+impl NvmlScan {
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        NvmlScan {
+            status: NvmlStatus::Unavailable(reason.into()),
+            driver_version: None,
+            cuda_version: None,
+            gpus: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// The seam in front of NVML.
+pub trait NvmlProbe {
+    fn scan(&mut self) -> NvmlScan;
+}
+
+/// Which library to load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NvmlChoice {
+    Disabled,
+    Library(PathBuf),
+}
+
+/// The real NVML: one `Nvml` per process, initialised lazily and retried while it fails.
+pub struct NvmlLibrary {
+    choice: NvmlChoice,
+    nvml: Option<Nvml>,
+}
+
+impl NvmlLibrary {
+    pub fn new(choice: NvmlChoice) -> Self {
+        NvmlLibrary { choice, nvml: None }
+    }
+
+    fn init(&mut self) -> Result<&Nvml, NvmlStatus> {
+        if self.nvml.is_none() {
+            let path = match &self.choice {
+                NvmlChoice::Disabled => {
+                    return Err(NvmlStatus::Unavailable("disabled".into()));
+                }
+                NvmlChoice::Library(p) => OsString::from(p.as_os_str()),
+            };
+            let nvml = Nvml::builder()
+                .lib_path(&path)
+                .init()
+                .map_err(|e| init_status(&path, e))?;
+            self.nvml = Some(nvml);
+        }
+        Ok(self.nvml.as_ref().expect("initialised above"))
+    }
+}
+
+fn init_status(path: &OsString, e: NvmlError) -> NvmlStatus {
+    let lib = path.to_string_lossy();
+    match e {
+        NvmlError::LibloadingError(err) => {
+            NvmlStatus::Unavailable(format!("cannot load {lib}: {err}"))
+        }
+        NvmlError::DriverNotLoaded | NvmlError::LibraryNotFound => {
+            NvmlStatus::Unavailable(format!("{lib}: {e}"))
+        }
+        other => NvmlStatus::Error(format!("{lib}: init failed: {other}")),
+    }
+}
+
+impl NvmlProbe for NvmlLibrary {
+    fn scan(&mut self) -> NvmlScan {
+        let nvml = match self.init() {
+            Ok(n) => n,
+            Err(status) => {
+                return NvmlScan {
+                    status,
+                    ..NvmlScan::unavailable("")
+                };
+            }
+        };
+        scan_nvml(nvml)
+    }
+}
+
+/// An NVML value that may be unsupported on this GPU or driver: unsupported is `None` quietly,
+/// any other error is `None` with a warning.
+fn optional<T>(what: &str, r: Result<T, NvmlError>, warnings: &mut Vec<String>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(
+            NvmlError::NotSupported
+            | NvmlError::FunctionNotFound
+            | NvmlError::FailedToLoadSymbol(_)
+            | NvmlError::NotFound,
+        ) => None,
+        Err(e) => {
+            warnings.push(format!("NVML {what}: {e}"));
+            None
+        }
+    }
+}
+
+fn scan_nvml(nvml: &Nvml) -> NvmlScan {
+    let mut warnings = Vec::new();
+    let driver_version = optional("driver version", nvml.sys_driver_version(), &mut warnings);
+    let cuda_version = optional(
+        "CUDA driver version",
+        nvml.sys_cuda_driver_version(),
+        &mut warnings,
+    )
+    .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10));
+    let count = match nvml.device_count() {
+        Ok(c) => c,
+        Err(e) => {
+            return NvmlScan {
+                status: NvmlStatus::Error(format!("device count: {e}")),
+                driver_version,
+                cuda_version,
+                gpus: Vec::new(),
+                warnings,
+            };
+        }
+    };
+    let mut gpus = Vec::new();
+    for index in 0..count {
+        // One failing GPU (e.g. "GPU is lost") does not stop the others.
+        match nvml.device_by_index(index) {
+            Ok(dev) => gpus.push(read_gpu(index, &dev, &mut warnings)),
+            Err(e) => warnings.push(format!("NVML GPU {index}: {e}; left to sysfs")),
+        }
+    }
+    NvmlScan {
+        status: NvmlStatus::Ok,
+        driver_version,
+        cuda_version,
+        gpus,
+        warnings,
+    }
+}
+
+fn read_gpu(index: u32, dev: &nvml_wrapper::Device, warnings: &mut Vec<String>) -> NvmlGpu {
+    let mut w = Vec::new();
+    let address = optional("PCI info", dev.pci_info(), &mut w).and_then(|p| {
+        parse_bus_id(&p.bus_id).or(Some(PciAddress {
+            domain: p.domain,
+            bus: p.bus as u8,
+            device: p.device as u8,
+            function: 0,
+        }))
+    });
+    let mig = optional("MIG mode", dev.mig_mode(), &mut w);
+    let mig_enabled = mig.map(|m| m.current == 1);
+    let mut gpu = NvmlGpu {
+        index,
+        address,
+        name: optional("name", dev.name(), &mut w),
+        uuid: optional("UUID", dev.uuid(), &mut w),
+        memory_bytes: optional("memory", dev.memory_info(), &mut w).map(|m| m.total),
+        compute: optional("compute capability", dev.cuda_compute_capability(), &mut w)
+            .map(|c| (c.major, c.minor)),
+        mig_enabled,
+        vgpu_guest: optional("virtualization mode", dev.virtualization_mode(), &mut w).map(|m| {
+            matches!(
+                m,
+                nvml_wrapper::enum_wrappers::device::GpuVirtualizationMode::Vgpu
+            )
+        }),
+        mig_devices: Vec::new(),
+    };
+    if mig_enabled == Some(true) {
+        let max = optional("MIG device count", dev.mig_device_count(), &mut w).unwrap_or(0);
+        for i in 0..max {
+            // Slots may be empty, and a MIG device may vanish mid-scan: both are skipped.
+            let Ok(mig) = dev.mig_device_by_index(i) else {
+                continue;
+            };
+            let Some(a) = optional("MIG attributes", mig.attributes(), &mut w) else {
+                continue;
+            };
+            gpu.mig_devices.push(NvmlMigDevice {
+                uuid: mig.uuid().ok(),
+                memory_size_mb: a.memory_size_mb,
+                multiprocessors: a.multiprocessor_count,
+                slices_gi: a.gpu_instance_slice_count,
+                slices_ci: a.compute_instance_slice_count,
+                engines_copy: a.shared_copy_engine_count,
+                engines_decoder: a.shared_decoder_count,
+                engines_encoder: a.shared_encoder_count,
+                engines_jpeg: a.shared_jpeg_count,
+                engines_ofa: a.shared_ofa_count,
+            });
+        }
+    }
+    warnings.extend(w.into_iter().map(|m| format!("GPU {index}: {m}")));
+    gpu
+}
+
+/// NVML's bus ids have an 8-digit domain (`00000000:19:00.0`); sysfs has 4 or more.
+pub fn parse_bus_id(s: &str) -> Option<PciAddress> {
+    PciAddress::parse(&s.trim().to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvml_bus_ids_match_sysfs_addresses() {
+        assert_eq!(
+            parse_bus_id("00000000:3B:00.0"),
+            PciAddress::parse("0000:3b:00.0")
+        );
+        assert_eq!(
+            parse_bus_id("00000001:00:00.0"),
+            PciAddress::parse("0001:00:00.0")
+        );
+    }
+
+    #[test]
+    fn a_missing_library_is_unavailable_not_an_error() {
+        let mut lib =
+            NvmlLibrary::new(NvmlChoice::Library("/nonexistent/libnvidia-ml.so.1".into()));
+        let scan = lib.scan();
+        assert_eq!(scan.status.as_str(), "unavailable");
+        assert!(scan.gpus.is_empty());
+        let mut off = NvmlLibrary::new(NvmlChoice::Disabled);
+        assert_eq!(
+            off.scan().status,
+            NvmlStatus::Unavailable("disabled".into())
+        );
+    }
+}

@@ -1,0 +1,364 @@
+//! Rule files as trees of positioned nodes.
+//!
+//! A rule file is YAML (JSON is read by the same parser) with one or more documents. Every node
+//! keeps its line and column so that each problem found later, in any rule of any document, can
+//! point at the exact place. Documents are parsed one by one, so a syntax error in one document
+//! does not hide the others.
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+/// A 1-based line and column; `0:0` when unknown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Pos {
+    pub line: u32,
+    pub column: u32,
+}
+
+impl Pos {
+    pub fn new(line: u32, column: u32) -> Pos {
+        Pos { line, column }
+    }
+
+    pub fn is_known(&self) -> bool {
+        self.line > 0
+    }
+}
+
+impl std::fmt::Display for Pos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// One YAML node and where it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub pos: Pos,
+    pub val: Val,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    Null,
+    Bool(bool),
+    /// A number, kept as written by the parser's conversion (`10`, `1.5`).
+    Num(String),
+    Str(String),
+    Seq(Vec<Node>),
+    Map(Vec<(Node, Node)>),
+}
+
+impl Val {
+    /// What the value is, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Val::Null => "null",
+            Val::Bool(_) => "boolean",
+            Val::Num(_) => "number",
+            Val::Str(_) => "string",
+            Val::Seq(_) => "list",
+            Val::Map(_) => "map",
+        }
+    }
+}
+
+impl Node {
+    /// The text of a scalar used as a map key (Kubernetes turns YAML keys into strings).
+    pub fn key_text(&self) -> Option<String> {
+        match &self.val {
+            Val::Str(s) | Val::Num(s) => Some(s.clone()),
+            Val::Bool(b) => Some(b.to_string()),
+            Val::Null => Some("null".to_string()),
+            Val::Seq(_) | Val::Map(_) => None,
+        }
+    }
+
+    fn shift(&mut self, lines: u32) {
+        if self.pos.is_known() {
+            self.pos.line += lines;
+        }
+        match &mut self.val {
+            Val::Seq(items) => items.iter_mut().for_each(|n| n.shift(lines)),
+            Val::Map(entries) => entries.iter_mut().for_each(|(k, v)| {
+                k.shift(lines);
+                v.shift(lines);
+            }),
+            _ => {}
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let spanned = serde_saphyr::Spanned::<Val>::deserialize(d)?;
+        let loc = spanned.referenced;
+        Ok(Node {
+            pos: Pos::new(
+                u32::try_from(loc.line()).unwrap_or(u32::MAX),
+                u32::try_from(loc.column()).unwrap_or(u32::MAX),
+            ),
+            val: spanned.value,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Val {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ValVisitor)
+    }
+}
+
+struct ValVisitor;
+
+impl<'de> Visitor<'de> for ValVisitor {
+    type Value = Val;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Val, E> {
+        Ok(Val::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Val, E> {
+        Ok(Val::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Val, D::Error> {
+        Val::deserialize(d)
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Val, E> {
+        Ok(Val::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Val, E> {
+        Ok(Val::Num(v.to_string()))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Val, E> {
+        Ok(Val::Num(v.to_string()))
+    }
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Val, E> {
+        Ok(Val::Num(v.to_string()))
+    }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Val, E> {
+        Ok(Val::Num(v.to_string()))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Val, E> {
+        Ok(Val::Num(v.to_string()))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Val, E> {
+        Ok(Val::Str(v.to_string()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Val, E> {
+        Ok(Val::Str(v))
+    }
+    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Val, E> {
+        Ok(Val::Str(String::from_utf8_lossy(v).into_owned()))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Val, A::Error> {
+        let mut items = Vec::new();
+        while let Some(n) = seq.next_element::<Node>()? {
+            items.push(n);
+        }
+        Ok(Val::Seq(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Val, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(k) = map.next_key::<Node>()? {
+            let v = map.next_value::<Node>()?;
+            entries.push((k, v));
+        }
+        Ok(Val::Map(entries))
+    }
+}
+
+/// A document that could not be parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntaxError {
+    pub pos: Pos,
+    pub message: String,
+}
+
+/// Parses every document of a file. Returns the documents that parsed and the syntax errors
+/// of those that did not.
+pub fn parse_documents(text: &str) -> (Vec<Node>, Vec<SyntaxError>) {
+    let mut docs = Vec::new();
+    let mut errors = Vec::new();
+    if looks_like_json(text) {
+        // JSON is YAML, and the YAML parser gives positions; a JSON file that YAML refuses
+        // (tab indentation) is read by serde_json instead, which still names the line of a
+        // syntax error.
+        match serde_saphyr::from_str::<Node>(text) {
+            Ok(node) => docs.push(node),
+            Err(yaml_err) => match serde_json::from_str::<serde_json::Value>(text) {
+                // Only tabs make valid JSON invalid YAML; anything else (a duplicate key)
+                // stays the YAML parser's error.
+                Ok(v) if text.contains('\t') => docs.push(from_json(&v)),
+                Ok(_) => errors.push(saphyr_error(&yaml_err, 0)),
+                Err(e) => errors.push(SyntaxError {
+                    pos: Pos::new(
+                        u32::try_from(e.line()).unwrap_or(0),
+                        u32::try_from(e.column()).unwrap_or(0),
+                    ),
+                    message: e.to_string(),
+                }),
+            },
+        }
+        return (docs, errors);
+    }
+    for (offset, chunk) in split_documents(text) {
+        if is_blank_document(chunk) {
+            continue;
+        }
+        match serde_saphyr::from_multiple::<Node>(chunk) {
+            Ok(nodes) => {
+                for mut n in nodes {
+                    n.shift(offset);
+                    docs.push(n);
+                }
+            }
+            Err(e) => errors.push(saphyr_error(&e, offset)),
+        }
+    }
+    (docs, errors)
+}
+
+fn saphyr_error(e: &serde_saphyr::Error, offset: u32) -> SyntaxError {
+    let pos = e
+        .location()
+        .map(|l| {
+            Pos::new(
+                u32::try_from(l.line()).unwrap_or(0).saturating_add(offset),
+                u32::try_from(l.column()).unwrap_or(0),
+            )
+        })
+        .unwrap_or(Pos::new(offset + 1, 1));
+    SyntaxError {
+        pos,
+        message: first_line(&e.to_string()),
+    }
+}
+
+fn looks_like_json(text: &str) -> bool {
+    text.trim_start().starts_with(['{', '['])
+}
+
+/// Splits at `---` document markers; each chunk keeps its marker line. Returns the number of
+/// lines before each chunk.
+fn split_documents(text: &str) -> Vec<(u32, &str)> {
+    let mut chunks = Vec::new();
+    let mut start = 0usize;
+    let mut start_line = 0u32;
+    let mut pos = 0usize;
+    for (line_no, line) in text.split_inclusive('\n').enumerate() {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        let is_marker = bare == "---" || bare.starts_with("--- ") || bare.starts_with("---\t");
+        if is_marker && pos > start {
+            chunks.push((start_line, &text[start..pos]));
+            start = pos;
+            start_line = u32::try_from(line_no).unwrap_or(u32::MAX);
+        }
+        pos += line.len();
+    }
+    chunks.push((start_line, &text[start..]));
+    chunks
+}
+
+fn is_blank_document(chunk: &str) -> bool {
+    chunk.lines().all(|l| {
+        let t = l.trim();
+        t.is_empty() || t.starts_with('#') || t == "---" || t == "..."
+    })
+}
+
+fn from_json(v: &serde_json::Value) -> Node {
+    use serde_json::Value as J;
+    let val = match v {
+        J::Null => Val::Null,
+        J::Bool(b) => Val::Bool(*b),
+        J::Number(n) => Val::Num(n.to_string()),
+        J::String(s) => Val::Str(s.clone()),
+        J::Array(a) => Val::Seq(a.iter().map(from_json).collect()),
+        J::Object(m) => Val::Map(
+            m.iter()
+                .map(|(k, v)| {
+                    (
+                        Node {
+                            pos: Pos::default(),
+                            val: Val::Str(k.clone()),
+                        },
+                        from_json(v),
+                    )
+                })
+                .collect(),
+        ),
+    };
+    Node {
+        pos: Pos::default(),
+        val,
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map_get<'a>(n: &'a Node, key: &str) -> &'a Node {
+        let Val::Map(entries) = &n.val else {
+            panic!("not a map: {n:?}")
+        };
+        &entries
+            .iter()
+            .find(|(k, _)| k.key_text().as_deref() == Some(key))
+            .unwrap_or_else(|| panic!("no key {key}"))
+            .1
+    }
+
+    #[test]
+    fn positions_of_nested_nodes() {
+        let text = "a: 1\nb:\n  c: [x, \"y\"]\n  d: {e: true}\n";
+        let (docs, errs) = parse_documents(text);
+        assert_eq!(errs, vec![]);
+        assert_eq!(docs.len(), 1);
+        let b = map_get(&docs[0], "b");
+        assert_eq!(b.pos.line, 3);
+        let c = map_get(b, "c");
+        assert_eq!(c.pos, Pos::new(3, 6));
+        let Val::Seq(items) = &c.val else { panic!() };
+        assert_eq!(items[1].val, Val::Str("y".into()));
+        assert_eq!(items[1].pos, Pos::new(3, 10));
+        assert_eq!(map_get(&docs[0], "a").val, Val::Num("1".into()));
+        assert_eq!(map_get(map_get(b, "d"), "e").val, Val::Bool(true));
+    }
+
+    #[test]
+    fn documents_are_independent() {
+        let text = "a: 1\n---\nb: [\n---\n# only a comment\n---\nc: 3\n";
+        let (docs, errs) = parse_documents(text);
+        assert_eq!(docs.len(), 2);
+        assert_eq!(map_get(&docs[1], "c").pos.line, 7);
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].pos.line, 4, "{errs:?}");
+    }
+
+    #[test]
+    fn duplicate_keys_are_errors() {
+        let (docs, errs) = parse_documents("a: 1\nb: 2\na: 3\n");
+        assert!(docs.is_empty());
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].pos.line, 3, "{errs:?}");
+    }
+
+    #[test]
+    fn json_with_tabs() {
+        let text = "{\n\t\"a\": {\n\t\t\"b\": [1, \"x\"]\n\t}\n}\n";
+        let (docs, errs) = parse_documents(text);
+        assert_eq!(errs, vec![]);
+        assert_eq!(map_get(map_get(&docs[0], "a"), "b").val.kind(), "list");
+        let (_, errs) = parse_documents("{\n  \"a\": \n}");
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].pos.line, 3);
+    }
+}
