@@ -9,7 +9,9 @@ use crate::config::{Config, NvmlEnabled};
 use crate::discover::nvml::{self, NvmlChoice, NvmlLibrary};
 use crate::discover::{self, DiscoveryOptions};
 use crate::features::{self, FeatureSet};
-use crate::labels::{self, NodeOutput};
+use crate::labels::{self, Evaluated};
+use crate::rules::RuleSet;
+use crate::default_rules;
 use crate::publish::stdout::{LabelFormat, render};
 use crate::{Error, exit};
 
@@ -42,8 +44,81 @@ pub enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: FeatureFormat,
     },
+    /// Per rule, per expression: matched or not, and why.
+    Explain {
+        #[command(flatten)]
+        discovery: DiscoveryArgs,
+        #[command(flatten)]
+        rules: RulesArgs,
+        /// Only this rule (its `name`).
+        #[arg(long)]
+        rule: Option<String>,
+    },
+    /// Work with rule files.
+    Rules {
+        #[command(subcommand)]
+        command: RulesCommand,
+    },
+    /// Run the daemon: discover, evaluate and publish every interval.
+    Run {
+        #[command(flatten)]
+        discovery: DiscoveryArgs,
+        #[command(flatten)]
+        rules: RulesArgs,
+        #[command(flatten)]
+        publish: PublishArgs,
+    },
     /// Print the version.
     Version,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// Validate rule files statically and strictly; exit 1 on any error.
+    Check {
+        /// Files or directories.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SinkKind {
+    Node,
+    Nodefeature,
+    FeaturesFile,
+    Stdout,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PublishArgs {
+    /// The Node to label (this node).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: Option<String>,
+    /// kubeconfig file (else in-cluster config, else $KUBECONFIG).
+    #[arg(long, env = "GPU_LABELER_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Where labels go (default: the config's publish.sink, else node).
+    #[arg(long, env = "GPU_LABELER_SINK", value_enum)]
+    pub sink: Option<SinkKind>,
+    /// Path of the features.d file for `--sink features-file`.
+    #[arg(long, env = "GPU_LABELER_FEATURES_FILE", value_name = "FILE")]
+    pub features_file: Option<PathBuf>,
+    /// Time between scans, e.g. 60s, 5m (default: the config's publish.interval, else 60s).
+    #[arg(long, env = "GPU_LABELER_INTERVAL")]
+    pub interval: Option<String>,
+    /// Publish once and exit.
+    #[arg(long, env = "GPU_LABELER_ONESHOT")]
+    pub oneshot: bool,
+    /// Compute and log what would be published, but do not write.
+    #[arg(long, env = "GPU_LABELER_DRY_RUN")]
+    pub dry_run: bool,
+    /// Address for /healthz, /readyz and /metrics.
+    #[arg(long, env = "GPU_LABELER_LISTEN", default_value = "0.0.0.0:8080")]
+    pub listen: String,
+    /// Log as JSON lines.
+    #[arg(long, env = "GPU_LABELER_LOG_JSON")]
+    pub log_json: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -142,10 +217,23 @@ pub fn run(cli: Cli) -> u8 {
     let result = match cli.command {
         Command::Labels {
             discovery,
-            rules: _,
+            rules,
             output,
-        } => cmd_labels(&discovery, output),
+        } => cmd_labels(&discovery, &rules, output),
+        Command::Explain {
+            discovery,
+            rules,
+            rule,
+        } => cmd_explain(&discovery, &rules, rule.as_deref()),
+        Command::Rules {
+            command: RulesCommand::Check { paths },
+        } => cmd_rules_check(&paths),
         Command::Features { discovery, output } => cmd_features(&discovery, output),
+        Command::Run {
+            discovery,
+            rules,
+            publish,
+        } => crate::daemon::run(discovery, rules, publish),
         Command::Version => {
             print(&format!("gpu-labeler {}\n", env!("CARGO_PKG_VERSION")));
             Ok(exit::OK)
@@ -160,28 +248,108 @@ pub fn run(cli: Cli) -> u8 {
     }
 }
 
-fn cmd_labels(args: &DiscoveryArgs, format: LabelFormat) -> Result<u8, Error> {
-    let config = args.load_config()?;
-    let features = args.features(&config)?;
-    let (output, notes) = evaluate(&features, &config);
-    for n in notes {
-        tracing::info!("{n}");
-    }
-    print(&render(&output, format));
-    Ok(exit::OK)
+/// Loads the shipped rules (unless `--no-default-rules`) and the `--rules` paths. A broken file
+/// never stops the others from loading; its errors are returned, one line each.
+pub fn load_rules(args: &RulesArgs) -> (RuleSet, Vec<String>) {
+    let mut sources = if args.no_default_rules {
+        Vec::new()
+    } else {
+        default_rules::sources()
+    };
+    let (files, mut errors) = RuleSet::load_paths(&args.rules);
+    sources.extend(files);
+    let (set, load_errors) = RuleSet::load(sources);
+    errors.extend(load_errors);
+    (set, errors.iter().map(ToString::to_string).collect())
 }
 
-/// Features -> labels: the pure middle of the pipeline.
-pub fn evaluate(features: &FeatureSet, config: &Config) -> (NodeOutput, Vec<String>) {
-    let (labels, notes) = labels::pci::builtin_labels(features, &config.sources.pci);
-    (
-        NodeOutput {
-            labels,
-            ..NodeOutput::default()
-        },
-        notes,
-    )
+fn cmd_labels(args: &DiscoveryArgs, rules: &RulesArgs, format: LabelFormat) -> Result<u8, Error> {
+    let config = args.load_config()?;
+    let (rule_set, rule_errors) = load_rules(rules);
+    let features = args.features(&config)?;
+    let evaluated = labels::evaluate_node(&features, &config, &rule_set);
+    report(&evaluated);
+    print(&render(&evaluated.output, format));
+    // Labels from every good rule are printed; a rule file that did not load is still invalid input.
+    for e in &rule_errors {
+        eprintln!("error: {e}");
+    }
+    Ok(if rule_errors.is_empty() {
+        exit::OK
+    } else {
+        exit::INVALID_INPUT
+    })
 }
+
+/// Logs what an evaluation has to report: failed rules and rejected labels are warnings.
+pub fn report(e: &Evaluated) {
+    for n in &e.notes {
+        tracing::info!("{n}");
+    }
+    for m in e.errors.iter().chain(&e.rejected) {
+        tracing::warn!("{m}");
+    }
+}
+
+fn cmd_explain(
+    args: &DiscoveryArgs,
+    rules: &RulesArgs,
+    rule: Option<&str>,
+) -> Result<u8, Error> {
+    let config = args.load_config()?;
+    let (rule_set, rule_errors) = load_rules(rules);
+    for e in &rule_errors {
+        eprintln!("error: {e}");
+    }
+    let features = args.features(&config)?;
+    print(&crate::rules::explain(&rule_set, &features, rule));
+    Ok(if rule_errors.is_empty() {
+        exit::OK
+    } else {
+        exit::INVALID_INPUT
+    })
+}
+
+fn cmd_rules_check(paths: &[PathBuf]) -> Result<u8, Error> {
+    let (sources, read_errors) = RuleSet::load_paths(paths);
+    let report = crate::rules::check(&sources, KNOWN_FEATURES);
+    let mut out = String::new();
+    for e in &read_errors {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    for e in &report.errors {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    for w in &report.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    let errors = read_errors.len() + report.errors.len();
+    out.push_str(&format!(
+        "{} file(s) checked: {} error(s), {} warning(s)\n",
+        sources.len(),
+        errors,
+        report.warnings.len()
+    ));
+    print(&out);
+    Ok(if errors == 0 {
+        exit::OK
+    } else {
+        exit::INVALID_INPUT
+    })
+}
+
+/// Feature names discovery can produce (SPEC §3), for `rules check`'s unknown-feature warning.
+pub const KNOWN_FEATURES: &[&str] = &[
+    "pci.device",
+    "gpu.device",
+    "gpu.mig",
+    "gpu.node",
+    "gpu.driver",
+    "gpu.sharing",
+    "kernel.loadedmodule",
+    "system.dmiid",
+    "rule.matched",
+];
 
 fn cmd_features(args: &DiscoveryArgs, format: FeatureFormat) -> Result<u8, Error> {
     let config = args.load_config()?;

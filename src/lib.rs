@@ -6,11 +6,15 @@
 
 pub mod cli;
 pub mod config;
+pub mod daemon;
+pub mod default_rules;
 pub mod discover;
 pub mod features;
 pub mod labels;
+pub mod metrics;
 pub mod pciids;
 pub mod publish;
+pub mod rules;
 pub mod sysfs;
 
 /// Process exit codes (SPEC §2).

@@ -1,8 +1,9 @@
 //! AMD GPUs from sysfs: the amdgpu device attributes and the KFD topology.
 //!
 //! A KFD node belongs to a PCI function when their domain, bus and slot agree (`location_id` is
-//! `bus << 8 | devfn`); a partitioned GPU (CPX: one KFD node per partition, each with its own
-//! function number) is still one GPU, whose SIMDs, CUs and memory are the sums of its nodes.
+//! `bus << 8 | devfn`); a partitioned GPU (CPX: one KFD node per partition, the partition index
+//! in `location_id`'s low bits, where the function number sits) is still one GPU, whose SIMDs,
+//! CUs and memory are the sums of its nodes.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -357,10 +357,12 @@ fn node_attributes(
         );
         out.insert("memory_mib_total".into(), m.iter().sum::<u64>().to_string());
     }
-    let same = |k: &str| common(gpus, k).is_some();
+    // Unknown on every GPU counts as alike: eight identical GPUs without a memory reading are
+    // still homogeneous.
+    let alike = |k: &str| gpus.iter().all(|g| g.attributes.get(k) == gpus[0].attributes.get(k));
     out.insert(
         "homogeneous".into(),
-        (vendors.len() == 1 && same("product") && same("memory_mib")).to_string(),
+        (vendors.len() == 1 && alike("product") && alike("memory_mib")).to_string(),
     );
 
     // Derived, for rules: present only when all GPUs agree.

@@ -3,6 +3,8 @@
 //! i915 exposes `drm/card*/lmem_total_bytes` and one `drm/card*/gt/gt<N>` per tile; xe exposes
 //! `tile<N>/` directories under the PCI device, with `physical_vram_size_bytes` on discrete parts.
 //! An integrated GPU has no local memory: its memory is unknown (left out), never 0.
+//! Tiles: xe's `tile<N>` directories; for i915 the `gt<N>` directories count only on discrete
+//! parts (with local memory), because integrated Meteor Lake has a second, media-only GT.
 
 use std::collections::BTreeMap;
 
@@ -68,6 +70,8 @@ pub fn attributes(
 
     if let Some(b) = memory {
         out.insert("memory_mib".into(), (b >> 20).to_string());
+    } else if xe_tiles.is_empty() && tiles > 0 {
+        tiles = 1; // integrated i915: one tile, whatever the number of GTs
     }
     if tiles > 0 {
         out.insert("tiles".into(), tiles.to_string());

@@ -8,6 +8,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::config::Config;
+use crate::features::FeatureSet;
+use crate::rules::RuleSet;
+
 pub mod pci;
 pub mod validate;
 
@@ -40,4 +44,33 @@ pub struct NodeOutput {
     pub extended_resources: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub taints: Vec<Taint>,
+}
+
+/// The result of turning features into labels, with everything worth reporting.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Evaluated {
+    pub output: NodeOutput,
+    /// Rules that failed at evaluation (they produced nothing; the others applied).
+    pub errors: Vec<String>,
+    /// Labels refused by validation or namespace policy, each naming its rule.
+    pub rejected: Vec<String>,
+    /// Informational notes (e.g. ignored `deviceLabelFields`).
+    pub notes: Vec<String>,
+}
+
+/// Features -> labels: NFD's built-in PCI labels, then the rules (which win on the same key, as
+/// in nfd-master). Pure: the same inputs always give the same output.
+pub fn evaluate_node(features: &FeatureSet, config: &Config, rules: &RuleSet) -> Evaluated {
+    let (mut labels, notes) = pci::builtin_labels(features, &config.sources.pci);
+    let eval = rules.evaluate(features, &config.labels);
+    labels.extend(eval.output.labels);
+    Evaluated {
+        output: NodeOutput {
+            labels,
+            ..eval.output
+        },
+        errors: eval.errors.iter().map(ToString::to_string).collect(),
+        rejected: eval.rejected.iter().map(ToString::to_string).collect(),
+        notes,
+    }
 }

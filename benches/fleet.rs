@@ -1,0 +1,3 @@
+//! Fleet simulation (written below).
+
+fn main() {}

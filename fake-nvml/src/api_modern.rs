@@ -1,0 +1,275 @@
+//! The NVML functions a pre-R450 driver's library lacks: MIG, compute capability, the v2 CUDA
+//! driver version, the driver branch and the v4 GRID licence query. `fake-nvml-legacy` leaves
+//! this module out, so its library has no such symbols at all.
+
+use std::ffi::{c_int, c_uint};
+
+use crate::api::cuda_driver_version;
+use crate::ctypes::*;
+use crate::fixture::DEFAULT_MAX_MIG_DEVICE_COUNT;
+use crate::runtime::{self, About, Target, fill_chars, gpu_handle, mig_handle, put};
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(
+    cuda_driver_version: *mut c_int,
+) -> Return {
+    runtime::system("nvmlSystemGetCudaDriverVersion_v2", |f| unsafe {
+        self::cuda_driver_version(f, cuda_driver_version)
+    })
+}
+
+/// `branch_info` is an `nvmlSystemDriverBranchInfo_t` with its version set; `length` is the
+/// size of its `branch` buffer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetDriverBranch(
+    branch_info: *mut SystemDriverBranchInfo,
+    length: c_uint,
+) -> Return {
+    runtime::system("nvmlSystemGetDriverBranch", |f| {
+        runtime::non_null(branch_info)?;
+        // SAFETY: non-null; the caller passes the struct with its version set.
+        if unsafe { (*branch_info).version } != DRIVER_BRANCH_INFO_VERSION {
+            return Err(ERROR_ARGUMENT_VERSION_MISMATCH);
+        }
+        let branch = f.driver_branch.as_deref().ok_or(ERROR_NOT_SUPPORTED)?;
+        if branch.len() + 1 > (length as usize).min(80) {
+            return Err(ERROR_INSUFFICIENT_SIZE);
+        }
+        let mut value = SystemDriverBranchInfo {
+            version: DRIVER_BRANCH_INFO_VERSION,
+            branch: [0; 80],
+        };
+        fill_chars(&mut value.branch, branch);
+        unsafe { put(branch_info, value) }
+    })
+}
+
+/// The parent's, for a MIG handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCudaComputeCapability(
+    device: Handle,
+    major: *mut c_int,
+    minor: *mut c_int,
+) -> Return {
+    runtime::device("nvmlDeviceGetCudaComputeCapability", device, |_, t| {
+        runtime::non_null(major)?;
+        runtime::non_null(minor)?;
+        let [ma, mi] = t.gpu().compute_capability.ok_or(ERROR_NOT_SUPPORTED)?;
+        unsafe {
+            put(major, ma)?;
+            put(minor, mi)
+        }
+    })
+}
+
+/// Not supported on a GPU that is not MIG-capable (no `mig_mode`) and on MIG handles.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMigMode(
+    device: Handle,
+    current_mode: *mut c_uint,
+    pending_mode: *mut c_uint,
+) -> Return {
+    runtime::device("nvmlDeviceGetMigMode", device, |_, t| {
+        runtime::non_null(current_mode)?;
+        runtime::non_null(pending_mode)?;
+        let Target::Gpu { dev, .. } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        let mode = dev.mig_mode.ok_or(ERROR_NOT_SUPPORTED)?;
+        unsafe {
+            put(current_mode, mode.current)?;
+            put(pending_mode, mode.pending)
+        }
+    })
+}
+
+/// How many MIG device slots the GPU has (7 unless the fixture says), not how many exist.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
+    device: Handle,
+    count: *mut c_uint,
+) -> Return {
+    runtime::device("nvmlDeviceGetMaxMigDeviceCount", device, |_, t| {
+        runtime::non_null(count)?;
+        let Target::Gpu { dev, .. } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        dev.mig_mode.ok_or(ERROR_NOT_SUPPORTED)?;
+        let max = dev
+            .max_mig_device_count
+            .unwrap_or(DEFAULT_MAX_MIG_DEVICE_COUNT);
+        unsafe { put(count, max) }
+    })
+}
+
+/// MIG devices fill slots `0..mig_devices.len()`; a later slot below the maximum is empty
+/// (`NVML_ERROR_NOT_FOUND`), one beyond it is an invalid argument. A fault rule with `mig` set
+/// makes fetching that one slot fail (a MIG device that vanished).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
+    device: Handle,
+    index: c_uint,
+    mig_device: *mut Handle,
+) -> Return {
+    let name = "nvmlDeviceGetMigDeviceHandleByIndex";
+    runtime::device(name, device, |f, t| {
+        runtime::non_null(mig_device)?;
+        let Target::Gpu { index: gpu, dev } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        dev.mig_mode.ok_or(ERROR_NOT_SUPPORTED)?;
+        let slot = index as usize;
+        runtime::injected(
+            f,
+            name,
+            Some(About {
+                gpu,
+                mig: Some(slot),
+            }),
+        )?;
+        let max = dev
+            .max_mig_device_count
+            .unwrap_or(DEFAULT_MAX_MIG_DEVICE_COUNT);
+        if slot < dev.mig_devices.len() {
+            unsafe { put(mig_device, mig_handle(gpu, slot)) }
+        } else if slot < max as usize {
+            Err(ERROR_NOT_FOUND)
+        } else {
+            Err(ERROR_INVALID_ARGUMENT)
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(
+    device: Handle,
+    is_mig_device: *mut c_uint,
+) -> Return {
+    runtime::device("nvmlDeviceIsMigDeviceHandle", device, |_, t| {
+        let is_mig = matches!(t, Target::Mig { .. });
+        unsafe { put(is_mig_device, is_mig as c_uint) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
+    mig_device: Handle,
+    device: *mut Handle,
+) -> Return {
+    runtime::device(
+        "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+        mig_device,
+        |_, t| {
+            runtime::non_null(device)?;
+            let Target::Mig { gpu, .. } = t else {
+                return Err(ERROR_INVALID_ARGUMENT);
+            };
+            unsafe { put(device, gpu_handle(gpu)) }
+        },
+    )
+}
+
+/// A value only a MIG device has; not supported on a GPU handle.
+unsafe fn put_mig_value<T>(
+    name: &str,
+    device: Handle,
+    out: *mut T,
+    get: impl Fn(&crate::fixture::MigDevice) -> Option<T>,
+) -> Return {
+    runtime::device(name, device, |_, t| {
+        runtime::non_null(out)?;
+        let Target::Mig { mig, .. } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        let v = get(mig).ok_or(ERROR_NOT_SUPPORTED)?;
+        unsafe { put(out, v) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: Handle, id: *mut c_uint) -> Return {
+    unsafe {
+        put_mig_value("nvmlDeviceGetGpuInstanceId", device, id, |m| {
+            m.gpu_instance_id
+        })
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(device: Handle, id: *mut c_uint) -> Return {
+    unsafe {
+        put_mig_value("nvmlDeviceGetComputeInstanceId", device, id, |m| {
+            m.compute_instance_id
+        })
+    }
+}
+
+/// NVML documents this for MIG device handles only.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetAttributes_v2(
+    device: Handle,
+    attributes: *mut DeviceAttributes,
+) -> Return {
+    unsafe {
+        put_mig_value("nvmlDeviceGetAttributes_v2", device, attributes, |m| {
+            let a = m.attributes()?;
+            Some(DeviceAttributes {
+                multiprocessor_count: a.multiprocessor_count,
+                shared_copy_engine_count: a.shared_copy_engine_count,
+                shared_decoder_count: a.shared_decoder_count,
+                shared_encoder_count: a.shared_encoder_count,
+                shared_jpeg_count: a.shared_jpeg_count,
+                shared_ofa_count: a.shared_ofa_count,
+                gpu_instance_slice_count: a.gpu_instance_slice_count,
+                compute_instance_slice_count: a.compute_instance_slice_count,
+                memory_size_mb: a.memory_size_mb,
+            })
+        })
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGridLicensableFeatures_v4(
+    device: Handle,
+    features: *mut GridLicensableFeatures,
+) -> Return {
+    runtime::device("nvmlDeviceGetGridLicensableFeatures_v4", device, |_, t| {
+        runtime::non_null(features)?;
+        let Target::Gpu { dev, .. } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        let g = dev
+            .grid_licensable_features
+            .as_ref()
+            .ok_or(ERROR_NOT_SUPPORTED)?;
+        let empty = || GridLicensableFeature {
+            feature_code: 0,
+            feature_state: 0,
+            license_info: [0; 128],
+            product_name: [0; 128],
+            feature_enabled: 0,
+            license_expiry: GridLicenseExpiry {
+                year: 0,
+                month: 0,
+                day: 0,
+                hour: 0,
+                min: 0,
+                sec: 0,
+                status: 0,
+            },
+        };
+        let mut value = GridLicensableFeatures {
+            is_grid_license_supported: g.supported as c_int,
+            licensable_features_count: g.features.len() as c_uint,
+            grid_licensable_features: [empty(), empty(), empty()],
+        };
+        for (slot, feat) in value.grid_licensable_features.iter_mut().zip(&g.features) {
+            slot.feature_code = feat.code;
+            slot.feature_state = feat.state;
+            slot.feature_enabled = feat.enabled as c_uint;
+            fill_chars(&mut slot.license_info, &feat.license_info);
+            fill_chars(&mut slot.product_name, &feat.product_name);
+        }
+        unsafe { put(features, value) }
+    })
+}

@@ -1,0 +1,123 @@
+//! NVML's C types, laid out exactly as `nvml.h` (and nvml-wrapper-sys 0.10's bindings) has them.
+
+use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_ushort};
+
+/// `nvmlReturn_t`.
+pub type Return = c_uint;
+
+pub const SUCCESS: Return = 0;
+pub const ERROR_UNINITIALIZED: Return = 1;
+pub const ERROR_INVALID_ARGUMENT: Return = 2;
+pub const ERROR_NOT_SUPPORTED: Return = 3;
+pub const ERROR_NOT_FOUND: Return = 6;
+pub const ERROR_INSUFFICIENT_SIZE: Return = 7;
+pub const ERROR_FUNCTION_NOT_FOUND: Return = 13;
+pub const ERROR_ARGUMENT_VERSION_MISMATCH: Return = 25;
+pub const ERROR_UNKNOWN: Return = 999;
+
+/// `struct nvmlDevice_st`: never dereferenced by callers, only passed back.
+#[repr(C)]
+pub struct DeviceOpaque {
+    _unused: [u8; 0],
+}
+
+/// `nvmlDevice_t`.
+pub type Handle = *mut DeviceOpaque;
+
+/// `nvmlPciInfo_t` (the v3 layout).
+#[repr(C)]
+pub struct PciInfo {
+    pub bus_id_legacy: [c_char; 16],
+    pub domain: c_uint,
+    pub bus: c_uint,
+    pub device: c_uint,
+    pub pci_device_id: c_uint,
+    pub pci_sub_system_id: c_uint,
+    pub bus_id: [c_char; 32],
+}
+
+/// `nvmlMemory_t`.
+#[repr(C)]
+pub struct Memory {
+    pub total: c_ulonglong,
+    pub free: c_ulonglong,
+    pub used: c_ulonglong,
+}
+
+/// `nvmlMemory_v2_t`.
+#[repr(C)]
+pub struct MemoryV2 {
+    pub version: c_uint,
+    pub total: c_ulonglong,
+    pub reserved: c_ulonglong,
+    pub free: c_ulonglong,
+    pub used: c_ulonglong,
+}
+
+/// `NVML_STRUCT_VERSION(Memory, 2)`.
+pub const MEMORY_V2_VERSION: c_uint = (size_of::<MemoryV2>() as c_uint) | (2 << 24);
+
+/// `nvmlDeviceAttributes_t`.
+#[repr(C)]
+pub struct DeviceAttributes {
+    pub multiprocessor_count: c_uint,
+    pub shared_copy_engine_count: c_uint,
+    pub shared_decoder_count: c_uint,
+    pub shared_encoder_count: c_uint,
+    pub shared_jpeg_count: c_uint,
+    pub shared_ofa_count: c_uint,
+    pub gpu_instance_slice_count: c_uint,
+    pub compute_instance_slice_count: c_uint,
+    pub memory_size_mb: c_ulonglong,
+}
+
+/// `nvmlSystemDriverBranchInfo_v1_t`.
+#[repr(C)]
+pub struct SystemDriverBranchInfo {
+    pub version: c_uint,
+    pub branch: [c_char; 80],
+}
+
+/// `NVML_STRUCT_VERSION(SystemDriverBranchInfo, 1)`.
+pub const DRIVER_BRANCH_INFO_VERSION: c_uint =
+    (size_of::<SystemDriverBranchInfo>() as c_uint) | (1 << 24);
+
+/// `nvmlGridLicenseExpiry_t`.
+#[repr(C)]
+pub struct GridLicenseExpiry {
+    pub year: c_uint,
+    pub month: c_ushort,
+    pub day: c_ushort,
+    pub hour: c_ushort,
+    pub min: c_ushort,
+    pub sec: c_ushort,
+    pub status: u8,
+}
+
+/// `nvmlGridLicensableFeature_t`.
+#[repr(C)]
+pub struct GridLicensableFeature {
+    pub feature_code: c_uint,
+    pub feature_state: c_uint,
+    pub license_info: [c_char; 128],
+    pub product_name: [c_char; 128],
+    pub feature_enabled: c_uint,
+    pub license_expiry: GridLicenseExpiry,
+}
+
+/// `nvmlGridLicensableFeatures_t`.
+#[repr(C)]
+pub struct GridLicensableFeatures {
+    pub is_grid_license_supported: c_int,
+    pub licensable_features_count: c_uint,
+    pub grid_licensable_features: [GridLicensableFeature; 3],
+}
+
+// The sizes nvml.h gives these structs on x86_64 and aarch64 Linux.
+const _: () = assert!(size_of::<PciInfo>() == 68);
+const _: () = assert!(size_of::<Memory>() == 24);
+const _: () = assert!(size_of::<MemoryV2>() == 40);
+const _: () = assert!(size_of::<DeviceAttributes>() == 40);
+const _: () = assert!(size_of::<SystemDriverBranchInfo>() == 84);
+const _: () = assert!(size_of::<GridLicenseExpiry>() == 16);
+const _: () = assert!(size_of::<GridLicensableFeatures>() == 8 + 3 * 284);

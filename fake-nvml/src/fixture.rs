@@ -1,0 +1,494 @@
+//! The JSON fixture that describes the machine the fake library pretends to be, and the faults
+//! it injects. A value the fixture leaves out is one the "driver" cannot report: the function
+//! that would return it answers `NVML_ERROR_NOT_SUPPORTED`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+
+/// Every function this crate can export. `faults.not_found` and `faults.errors[].function`
+/// must name one of these, so a typo in a fixture fails loudly instead of injecting nothing.
+pub const KNOWN_FUNCTIONS: &[&str] = &[
+    "nvmlInit_v2",
+    "nvmlInitWithFlags",
+    "nvmlShutdown",
+    "nvmlErrorString",
+    "nvmlSystemGetDriverVersion",
+    "nvmlSystemGetNVMLVersion",
+    "nvmlSystemGetCudaDriverVersion",
+    "nvmlSystemGetCudaDriverVersion_v2",
+    "nvmlSystemGetDriverBranch",
+    "nvmlDeviceGetCount_v2",
+    "nvmlDeviceGetHandleByIndex_v2",
+    "nvmlDeviceGetHandleByUUID",
+    "nvmlDeviceGetHandleByPciBusId_v2",
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetMemoryInfo",
+    "nvmlDeviceGetMemoryInfo_v2",
+    "nvmlDeviceGetCudaComputeCapability",
+    "nvmlDeviceGetArchitecture",
+    "nvmlDeviceGetBrand",
+    "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetVirtualizationMode",
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceIsMigDeviceHandle",
+    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
+    "nvmlDeviceGetAttributes_v2",
+    "nvmlDeviceGetIndex",
+    "nvmlDeviceGetMinorNumber",
+    "nvmlDeviceGetBoardPartNumber",
+    "nvmlDeviceGetSerial",
+    "nvmlDeviceGetGridLicensableFeatures_v4",
+];
+
+/// Handles are addresses in a fixed table, so a fixture may not describe more than this.
+pub const MAX_GPUS: usize = 64;
+/// Real GPUs have at most 7 MIG devices.
+pub const MAX_MIG_DEVICES: usize = 8;
+/// What `nvmlDeviceGetMaxMigDeviceCount` reports for a MIG-capable GPU when the fixture does not
+/// say: A100, H100, H200 and B200 allow 7 MIG devices (A30 allows 4).
+pub const DEFAULT_MAX_MIG_DEVICE_COUNT: u32 = 7;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fixture {
+    /// Free text pointing at the capture; ignored.
+    #[serde(default, rename = "_source")]
+    pub _source: Option<String>,
+    pub driver_version: Option<String>,
+    pub nvml_version: Option<String>,
+    /// CUDA driver version as NVML encodes it: 1000 * major + 10 * minor (12.2 -> 12020).
+    pub cuda_driver_version: Option<i32>,
+    pub driver_branch: Option<String>,
+    #[serde(default)]
+    pub faults: Faults,
+    pub devices: Vec<Device>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Faults {
+    /// `nvmlInit_v2`/`nvmlInitWithFlags` return this error (e.g. `DRIVER_NOT_LOADED`).
+    pub init: Option<ErrorCode>,
+    /// These functions return `NVML_ERROR_FUNCTION_NOT_FOUND`, as on an older driver.
+    #[serde(default)]
+    pub not_found: Vec<String>,
+    /// GPU index (a string, as JSON keys are) -> error returned by every call about that GPU:
+    /// `nvmlDeviceGetHandleByIndex_v2` for it, every call on its handle and on its MIG devices.
+    #[serde(default)]
+    pub device_errors: BTreeMap<String, ErrorCode>,
+    /// Finer-grained faults; the first rule that matches a call decides its error.
+    #[serde(default)]
+    pub errors: Vec<FaultRule>,
+}
+
+/// A call matches when every field the rule sets matches it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultRule {
+    /// Only this function; any when absent.
+    pub function: Option<String>,
+    /// Only calls about this GPU index (its handle, its MIG devices, or fetching its handle).
+    pub gpu: Option<usize>,
+    /// Only calls about this MIG device index of `gpu` (its handle, or fetching its handle).
+    pub mig: Option<usize>,
+    pub error: ErrorCode,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Device {
+    pub name: Option<String>,
+    pub uuid: Option<String>,
+    /// As nvidia-smi prints it: `00000000:19:00.0`.
+    pub pci_bus_id: Option<String>,
+    /// `(device << 16) | vendor`, e.g. `"0x233010DE"`; 0 when absent but the bus id is known.
+    pub pci_device_id: Option<HexU32>,
+    pub pci_subsystem_id: Option<HexU32>,
+    pub memory_total_bytes: Option<u64>,
+    #[serde(default)]
+    pub memory_used_bytes: u64,
+    /// `nvmlMemory_v2_t.reserved` (nvidia-smi's "Reserved").
+    #[serde(default)]
+    pub memory_reserved_bytes: u64,
+    pub compute_capability: Option<[i32; 2]>,
+    /// `nvmlDeviceArchitecture_t` (HOPPER = 9).
+    pub architecture: Option<u32>,
+    /// `nvmlBrandType_t` (NVIDIA = 14).
+    pub brand: Option<u32>,
+    /// Absent or null: the GPU is not MIG-capable (`NVML_ERROR_NOT_SUPPORTED`).
+    pub mig_mode: Option<MigMode>,
+    pub max_mig_device_count: Option<u32>,
+    /// `nvmlGpuVirtualizationMode_t` (NONE 0, PASSTHROUGH 1, VGPU 2, HOST_VGPU 3, HOST_VSGA 4).
+    pub virtualization_mode: Option<u32>,
+    pub serial: Option<String>,
+    pub board_part_number: Option<String>,
+    pub minor_number: Option<u32>,
+    #[serde(default)]
+    pub mig_devices: Vec<MigDevice>,
+    pub grid_licensable_features: Option<GridLicensableFeatures>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigMode {
+    pub current: u32,
+    pub pending: u32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigDevice {
+    pub name: Option<String>,
+    pub uuid: Option<String>,
+    pub gpu_instance_id: Option<u32>,
+    pub compute_instance_id: Option<u32>,
+    pub memory_total_bytes: Option<u64>,
+    #[serde(default)]
+    pub memory_used_bytes: u64,
+    #[serde(default)]
+    pub memory_reserved_bytes: u64,
+    // nvmlDeviceAttributes_t: reported only when all of them are present.
+    pub multiprocessor_count: Option<u32>,
+    pub shared_copy_engine_count: Option<u32>,
+    pub shared_decoder_count: Option<u32>,
+    pub shared_encoder_count: Option<u32>,
+    pub shared_jpeg_count: Option<u32>,
+    pub shared_ofa_count: Option<u32>,
+    pub gpu_instance_slice_count: Option<u32>,
+    pub compute_instance_slice_count: Option<u32>,
+    pub memory_size_mb: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridLicensableFeatures {
+    pub supported: bool,
+    #[serde(default)]
+    pub features: Vec<GridLicensableFeature>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridLicensableFeature {
+    /// `nvmlGridLicenseFeatureCode_t` (VGPU 1, NVIDIA_RTX 2, VWORKSTATION 2, GAMING 3, COMPUTE 4).
+    pub code: u32,
+    /// `NVML_GRID_LICENSE_STATE_*` (LICENSED 5).
+    pub state: u32,
+    #[serde(default)]
+    pub license_info: String,
+    #[serde(default)]
+    pub product_name: String,
+    pub enabled: bool,
+}
+
+/// The multiprocessor and engine counts of a MIG device, as `nvmlDeviceAttributes_t` has them.
+pub struct Attributes {
+    pub multiprocessor_count: u32,
+    pub shared_copy_engine_count: u32,
+    pub shared_decoder_count: u32,
+    pub shared_encoder_count: u32,
+    pub shared_jpeg_count: u32,
+    pub shared_ofa_count: u32,
+    pub gpu_instance_slice_count: u32,
+    pub compute_instance_slice_count: u32,
+    pub memory_size_mb: u64,
+}
+
+impl MigDevice {
+    pub fn attributes(&self) -> Option<Attributes> {
+        Some(Attributes {
+            multiprocessor_count: self.multiprocessor_count?,
+            shared_copy_engine_count: self.shared_copy_engine_count?,
+            shared_decoder_count: self.shared_decoder_count?,
+            shared_encoder_count: self.shared_encoder_count?,
+            shared_jpeg_count: self.shared_jpeg_count?,
+            shared_ofa_count: self.shared_ofa_count?,
+            gpu_instance_slice_count: self.gpu_instance_slice_count?,
+            compute_instance_slice_count: self.compute_instance_slice_count?,
+            memory_size_mb: self.memory_size_mb?,
+        })
+    }
+}
+
+/// A PCI id written as `"0x233010DE"`, `"233010DE"` or a JSON integer.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(try_from = "HexOrInt")]
+pub struct HexU32(pub u32);
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum HexOrInt {
+    Int(u32),
+    Text(String),
+}
+
+impl TryFrom<HexOrInt> for HexU32 {
+    type Error = String;
+    fn try_from(v: HexOrInt) -> Result<Self, String> {
+        match v {
+            HexOrInt::Int(i) => Ok(HexU32(i)),
+            HexOrInt::Text(s) => {
+                let digits = s
+                    .strip_prefix("0x")
+                    .or_else(|| s.strip_prefix("0X"))
+                    .unwrap_or(&s);
+                u32::from_str_radix(digits, 16)
+                    .map(HexU32)
+                    .map_err(|e| format!("bad hex id {s:?}: {e}"))
+            }
+        }
+    }
+}
+
+/// An NVML return code, written in a fixture as `"GPU_IS_LOST"`, `"NVML_ERROR_GPU_IS_LOST"` or
+/// its number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "ErrorName")]
+pub struct ErrorCode(pub u32);
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ErrorName {
+    Code(u32),
+    Name(String),
+}
+
+impl TryFrom<ErrorName> for ErrorCode {
+    type Error = String;
+    fn try_from(v: ErrorName) -> Result<Self, String> {
+        match v {
+            ErrorName::Code(c) => Ok(ErrorCode(c)),
+            ErrorName::Name(n) => {
+                let short = n.strip_prefix("NVML_ERROR_").unwrap_or(&n);
+                RETURN_CODES
+                    .iter()
+                    .find(|(_, name, _)| *name == short)
+                    .map(|(code, _, _)| ErrorCode(*code))
+                    .ok_or_else(|| format!("unknown NVML error name {n:?}"))
+            }
+        }
+    }
+}
+
+/// `nvmlReturn_t`: code, the name after `NVML_ERROR_`, and `nvmlErrorString`'s text.
+pub const RETURN_CODES: &[(u32, &str, &str)] = &[
+    (0, "SUCCESS", "Success\0"),
+    (1, "UNINITIALIZED", "Uninitialized\0"),
+    (2, "INVALID_ARGUMENT", "Invalid Argument\0"),
+    (3, "NOT_SUPPORTED", "Not Supported\0"),
+    (4, "NO_PERMISSION", "Insufficient Permissions\0"),
+    (5, "ALREADY_INITIALIZED", "Already Initialized\0"),
+    (6, "NOT_FOUND", "Not Found\0"),
+    (7, "INSUFFICIENT_SIZE", "Insufficient Size\0"),
+    (8, "INSUFFICIENT_POWER", "Insufficient External Power\0"),
+    (9, "DRIVER_NOT_LOADED", "Driver Not Loaded\0"),
+    (10, "TIMEOUT", "Timeout\0"),
+    (11, "IRQ_ISSUE", "Interrupt Request Issue\0"),
+    (12, "LIBRARY_NOT_FOUND", "NVML Shared Library Not Found\0"),
+    (13, "FUNCTION_NOT_FOUND", "Function Not Found\0"),
+    (14, "CORRUPTED_INFOROM", "Corrupted infoROM\0"),
+    (15, "GPU_IS_LOST", "GPU is lost\0"),
+    (16, "RESET_REQUIRED", "GPU requires restart\0"),
+    (
+        17,
+        "OPERATING_SYSTEM",
+        "The operating system has blocked the request.\0",
+    ),
+    (
+        18,
+        "LIB_RM_VERSION_MISMATCH",
+        "RM has detected an NVML/RM version mismatch.\0",
+    ),
+    (19, "IN_USE", "In use by another client\0"),
+    (20, "MEMORY", "Insufficient Memory\0"),
+    (21, "NO_DATA", "No data\0"),
+    (
+        22,
+        "VGPU_ECC_NOT_SUPPORTED",
+        "vGPU operation not available because ECC is enabled\0",
+    ),
+    (23, "INSUFFICIENT_RESOURCES", "Insufficient resources\0"),
+    (24, "FREQ_NOT_SUPPORTED", "Frequency not supported\0"),
+    (
+        25,
+        "ARGUMENT_VERSION_MISMATCH",
+        "Argument version mismatch\0",
+    ),
+    (26, "DEPRECATED", "Deprecated\0"),
+    (27, "NOT_READY", "Not ready\0"),
+    (28, "GPU_NOT_FOUND", "GPU not found\0"),
+    (29, "INVALID_STATE", "Invalid state\0"),
+    (30, "RESET_TYPE_NOT_SUPPORTED", "Reset type not supported\0"),
+    (999, "UNKNOWN", "Unknown Error\0"),
+];
+
+/// Why a fixture was refused.
+#[derive(Debug)]
+pub struct FixtureError(String);
+
+impl fmt::Display for FixtureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Domain, bus and device of `00000000:19:00.0` (or `0000:19:00.0`).
+pub fn parse_bus_id(s: &str) -> Option<(u32, u32, u32)> {
+    let (rest, _function) = s.rsplit_once('.')?;
+    let mut parts = rest.rsplitn(3, ':');
+    let device = u32::from_str_radix(parts.next()?, 16).ok()?;
+    let bus = u32::from_str_radix(parts.next()?, 16).ok()?;
+    let domain = u32::from_str_radix(parts.next()?, 16).ok()?;
+    Some((domain, bus, device))
+}
+
+impl Fixture {
+    pub fn parse(text: &str) -> Result<Fixture, FixtureError> {
+        let f: Fixture = serde_json::from_str(text).map_err(|e| FixtureError(e.to_string()))?;
+        f.validate()?;
+        Ok(f)
+    }
+
+    fn validate(&self) -> Result<(), FixtureError> {
+        let bad = |m: String| Err(FixtureError(m));
+        if self.devices.len() > MAX_GPUS {
+            return bad(format!("more than {MAX_GPUS} devices"));
+        }
+        for name in self.faults.not_found.iter().chain(
+            self.faults
+                .errors
+                .iter()
+                .filter_map(|r| r.function.as_ref()),
+        ) {
+            if !KNOWN_FUNCTIONS.contains(&name.as_str()) {
+                return bad(format!("faults name an unknown function {name:?}"));
+            }
+        }
+        for key in self.faults.device_errors.keys() {
+            match key.parse::<usize>() {
+                Ok(i) if i < self.devices.len() => {}
+                _ => {
+                    return bad(format!(
+                        "faults.device_errors: {key:?} is not a device index"
+                    ));
+                }
+            }
+        }
+        let mut strings: Vec<(&str, &String)> = Vec::new();
+        for s in [
+            &self.driver_version,
+            &self.nvml_version,
+            &self.driver_branch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            strings.push(("system", s));
+        }
+        for (i, d) in self.devices.iter().enumerate() {
+            if d.mig_devices.len() > MAX_MIG_DEVICES {
+                return bad(format!(
+                    "device {i}: more than {MAX_MIG_DEVICES} MIG devices"
+                ));
+            }
+            if let Some(b) = &d.pci_bus_id
+                && (parse_bus_id(b).is_none() || b.len() >= 32)
+            {
+                return bad(format!("device {i}: bad pci_bus_id {b:?}"));
+            }
+            let mig_enabled = d.mig_mode.is_some_and(|m| m.current == 1);
+            if !d.mig_devices.is_empty() && !mig_enabled {
+                return bad(format!(
+                    "device {i}: MIG devices but MIG mode is not enabled"
+                ));
+            }
+            let max = d
+                .max_mig_device_count
+                .unwrap_or(DEFAULT_MAX_MIG_DEVICE_COUNT);
+            if d.mig_devices.len() > max as usize {
+                return bad(format!(
+                    "device {i}: more MIG devices than max_mig_device_count"
+                ));
+            }
+            if let Some(g) = &d.grid_licensable_features
+                && g.features.len() > 3
+            {
+                return bad(format!("device {i}: more than 3 grid licensable features"));
+            }
+            for s in [&d.name, &d.uuid, &d.serial, &d.board_part_number]
+                .into_iter()
+                .flatten()
+            {
+                strings.push(("device", s));
+            }
+            for m in &d.mig_devices {
+                for s in [&m.name, &m.uuid].into_iter().flatten() {
+                    strings.push(("MIG device", s));
+                }
+            }
+        }
+        for (what, s) in strings {
+            if s.contains('\0') {
+                return bad(format!("{what} string {s:?} contains a NUL"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_names_with_and_without_prefix() {
+        let f = Fixture::parse(
+            r#"{"faults": {"init": "NVML_ERROR_DRIVER_NOT_LOADED",
+                 "device_errors": {"0": "GPU_IS_LOST"}}, "devices": [{}]}"#,
+        )
+        .unwrap();
+        assert_eq!(f.faults.init, Some(ErrorCode(9)));
+        assert_eq!(f.faults.device_errors["0"], ErrorCode(15));
+    }
+
+    #[test]
+    fn typos_are_refused() {
+        for text in [
+            r#"{"devices": [], "faults": {"not_found": ["nvmlDeviceGetMigMod"]}}"#,
+            r#"{"devices": [], "faults": {"init": "DRIVER_NOT_LODED"}}"#,
+            r#"{"devices": [{"nmae": "x"}]}"#,
+            r#"{"devices": [], "faults": {"device_errors": {"0": "GPU_IS_LOST"}}}"#,
+            r#"{"devices": [{"pci_bus_id": "19:00"}]}"#,
+        ] {
+            assert!(Fixture::parse(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn bus_ids() {
+        assert_eq!(parse_bus_id("00000000:19:00.0"), Some((0, 0x19, 0)));
+        assert_eq!(parse_bus_id("0001:C1:1F.0"), Some((1, 0xc1, 0x1f)));
+        assert_eq!(parse_bus_id("garbage"), None);
+    }
+
+    #[test]
+    fn known_functions_are_exactly_the_exported_ones() {
+        let source = [include_str!("api.rs"), include_str!("api_modern.rs")].concat();
+        let mut exported: Vec<&str> = source
+            .split("extern \"C\" fn ")
+            .skip(1)
+            .map(|rest| rest.split('(').next().unwrap())
+            .collect();
+        exported.sort_unstable();
+        let mut known = KNOWN_FUNCTIONS.to_vec();
+        known.sort_unstable();
+        assert_eq!(exported, known);
+    }
+}

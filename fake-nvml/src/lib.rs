@@ -1,0 +1,31 @@
+//! A test double for NVIDIA's NVML library (`libnvidia-ml.so`), built as `libnvidia_ml.so`.
+//!
+//! gpu-labeler loads it through nvml-wrapper exactly as it loads the real library, so tests
+//! exercise the real dlopen and per-symbol lookup. `fake-nvml-legacy` compiles these files
+//! without `api_modern`, for a library that truly lacks those symbols (nvml-wrapper's
+//! `FailedToLoadSymbol`).
+//!
+//! - `FAKE_NVML_FIXTURE=<file.json>` is read at every `nvmlInit_v2`/`nvmlInitWithFlags` (unset,
+//!   unreadable or invalid: `NVML_ERROR_UNKNOWN`, with the reason on stderr). Schema: `fixture.rs`;
+//!   real-capture fixtures: `tests/fixtures/nvml/` in the workspace. Init and shutdown are
+//!   reference-counted as in NVML; calls before init are `NVML_ERROR_UNINITIALIZED`.
+//! - `FAKE_NVML_TRACE=<file>` appends one line per call (`nvmlDeviceGetName 3`, `… 3:1` for a
+//!   MIG device), for tests that check what was asked.
+//! - A value the fixture leaves out is `NVML_ERROR_NOT_SUPPORTED`; a null out-pointer or an
+//!   unknown handle is `NVML_ERROR_INVALID_ARGUMENT`; a panic is `NVML_ERROR_UNKNOWN`.
+//! - Faults (`faults` in the fixture), checked in this order: `not_found` functions return
+//!   `NVML_ERROR_FUNCTION_NOT_FOUND`; `device_errors` (GPU index -> error) fail every call about
+//!   that GPU, including `nvmlDeviceGetHandleByIndex_v2` for it and calls on its MIG devices;
+//!   `errors` rules (`function`, `gpu`, `mig`, `error`; unset fields match anything) fail the
+//!   first matching call, e.g. one MIG slot in `nvmlDeviceGetMigDeviceHandleByIndex`.
+//! - Handles are addresses in a static table (GPUs, then 8 MIG slots per GPU), so they stay
+//!   valid and distinct for the life of the process.
+
+// The exported names are NVML's, not Rust's.
+#![allow(non_snake_case)]
+
+mod api;
+mod api_modern;
+mod ctypes;
+mod fixture;
+mod runtime;

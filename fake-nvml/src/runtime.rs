@@ -1,0 +1,334 @@
+//! The library's process-global state, device handles, and the wrapper every exported function
+//! runs its body in (panic barrier, call trace, missing-function and fault injection).
+
+use std::ffi::{c_char, c_uint};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::ctypes::*;
+use crate::fixture::{Device, Fixture, MAX_GPUS, MAX_MIG_DEVICES, MigDevice};
+
+/// The environment variable naming the fixture, read by every `nvmlInit`.
+pub const FIXTURE_ENV: &str = "FAKE_NVML_FIXTURE";
+/// When set, every call is appended to this file as one line: the function name, then the
+/// GPU index (`3`) or MIG device (`3:1`) it was about, if any.
+pub const TRACE_ENV: &str = "FAKE_NVML_TRACE";
+
+struct State {
+    /// `nvmlInit` calls not yet matched by `nvmlShutdown`, as real NVML counts them.
+    refcount: u32,
+    fixture: Option<Fixture>,
+    trace: Option<File>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    refcount: 0,
+    fixture: None,
+    trace: None,
+});
+
+fn lock() -> MutexGuard<'static, State> {
+    // A panic while the lock was held was already turned into an error; the state is still whole.
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Handles are addresses in this table: the first `MAX_GPUS` bytes are GPUs, then
+/// `MAX_MIG_DEVICES` per GPU for their MIG devices. Callers only compare and pass them back.
+static HANDLE_SLOTS: [u8; MAX_GPUS * (1 + MAX_MIG_DEVICES)] = [0; MAX_GPUS * (1 + MAX_MIG_DEVICES)];
+
+pub fn gpu_handle(gpu: usize) -> Handle {
+    HANDLE_SLOTS.as_ptr().wrapping_add(gpu) as Handle
+}
+
+pub fn mig_handle(gpu: usize, mig: usize) -> Handle {
+    HANDLE_SLOTS
+        .as_ptr()
+        .wrapping_add(MAX_GPUS + gpu * MAX_MIG_DEVICES + mig) as Handle
+}
+
+/// What a handle refers to in the loaded fixture.
+#[derive(Clone, Copy)]
+pub enum Target<'a> {
+    Gpu {
+        index: usize,
+        dev: &'a Device,
+    },
+    Mig {
+        gpu: usize,
+        parent: &'a Device,
+        index: usize,
+        mig: &'a MigDevice,
+    },
+}
+
+impl<'a> Target<'a> {
+    fn resolve(f: &'a Fixture, h: Handle) -> Option<Target<'a>> {
+        let offset = (h as usize).wrapping_sub(HANDLE_SLOTS.as_ptr() as usize);
+        if offset < MAX_GPUS {
+            let dev = f.devices.get(offset)?;
+            Some(Target::Gpu { index: offset, dev })
+        } else if offset < HANDLE_SLOTS.len() {
+            let gpu = (offset - MAX_GPUS) / MAX_MIG_DEVICES;
+            let index = (offset - MAX_GPUS) % MAX_MIG_DEVICES;
+            let parent = f.devices.get(gpu)?;
+            let mig = parent.mig_devices.get(index)?;
+            Some(Target::Mig {
+                gpu,
+                parent,
+                index,
+                mig,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// The physical GPU: itself, or a MIG device's parent.
+    pub fn gpu(&self) -> &'a Device {
+        match *self {
+            Target::Gpu { dev, .. } => dev,
+            Target::Mig { parent, .. } => parent,
+        }
+    }
+
+    fn about(&self) -> About {
+        match *self {
+            Target::Gpu { index, .. } => About {
+                gpu: index,
+                mig: None,
+            },
+            Target::Mig { gpu, index, .. } => About {
+                gpu,
+                mig: Some(index),
+            },
+        }
+    }
+}
+
+/// The GPU (and MIG device) a call is about, for fault matching and the trace.
+#[derive(Clone, Copy)]
+pub struct About {
+    pub gpu: usize,
+    pub mig: Option<usize>,
+}
+
+impl State {
+    fn trace(&mut self, name: &str, about: Option<About>) {
+        if let Some(file) = &mut self.trace {
+            let line = match about {
+                None => format!("{name}\n"),
+                Some(About { gpu, mig: None }) => format!("{name} {gpu}\n"),
+                Some(About { gpu, mig: Some(m) }) => format!("{name} {gpu}:{m}\n"),
+            };
+            // Tracing is a test aid; losing a line must not change what the caller sees.
+            let _ = file.write_all(line.as_bytes());
+        }
+    }
+
+    /// The fixture, if NVML is initialised and the function "exists" in this driver.
+    fn ready(&self, name: &str) -> Result<&Fixture, Return> {
+        let f = self.fixture.as_ref().ok_or(ERROR_UNINITIALIZED)?;
+        if f.faults.not_found.iter().any(|n| n == name) {
+            return Err(ERROR_FUNCTION_NOT_FOUND);
+        }
+        Ok(f)
+    }
+}
+
+/// The injected error for a call, if any (see `Faults`).
+pub fn injected(f: &Fixture, name: &str, about: Option<About>) -> Result<(), Return> {
+    if let Some(a) = about {
+        let lost = f
+            .faults
+            .device_errors
+            .iter()
+            .find(|(k, _)| k.parse::<usize>() == Ok(a.gpu));
+        if let Some((_, e)) = lost {
+            return Err(e.0);
+        }
+    }
+    let rule = f.faults.errors.iter().find(|r| {
+        r.function.as_deref().is_none_or(|n| n == name)
+            && r.gpu.is_none_or(|g| about.is_some_and(|a| a.gpu == g))
+            && r.mig
+                .is_none_or(|m| about.is_some_and(|a| a.mig == Some(m)))
+    });
+    match rule {
+        Some(r) => Err(r.error.0),
+        None => Ok(()),
+    }
+}
+
+/// Runs `body`, turning a panic into `NVML_ERROR_UNKNOWN` so none crosses the C boundary.
+fn guarded(body: impl FnOnce() -> Result<(), Return>) -> Return {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => SUCCESS,
+        Ok(Err(code)) => code,
+        Err(_) => ERROR_UNKNOWN,
+    }
+}
+
+/// A function about the system (or a GPU index, which `body` checks itself).
+pub fn system(name: &str, body: impl FnOnce(&Fixture) -> Result<(), Return>) -> Return {
+    guarded(|| {
+        let mut st = lock();
+        st.trace(name, None);
+        let f = st.ready(name)?;
+        injected(f, name, None)?;
+        body(f)
+    })
+}
+
+/// A function about the GPU (and optionally the MIG device) of `about`, which the caller named
+/// by index rather than by handle (`nvmlDeviceGetHandleByIndex_v2`).
+pub fn indexed(
+    name: &str,
+    about: About,
+    body: impl FnOnce(&Fixture) -> Result<(), Return>,
+) -> Return {
+    guarded(|| {
+        let mut st = lock();
+        st.trace(name, Some(about));
+        let f = st.ready(name)?;
+        if about.gpu < f.devices.len() {
+            injected(f, name, Some(about))?;
+        }
+        body(f)
+    })
+}
+
+/// A function on a device handle; an unknown handle is `NVML_ERROR_INVALID_ARGUMENT`.
+pub fn device(
+    name: &str,
+    handle: Handle,
+    body: impl FnOnce(&Fixture, Target<'_>) -> Result<(), Return>,
+) -> Return {
+    guarded(|| {
+        let mut st = lock();
+        let about = st
+            .fixture
+            .as_ref()
+            .and_then(|f| Target::resolve(f, handle))
+            .map(|t| t.about());
+        st.trace(name, about);
+        let f = st.ready(name)?;
+        let target = Target::resolve(f, handle).ok_or(ERROR_INVALID_ARGUMENT)?;
+        injected(f, name, Some(target.about()))?;
+        body(f, target)
+    })
+}
+
+/// `nvmlInit_v2` and `nvmlInitWithFlags`: (re)load the fixture named by `FAKE_NVML_FIXTURE`.
+pub fn init(name: &str) -> Return {
+    guarded(|| {
+        let mut st = lock();
+        let fixture = load_fixture()?;
+        if let Some(path) = std::env::var_os(TRACE_ENV) {
+            st.trace = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .inspect_err(|e| {
+                    eprintln!("fake-nvml: cannot open {TRACE_ENV}={}: {e}", path.display())
+                })
+                .ok();
+        }
+        st.trace(name, None);
+        if let Some(e) = fixture.faults.init {
+            return Err(e.0);
+        }
+        st.fixture = Some(fixture);
+        st.refcount += 1;
+        Ok(())
+    })
+}
+
+fn load_fixture() -> Result<Fixture, Return> {
+    let fail = |msg: String| {
+        eprintln!("fake-nvml: nvmlInit fails: {msg}");
+        ERROR_UNKNOWN
+    };
+    let Some(path) = std::env::var_os(FIXTURE_ENV) else {
+        return Err(fail(format!("{FIXTURE_ENV} is not set")));
+    };
+    let shown = std::path::Path::new(&path).display().to_string();
+    let text = std::fs::read_to_string(&path).map_err(|e| fail(format!("{shown}: {e}")))?;
+    Fixture::parse(&text).map_err(|e| fail(format!("{shown}: {e}")))
+}
+
+/// `nvmlShutdown`: the last one unloads the fixture.
+pub fn shutdown(name: &str) -> Return {
+    guarded(|| {
+        let mut st = lock();
+        st.trace(name, None);
+        st.ready(name)?;
+        st.refcount -= 1;
+        if st.refcount == 0 {
+            st.fixture = None;
+            st.trace = None;
+        }
+        Ok(())
+    })
+}
+
+/// `nvmlErrorString`: static text, available before `nvmlInit`.
+pub fn error_string(code: Return) -> *const c_char {
+    let text = crate::fixture::RETURN_CODES
+        .iter()
+        .find(|(c, _, _)| *c == code)
+        .map_or("Unknown Error\0", |(_, _, text)| text);
+    text.as_ptr().cast()
+}
+
+/// Writes one out-parameter.
+///
+/// # Safety
+/// `p` is null or valid for a write of `T`.
+pub unsafe fn put<T>(p: *mut T, value: T) -> Result<(), Return> {
+    if p.is_null() {
+        return Err(ERROR_INVALID_ARGUMENT);
+    }
+    // SAFETY: non-null, and the caller vouches for the rest.
+    unsafe { p.write(value) };
+    Ok(())
+}
+
+/// Fails unless `p` is non-null, for out-parameters checked before the value is known.
+pub fn non_null<T>(p: *const T) -> Result<(), Return> {
+    if p.is_null() {
+        Err(ERROR_INVALID_ARGUMENT)
+    } else {
+        Ok(())
+    }
+}
+
+/// Copies `value` and its NUL into the caller's `length`-byte buffer, as NVML's string getters
+/// do: null buffer -> invalid argument, unknown value -> not supported, too small -> insufficient
+/// size.
+///
+/// # Safety
+/// `buf` is null or valid for `length` bytes of writes.
+pub unsafe fn put_str(buf: *mut c_char, length: c_uint, value: Option<&str>) -> Result<(), Return> {
+    non_null(buf)?;
+    let value = value.ok_or(ERROR_NOT_SUPPORTED)?;
+    if value.len() + 1 > length as usize {
+        return Err(ERROR_INSUFFICIENT_SIZE);
+    }
+    // SAFETY: the buffer holds `length` >= len + 1 bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(value.as_ptr().cast::<c_char>(), buf, value.len());
+        buf.add(value.len()).write(0);
+    }
+    Ok(())
+}
+
+/// Fills a fixed C char array (struct member) with `value`, truncated to leave room for the NUL.
+pub fn fill_chars(dst: &mut [c_char], value: &str) {
+    dst.fill(0);
+    let n = value.len().min(dst.len().saturating_sub(1));
+    for (d, s) in dst.iter_mut().zip(&value.as_bytes()[..n]) {
+        *d = *s as c_char;
+    }
+}

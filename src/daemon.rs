@@ -1,0 +1,776 @@
+//! The `run` daemon (SPEC §6): every interval, scan the node, evaluate the labels and publish
+//! them to the sink when they changed.
+//!
+//! The loop owns everything that lives across cycles: one `NvmlLibrary` (NVML that is missing at
+//! start is tried again on each scan), the last good config and rules (re-read when their content
+//! changes, kept when the new version is invalid), the sink's memory of what it published, and
+//! the backoff. Failures never end the process: a failed cycle is tried again after a capped
+//! exponential backoff with full jitter. SIGTERM and SIGINT stop it (exit 0, labels left in
+//! place), SIGHUP re-reads the config and rules at once. The first cycle starts at a random
+//! offset within the interval so that a fleet started together does not publish together.
+
+use std::collections::hash_map::{DefaultHasher, RandomState};
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use crate::cli::{DiscoveryArgs, PublishArgs, RulesArgs, SinkKind, load_rules};
+use crate::config::Config;
+use crate::discover::nvml::{NvmlChoice, NvmlLibrary};
+use crate::discover::{self, DiscoveryOptions};
+use crate::features::{self, FeatureSet};
+use crate::labels::{NodeOutput, evaluate_node};
+use crate::metrics::{self, Health};
+use crate::publish::features_file::{self, FeaturesFileSink};
+use crate::publish::node::{NodeSink, Outcome, OutcomeKind, PublishError};
+use crate::publish::nodefeature::{self, NodeFeatureSink};
+use crate::rules::RuleSet;
+use crate::{Error, exit};
+
+/// Backoff after a failed cycle: 1 s doubling to 5 min, full jitter.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
+pub const BACKOFF_CAP: Duration = Duration::from_secs(300);
+/// `--oneshot` tries this many times (backoff capped at 8 s) before exiting 3.
+const ONESHOT_ATTEMPTS: u32 = 4;
+const ONESHOT_BACKOFF_CAP: Duration = Duration::from_secs(8);
+
+/// Parses a duration: `90s`, `5m`, `1h30m`, `500ms`; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("empty duration".into());
+    }
+    if let Ok(n) = t.parse::<f64>() {
+        return secs(n, s);
+    }
+    let mut total = 0.0;
+    let mut rest = t;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(num_len);
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let n: f64 = num
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}: expected e.g. 60s, 5m, 1h"))?;
+        let scale = match unit {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(format!("invalid duration {s:?}: unit must be ms, s, m or h")),
+        };
+        total += n * scale;
+        rest = tail;
+    }
+    secs(total, s)
+}
+
+fn secs(n: f64, original: &str) -> Result<Duration, String> {
+    if !n.is_finite() || n <= 0.0 || n > 1e9 {
+        return Err(format!("invalid duration {original:?}: must be positive"));
+    }
+    Ok(Duration::from_secs_f64(n))
+}
+
+/// A uniformly random number in [0, 1): std's randomly keyed hasher is random enough for jitter.
+pub fn random_fraction() -> f64 {
+    let r = RandomState::new().hash_one(Instant::now());
+    (r >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Capped exponential backoff with full jitter: the n-th delay is uniform in
+/// [0, min(cap, base * 2^n)], with a small floor so that a retry never spins.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    base: Duration,
+    cap: Duration,
+    attempt: u32,
+}
+
+impl Backoff {
+    pub fn new(base: Duration, cap: Duration) -> Backoff {
+        Backoff {
+            base,
+            cap,
+            attempt: 0,
+        }
+    }
+
+    pub fn reset(&mut self) {
+        self.attempt = 0;
+    }
+
+    /// The ceiling of the next delay.
+    pub fn ceiling(&self) -> Duration {
+        let factor = 2u32.saturating_pow(self.attempt.min(30));
+        self.base.saturating_mul(factor).min(self.cap)
+    }
+
+    /// The next delay, for a random fraction in [0, 1).
+    pub fn next_with(&mut self, fraction: f64) -> Duration {
+        let d = self.ceiling().mul_f64(fraction.clamp(0.0, 1.0));
+        self.attempt = self.attempt.saturating_add(1);
+        d.max(self.base / 10)
+    }
+
+    pub fn next_delay(&mut self) -> Duration {
+        self.next_with(random_fraction())
+    }
+}
+
+/// A digest of the files an input is read from, to notice changes by content (a ConfigMap
+/// update swaps a `..data` symlink; mtimes say little). Directories contribute the files the
+/// rules loader reads: `*.yaml`, `*.yml`, `*.json`, hidden entries skipped.
+pub fn digest(paths: &[PathBuf]) -> u64 {
+    let mut h = DefaultHasher::new();
+    for p in paths {
+        p.hash(&mut h);
+        if p.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(p)
+                .map(|rd| {
+                    rd.filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|f| {
+                            let hidden = f
+                                .file_name()
+                                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+                            let ext = f.extension().and_then(|x| x.to_str());
+                            !hidden
+                                && f.is_file()
+                                && matches!(ext, Some("yaml" | "yml" | "json"))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            files.sort();
+            for f in files {
+                f.hash(&mut h);
+                hash_file(&f, &mut h);
+            }
+        } else {
+            hash_file(p, &mut h);
+        }
+    }
+    h.finish()
+}
+
+fn hash_file(p: &Path, h: &mut DefaultHasher) {
+    match std::fs::read(p) {
+        Ok(bytes) => bytes.hash(h),
+        Err(e) => e.kind().hash(h),
+    }
+}
+
+/// The config and rules in force: the last good version of each, and the digests that say
+/// when their files change.
+struct Inputs {
+    discovery: DiscoveryArgs,
+    rules_args: RulesArgs,
+    config: Config,
+    rules: RuleSet,
+    config_digest: u64,
+    rules_digest: u64,
+}
+
+impl Inputs {
+    fn config_paths(discovery: &DiscoveryArgs) -> Vec<PathBuf> {
+        discovery.config.iter().cloned().collect()
+    }
+
+    /// Loads both at start: an invalid one is an error (exit 1), as for `labels`.
+    fn load(discovery: DiscoveryArgs, rules_args: RulesArgs) -> Result<Inputs, Error> {
+        let config_digest = digest(&Self::config_paths(&discovery));
+        let rules_digest = digest(&rules_args.rules);
+        let config = discovery.load_config()?;
+        let (rules, errors) = load_rules(&rules_args);
+        if !errors.is_empty() {
+            return Err(Error::InvalidInput(errors.join("\n")));
+        }
+        Ok(Inputs {
+            discovery,
+            rules_args,
+            config,
+            rules,
+            config_digest,
+            rules_digest,
+        })
+    }
+
+    /// Re-reads what changed (everything when `force`). An invalid new version is reported and
+    /// the last good one kept; it is reported again only when it changes again. Returns whether
+    /// something new is in force.
+    fn reload(&mut self, force: bool, health: &Health) -> bool {
+        let mut changed = false;
+        let d = digest(&Self::config_paths(&self.discovery));
+        if force || d != self.config_digest {
+            self.config_digest = d;
+            match self.discovery.load_config() {
+                Ok(c) => {
+                    if c != self.config {
+                        tracing::info!("config reloaded");
+                        self.config = c;
+                        changed = true;
+                    }
+                }
+                Err(e) => {
+                    health.metrics.reload_errors.inc();
+                    tracing::error!("{e}; keeping the last good config");
+                }
+            }
+        }
+        let d = digest(&self.rules_args.rules);
+        if force || d != self.rules_digest {
+            self.rules_digest = d;
+            let (rules, errors) = load_rules(&self.rules_args);
+            if errors.is_empty() {
+                tracing::info!("rules reloaded: {} rules", rules.rule_count());
+                self.rules = rules;
+                changed = true;
+            } else {
+                health.metrics.reload_errors.inc();
+                for e in &errors {
+                    tracing::error!("{e}");
+                }
+                tracing::error!("invalid rules; keeping the last good rules");
+            }
+        }
+        changed
+    }
+}
+
+/// Where labels go.
+enum Sink {
+    Node(NodeSink),
+    NodeFeature(NodeFeatureSink),
+    File(FeaturesFileSink),
+    /// The last output printed.
+    Stdout(Option<NodeOutput>),
+}
+
+impl Sink {
+    fn name(&self) -> &'static str {
+        match self {
+            Sink::Node(_) => "node",
+            Sink::NodeFeature(_) => "nodefeature",
+            Sink::File(_) => "features-file",
+            Sink::Stdout(_) => "stdout",
+        }
+    }
+
+    async fn publish(
+        &mut self,
+        features: &FeatureSet,
+        output: &NodeOutput,
+        dry_run: bool,
+    ) -> Result<Outcome, PublishError> {
+        match self {
+            Sink::Node(s) => s.publish(output, dry_run).await,
+            Sink::NodeFeature(s) => s.publish(features, output, dry_run).await,
+            Sink::File(s) => s.publish(output, dry_run),
+            Sink::Stdout(last) => {
+                if last.as_ref() == Some(output) {
+                    return Ok(Outcome::unchanged());
+                }
+                let diff = crate::publish::node::LabelDiff::between(
+                    &last.as_ref().map(|l| l.labels.clone()).unwrap_or_default(),
+                    &output.labels,
+                );
+                if !dry_run {
+                    // One JSON object per line: easy to follow with a pipe.
+                    let line = serde_json::to_string(output).unwrap_or_default();
+                    let mut out = std::io::stdout().lock();
+                    use std::io::Write;
+                    let _ = writeln!(out, "{line}").and_then(|_| out.flush());
+                }
+                *last = Some(output.clone());
+                Ok(Outcome {
+                    kind: if dry_run {
+                        OutcomeKind::DryRun
+                    } else {
+                        OutcomeKind::Written
+                    },
+                    diff,
+                    conflicts: Vec::new(),
+                })
+            }
+        }
+    }
+}
+
+/// A request may take at most half the interval, within [2 s, 30 s].
+pub fn request_timeout(interval: Duration) -> Duration {
+    (interval / 2).clamp(Duration::from_secs(2), Duration::from_secs(30))
+}
+
+/// The Kubernetes client: `--kubeconfig`, else in-cluster, else `$KUBECONFIG` / `~/.kube/config`.
+async fn kube_client(kubeconfig: Option<&Path>, timeout: Duration) -> Result<Client, Error> {
+    let invalid = |e: &dyn std::error::Error| {
+        Error::InvalidInput(format!(
+            "Kubernetes client configuration: {}",
+            crate::publish::node::error_chain(e)
+        ))
+    };
+    let mut config = if let Some(path) = kubeconfig {
+        let kc = Kubeconfig::read_from(path).map_err(|e| {
+            Error::InvalidInput(format!(
+                "cannot read kubeconfig {}: {}",
+                path.display(),
+                crate::publish::node::error_chain(&e)
+            ))
+        })?;
+        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| invalid(&e))?
+    } else if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        kube::Config::incluster().map_err(|e| invalid(&e))?
+    } else {
+        kube::Config::from_kubeconfig(&KubeConfigOptions::default())
+            .await
+            .map_err(|e| invalid(&e))?
+    };
+    config.connect_timeout = Some(timeout);
+    config.read_timeout = Some(timeout);
+    config.write_timeout = Some(timeout);
+    Client::try_from(config).map_err(|e| invalid(&e))
+}
+
+fn sink_kind(publish: &PublishArgs, config: &Config) -> Result<SinkKind, Error> {
+    if let Some(k) = publish.sink {
+        return Ok(k);
+    }
+    match config.publish.sink.as_str() {
+        "node" => Ok(SinkKind::Node),
+        "nodefeature" => Ok(SinkKind::Nodefeature),
+        "features-file" => Ok(SinkKind::FeaturesFile),
+        "stdout" => Ok(SinkKind::Stdout),
+        other => Err(Error::InvalidInput(format!(
+            "config publish.sink: unknown sink {other:?} (node, nodefeature, features-file, stdout)"
+        ))),
+    }
+}
+
+/// The interval in force: the flag, else the config's `publish.interval`.
+fn interval(publish: &PublishArgs, config: &Config) -> Result<Duration, Error> {
+    let (text, from) = match &publish.interval {
+        Some(s) => (s.as_str(), "--interval"),
+        None => (config.publish.interval.as_str(), "config publish.interval"),
+    };
+    parse_duration(text).map_err(|e| Error::InvalidInput(format!("{from}: {e}")))
+}
+
+fn node_name(publish: &PublishArgs, sink: &str) -> Result<String, Error> {
+    match publish.node_name.as_deref().map(str::trim) {
+        Some(n) if !n.is_empty() => Ok(n.to_string()),
+        _ => Err(Error::InvalidInput(format!(
+            "--node-name (or NODE_NAME) is required for --sink {sink}"
+        ))),
+    }
+}
+
+async fn build_sink(publish: &PublishArgs, kind: SinkKind, timeout: Duration) -> Result<Sink, Error> {
+    Ok(match kind {
+        SinkKind::Node => {
+            let node = node_name(publish, "node")?;
+            let client = kube_client(publish.kubeconfig.as_deref(), timeout).await?;
+            Sink::Node(NodeSink::new(client, node, timeout))
+        }
+        SinkKind::Nodefeature => {
+            let node = node_name(publish, "nodefeature")?;
+            let client = kube_client(publish.kubeconfig.as_deref(), timeout).await?;
+            let ns = std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|s| !s.trim().is_empty())
+                .unwrap_or_else(|| nodefeature::DEFAULT_NAMESPACE.to_string());
+            Sink::NodeFeature(NodeFeatureSink::new(client, node, ns, timeout))
+        }
+        SinkKind::FeaturesFile => Sink::File(FeaturesFileSink::new(
+            publish
+                .features_file
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(features_file::DEFAULT_PATH)),
+        )),
+        SinkKind::Stdout => Sink::Stdout(None),
+    })
+}
+
+/// Why a cycle failed.
+#[derive(Debug)]
+struct CycleError {
+    reason: &'static str,
+    message: String,
+}
+
+impl From<PublishError> for CycleError {
+    fn from(e: PublishError) -> Self {
+        CycleError {
+            reason: e.reason,
+            message: e.message,
+        }
+    }
+}
+
+/// Everything that lives across cycles.
+struct Daemon {
+    inputs: Inputs,
+    publish: PublishArgs,
+    /// One NVML handle for the process's lifetime (replaced only when the config picks another
+    /// library); `None` while a scan holds it.
+    nvml: Option<NvmlLibrary>,
+    nvml_choice: NvmlChoice,
+    sink: Sink,
+    health: Arc<Health>,
+    interval: Duration,
+    /// What was last reported, so that a steady problem is logged once, not every cycle.
+    last_warnings: Vec<String>,
+    last_problems: Vec<String>,
+}
+
+impl Daemon {
+    fn set_interval(&mut self) {
+        match interval(&self.publish, &self.inputs.config) {
+            Ok(i) => self.interval = i,
+            Err(e) => tracing::error!("{e}; keeping {:?}", self.interval),
+        }
+        // Alive while the loop wakes up at least once per sleep: the longest sleep is the
+        // interval or the backoff cap, plus a cycle's requests.
+        self.health
+            .set_stale_after(2 * self.interval.max(BACKOFF_CAP) + Duration::from_secs(120));
+    }
+
+    async fn scan(&mut self) -> Result<FeatureSet, CycleError> {
+        let config = self.inputs.config.clone();
+        if let Some(path) = &self.inputs.discovery.features {
+            return features::load_snapshot(path).map_err(|e| CycleError {
+                reason: "snapshot",
+                message: e.to_string(),
+            });
+        }
+        let choice = self.inputs.discovery.nvml_choice(&config);
+        if choice != self.nvml_choice || self.nvml.is_none() {
+            self.nvml = Some(NvmlLibrary::new(choice.clone()));
+            self.nvml_choice = choice;
+        }
+        let mut nvml = self.nvml.take().expect("set above");
+        let opts = DiscoveryOptions {
+            sysfs_root: self.inputs.discovery.sysfs_root.clone(),
+            proc_root: self.inputs.discovery.proc_root.clone(),
+            pci_ids: self.inputs.discovery.pci_ids.clone(),
+            config,
+        };
+        // Discovery reads files and may call into NVML: off the async thread.
+        let d = tokio::task::spawn_blocking(move || {
+            let d = discover::discover(&opts, &mut nvml);
+            (nvml, d)
+        })
+        .await;
+        let (nvml, d) = d.map_err(|e| CycleError {
+            reason: "scan",
+            message: format!("discovery failed: {e}"),
+        })?;
+        self.nvml = Some(nvml);
+        if d.warnings != self.last_warnings {
+            for w in &d.warnings {
+                tracing::warn!("{w}");
+            }
+            self.last_warnings = d.warnings;
+        }
+        Ok(d.features)
+    }
+
+    /// One cycle: reload, scan, evaluate, publish.
+    async fn cycle(&mut self, force_reload: bool) -> Result<Outcome, CycleError> {
+        self.health.beat();
+        if self.inputs.reload(force_reload, &self.health) {
+            self.set_interval();
+        }
+        let started = Instant::now();
+        let features = self.scan().await?;
+        let metrics = &self.health.metrics;
+        metrics
+            .scan_duration
+            .observe(started.elapsed().as_secs_f64());
+        metrics.observe_features(&features);
+
+        let evaluated = evaluate_node(&features, &self.inputs.config, &self.inputs.rules);
+        let metrics = &self.health.metrics;
+        metrics.rule_errors.inc_by(evaluated.errors.len() as u64);
+        metrics
+            .rejected_labels
+            .inc_by(evaluated.rejected.len() as u64);
+        let problems: Vec<String> = evaluated
+            .errors
+            .iter()
+            .chain(&evaluated.rejected)
+            .cloned()
+            .collect();
+        if problems != self.last_problems {
+            for n in &evaluated.notes {
+                tracing::info!("{n}");
+            }
+            for p in &problems {
+                tracing::warn!("{p}");
+            }
+            self.last_problems = problems;
+        }
+
+        let dry_run = self.publish.dry_run;
+        let started = Instant::now();
+        let result = self
+            .sink
+            .publish(&features, &evaluated.output, dry_run)
+            .await;
+        let metrics = &self.health.metrics;
+        metrics
+            .publish_duration
+            .observe(started.elapsed().as_secs_f64());
+        let outcome = result.inspect_err(|e| metrics.publish_error(e.reason))?;
+        for c in &outcome.conflicts {
+            metrics.label_conflicts.inc();
+            tracing::warn!("{c}");
+        }
+        let sink = self.sink.name();
+        match outcome.kind {
+            OutcomeKind::Written => tracing::info!("published to {sink}: {}", outcome.diff),
+            OutcomeKind::DryRun => {
+                tracing::info!("dry run, not written to {sink}: {}", outcome.diff)
+            }
+            OutcomeKind::Unchanged => tracing::debug!("{sink}: unchanged"),
+        }
+        metrics.published(outcome.kind.as_str());
+        self.health.set_ready();
+        Ok(outcome)
+    }
+
+    async fn oneshot(&mut self) -> Result<u8, Error> {
+        let mut backoff = Backoff::new(BACKOFF_BASE, ONESHOT_BACKOFF_CAP);
+        let mut attempt = 1;
+        loop {
+            match self.cycle(false).await {
+                Ok(_) => return Ok(exit::OK),
+                Err(e) if attempt >= ONESHOT_ATTEMPTS => {
+                    return Err(Error::Runtime(format!(
+                        "publishing failed after {attempt} attempts ({}): {}",
+                        e.reason, e.message
+                    )));
+                }
+                Err(e) => {
+                    let d = backoff.next_delay();
+                    tracing::warn!("{} ({}); attempt {attempt}, retrying in {d:.1?}", e.message, e.reason);
+                    tokio::time::sleep(d).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    async fn run_loop(&mut self, signals: &mut Signals) -> u8 {
+        let Signals { term, int, hup } = signals;
+        let first = self.interval.mul_f64(random_fraction());
+        tracing::info!(
+            "publishing to {} every {:?}; first cycle in {:.1?}",
+            self.sink.name(),
+            self.interval,
+            first
+        );
+        let mut next = tokio::time::Instant::now() + first;
+        let mut backoff = Backoff::new(BACKOFF_BASE, BACKOFF_CAP);
+        loop {
+            self.health.beat();
+            let mut force_reload = false;
+            tokio::select! {
+                _ = tokio::time::sleep_until(next) => {}
+                s = stop_signal(term, int) => {
+                    tracing::info!("{s}: stopping; labels stay in place");
+                    return exit::OK;
+                }
+                _ = hup.recv() => {
+                    tracing::info!("SIGHUP: reloading config and rules");
+                    force_reload = true;
+                }
+            }
+            let result = tokio::select! {
+                r = self.cycle(force_reload) => r,
+                s = stop_signal(term, int) => {
+                    tracing::info!("{s}: stopping in the middle of a cycle; labels stay in place");
+                    return exit::OK;
+                }
+            };
+            match result {
+                Ok(_) => {
+                    backoff.reset();
+                    next = tokio::time::Instant::now() + self.interval;
+                }
+                Err(e) => {
+                    let d = backoff.next_delay();
+                    tracing::warn!("{} ({}); retrying in {d:.1?}", e.message, e.reason);
+                    next = tokio::time::Instant::now() + d;
+                }
+            }
+        }
+    }
+}
+
+struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+}
+
+/// Waits for SIGTERM or SIGINT; says which.
+async fn stop_signal(term: &mut Signal, int: &mut Signal) -> &'static str {
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}
+
+/// `gpu-labeler run`: returns the exit code.
+pub fn run(discovery: DiscoveryArgs, rules: RulesArgs, publish: PublishArgs) -> Result<u8, Error> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Runtime(format!("cannot start the async runtime: {e}")))?;
+    let result = rt.block_on(run_async(discovery, rules, publish));
+    // A scan abandoned on SIGTERM must not hold the exit.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+async fn run_async(
+    discovery: DiscoveryArgs,
+    rules: RulesArgs,
+    publish: PublishArgs,
+) -> Result<u8, Error> {
+    let inputs = Inputs::load(discovery, rules)?;
+    let kind = sink_kind(&publish, &inputs.config)?;
+    let every = interval(&publish, &inputs.config)?;
+    // Installed before anything slow, so that a SIGTERM during start-up is a clean stop.
+    let mut signals = if publish.oneshot {
+        None
+    } else {
+        Some(
+            Signals::install()
+                .map_err(|e| Error::Runtime(format!("cannot install signal handlers: {e}")))?,
+        )
+    };
+    let timeout = request_timeout(every);
+    let sink = build_sink(&publish, kind, timeout).await?;
+    let health = Arc::new(Health::new(Duration::from_secs(600)));
+    let nvml_choice = inputs.discovery.nvml_choice(&inputs.config);
+    let mut daemon = Daemon {
+        nvml: Some(NvmlLibrary::new(nvml_choice.clone())),
+        nvml_choice,
+        inputs,
+        publish,
+        sink,
+        health: health.clone(),
+        interval: every,
+        last_warnings: Vec::new(),
+        last_problems: Vec::new(),
+    };
+    daemon.set_interval();
+    let Some(signals) = signals.as_mut() else {
+        return daemon.oneshot().await;
+    };
+    if !daemon.publish.listen.trim().is_empty() {
+        let addr = metrics::serve(&daemon.publish.listen, health)
+            .await
+            .map_err(|e| {
+                Error::Runtime(format!("cannot listen on {}: {e}", daemon.publish.listen))
+            })?;
+        tracing::info!("serving /healthz, /readyz and /metrics on http://{addr}");
+    }
+    Ok(daemon.run_loop(signals).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        for bad in ["", "0s", "-1s", "5x", "s", "1e400", "m5"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_to_the_cap_with_full_jitter() {
+        let mut b = Backoff::new(Duration::from_secs(1), Duration::from_secs(300));
+        let ceilings: Vec<u64> = (0..12)
+            .map(|_| {
+                let c = b.ceiling().as_secs();
+                b.next_with(0.5);
+                c
+            })
+            .collect();
+        assert_eq!(ceilings, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+        let mut b = Backoff::new(Duration::from_secs(1), Duration::from_secs(300));
+        assert_eq!(b.next_with(0.0), Duration::from_millis(100), "floor");
+        assert_eq!(b.next_with(0.999), Duration::from_secs(2).mul_f64(0.999));
+        b.reset();
+        assert_eq!(b.ceiling(), Duration::from_secs(1));
+        for _ in 0..100 {
+            b.next_delay();
+        }
+        assert_eq!(b.ceiling(), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn random_fraction_is_in_range_and_varies() {
+        let xs: Vec<f64> = (0..100).map(|_| random_fraction()).collect();
+        assert!(xs.iter().all(|x| (0.0..1.0).contains(x)));
+        let distinct: std::collections::BTreeSet<u64> = xs.iter().map(|x| x.to_bits()).collect();
+        assert!(distinct.len() > 90);
+    }
+
+    #[test]
+    fn digest_follows_content_not_mtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.yaml");
+        std::fs::write(&a, "x: 1\n").unwrap();
+        std::fs::write(dir.path().join(".hidden.yaml"), "h").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "n").unwrap();
+        let paths = vec![dir.path().to_path_buf()];
+        let d1 = digest(&paths);
+        std::fs::write(&a, "x: 1\n").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "changed").unwrap();
+        std::fs::write(dir.path().join(".hidden.yaml"), "changed").unwrap();
+        assert_eq!(digest(&paths), d1, "same content, unread files changed");
+        std::fs::write(&a, "x: 2\n").unwrap();
+        assert_ne!(digest(&paths), d1);
+    }
+
+    #[test]
+    fn request_timeout_is_half_the_interval_within_bounds() {
+        assert_eq!(request_timeout(Duration::from_secs(1)), Duration::from_secs(2));
+        assert_eq!(request_timeout(Duration::from_secs(20)), Duration::from_secs(10));
+        assert_eq!(request_timeout(Duration::from_secs(600)), Duration::from_secs(30));
+    }
+}

@@ -1,0 +1,429 @@
+//! The daemon's health and metrics: a `prometheus-client` registry (every name prefixed
+//! `gpu_labeler_`) and the small HTTP server that serves `/healthz`, `/readyz` and `/metrics` on
+//! `--listen`.
+//!
+//! The loop writes, the server reads: both share one `Health` through an `Arc`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::features::FeatureSet;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GpuLabel {
+    pub vendor: String,
+    pub product: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabel {
+    pub status: String,
+}
+
+/// The NVML states `gpu.node.nvml` can take; each is a series, 1 for the current one.
+const NVML_STATES: [&str; 3] = ["ok", "unavailable", "error"];
+
+/// Every metric the daemon exports.
+pub struct Metrics {
+    registry: Registry,
+    pub scan_duration: Histogram,
+    pub publish_duration: Histogram,
+    /// Successful publishes by result: `written`, `unchanged`, `dry_run`.
+    pub publishes: Family<ResultLabel, Counter>,
+    /// Failed publish attempts by reason: `conflict`, `server`, `timeout`, `connect`, `client`, `io`.
+    pub publish_errors: Family<ReasonLabel, Counter>,
+    /// Label keys another field manager owns with another value (reported, not applied).
+    pub label_conflicts: Counter,
+    pub rule_errors: Counter,
+    pub rejected_labels: Counter,
+    /// Rules or config files that changed into something invalid (the last good one was kept).
+    pub reload_errors: Counter,
+    pub gpus: Family<GpuLabel, Gauge>,
+    pub nvml_status: Family<StatusLabel, Gauge>,
+    /// Unix time of the last successful publish (a write or a confirmed no-op).
+    pub last_publish: Gauge<f64, AtomicU64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("gpu_labeler");
+        registry.register(
+            "build",
+            "gpu-labeler build information",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
+        // 1 ms .. ~65 s: a scan is milliseconds, a publish against a slow API server seconds.
+        let scan_duration = Histogram::new(exponential_buckets(0.001, 2.0, 17));
+        registry.register_with_unit(
+            "scan_duration",
+            "Time to discover the node's features",
+            Unit::Seconds,
+            scan_duration.clone(),
+        );
+        let publish_duration = Histogram::new(exponential_buckets(0.001, 2.0, 17));
+        registry.register_with_unit(
+            "publish_duration",
+            "Time to publish one cycle's labels, retries within the cycle included",
+            Unit::Seconds,
+            publish_duration.clone(),
+        );
+        let publishes = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "publishes",
+            "Successful publishes, by result (written, unchanged, dry_run)",
+            publishes.clone(),
+        );
+        let publish_errors = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "publish_errors",
+            "Failed publish attempts, by reason",
+            publish_errors.clone(),
+        );
+        let label_conflicts = Counter::default();
+        registry.register(
+            "label_conflicts",
+            "Label keys not applied because another field manager owns them with another value",
+            label_conflicts.clone(),
+        );
+        let rule_errors = Counter::default();
+        registry.register(
+            "rule_errors",
+            "Rule evaluation errors (the rule produced nothing)",
+            rule_errors.clone(),
+        );
+        let rejected_labels = Counter::default();
+        registry.register(
+            "rejected_labels",
+            "Labels rejected by validation or the namespace policy",
+            rejected_labels.clone(),
+        );
+        let reload_errors = Counter::default();
+        registry.register(
+            "reload_errors",
+            "Rules or config files that changed into an invalid version (the last good one is kept)",
+            reload_errors.clone(),
+        );
+        let gpus = Family::<GpuLabel, Gauge>::default();
+        registry.register("gpus", "GPUs on this node by vendor and product", gpus.clone());
+        let nvml_status = Family::<StatusLabel, Gauge>::default();
+        registry.register(
+            "nvml_status",
+            "NVML state on the last scan (1 for the current status)",
+            nvml_status.clone(),
+        );
+        let last_publish = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "last_publish_timestamp_seconds",
+            "Unix time of the last successful publish",
+            last_publish.clone(),
+        );
+        Metrics {
+            registry,
+            scan_duration,
+            publish_duration,
+            publishes,
+            publish_errors,
+            label_conflicts,
+            rule_errors,
+            rejected_labels,
+            reload_errors,
+            gpus,
+            nvml_status,
+            last_publish,
+        }
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut s = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut s, &self.registry);
+        s
+    }
+
+    /// Sets the GPU and NVML gauges from one scan's features.
+    pub fn observe_features(&self, features: &FeatureSet) {
+        self.gpus.clear();
+        for gpu in features.instances(crate::discover::gpu::GPU_DEVICE) {
+            let label = GpuLabel {
+                vendor: gpu.get("vendor").unwrap_or("unknown").to_string(),
+                product: gpu.get("product").unwrap_or("unknown").to_string(),
+            };
+            self.gpus.get_or_create(&label).inc();
+        }
+        let status = features
+            .attribute(crate::discover::gpu::GPU_NODE, "nvml")
+            .unwrap_or("unavailable");
+        for s in NVML_STATES {
+            let label = StatusLabel { status: s.into() };
+            self.nvml_status
+                .get_or_create(&label)
+                .set(i64::from(s == status));
+        }
+    }
+
+    pub fn publish_error(&self, reason: &str) {
+        self.publish_errors
+            .get_or_create(&ReasonLabel {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    pub fn published(&self, result: &str) {
+        self.publishes
+            .get_or_create(&ResultLabel {
+                result: result.into(),
+            })
+            .inc();
+        self.last_publish.set(unix_now_f64());
+    }
+}
+
+fn unix_now_f64() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// What the HTTP server reports: liveness (the loop's heartbeat), readiness and metrics.
+pub struct Health {
+    pub metrics: Metrics,
+    ready: AtomicBool,
+    heartbeat: AtomicU64,
+    /// A heartbeat older than this means the loop is stuck.
+    stale_after: AtomicU64,
+}
+
+impl Health {
+    pub fn new(stale_after: Duration) -> Health {
+        Health {
+            metrics: Metrics::new(),
+            ready: AtomicBool::new(false),
+            heartbeat: AtomicU64::new(unix_now()),
+            stale_after: AtomicU64::new(stale_after.as_secs().max(1)),
+        }
+    }
+
+    /// The loop calls this whenever it wakes up.
+    pub fn beat(&self) {
+        self.heartbeat.store(unix_now(), Ordering::Relaxed);
+    }
+
+    pub fn set_stale_after(&self, d: Duration) {
+        self.stale_after.store(d.as_secs().max(1), Ordering::Relaxed);
+    }
+
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    pub fn is_alive(&self) -> bool {
+        let age = unix_now().saturating_sub(self.heartbeat.load(Ordering::Relaxed));
+        age <= self.stale_after.load(Ordering::Relaxed)
+    }
+}
+
+fn answer(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+/// Answers one request to the health and metrics server.
+pub fn respond(health: &Health, method: &Method, path: &str) -> Response<Full<Bytes>> {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    if method != Method::GET && method != Method::HEAD {
+        return answer(StatusCode::METHOD_NOT_ALLOWED, TEXT, "GET only\n".into());
+    }
+    match path {
+        "/healthz" if health.is_alive() => answer(StatusCode::OK, TEXT, "ok\n".into()),
+        "/healthz" => answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            TEXT,
+            "the publish loop has not run for too long\n".into(),
+        ),
+        "/readyz" if health.is_ready() => answer(StatusCode::OK, TEXT, "ready\n".into()),
+        "/readyz" => answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            TEXT,
+            "no successful publish yet\n".into(),
+        ),
+        "/metrics" => answer(
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            health.metrics.encode(),
+        ),
+        _ => answer(StatusCode::NOT_FOUND, TEXT, "not found\n".into()),
+    }
+}
+
+/// Binds `addr` and serves health and metrics until the runtime ends. Returns the bound address
+/// (useful with port 0).
+pub async fn serve(addr: &str, health: Arc<Health>) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = match listener.accept().await {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait instead of spinning.
+                    tracing::warn!("health server: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            let health = health.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let r = respond(&health, req.method(), req.uri().path());
+                    async move { Ok::<_, std::convert::Infallible>(r) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Ok(local)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::Instance;
+
+    #[test]
+    fn names_are_prefixed_and_build_info_is_there() {
+        let m = Metrics::new();
+        m.published("written");
+        m.publish_error("server");
+        let text = m.encode();
+        assert!(
+            text.contains("gpu_labeler_build_info{version=\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("gpu_labeler_publishes_total{result=\"written\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gpu_labeler_publish_errors_total{reason=\"server\"} 1"),
+            "{text}"
+        );
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            assert!(line.starts_with("gpu_labeler_"), "{line}");
+        }
+    }
+
+    #[test]
+    fn gpu_and_nvml_gauges_follow_the_last_scan() {
+        let m = Metrics::new();
+        let mut f = FeatureSet::default();
+        for _ in 0..2 {
+            f.push_instance(
+                "gpu.device",
+                Instance::from_iter([("vendor", "nvidia"), ("product", "H100")]),
+            );
+        }
+        f.insert_attribute("gpu.node", "nvml", "ok");
+        m.observe_features(&f);
+        let text = m.encode();
+        assert!(
+            text.contains("gpu_labeler_gpus{vendor=\"nvidia\",product=\"H100\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gpu_labeler_nvml_status{status=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gpu_labeler_nvml_status{status=\"unavailable\"} 0"),
+            "{text}"
+        );
+        m.observe_features(&FeatureSet::default());
+        let text = m.encode();
+        assert!(!text.contains("gpu_labeler_gpus{"), "{text}");
+        assert!(
+            text.contains("gpu_labeler_nvml_status{status=\"unavailable\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn readyz_turns_ready_after_the_first_publish() {
+        let h = Health::new(Duration::from_secs(60));
+        assert_eq!(
+            respond(&h, &Method::GET, "/readyz").status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(respond(&h, &Method::GET, "/healthz").status(), StatusCode::OK);
+        h.set_ready();
+        assert_eq!(respond(&h, &Method::GET, "/readyz").status(), StatusCode::OK);
+        assert_eq!(
+            respond(&h, &Method::GET, "/nope").status(),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            respond(&h, &Method::POST, "/metrics").status(),
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+    }
+
+    #[test]
+    fn healthz_fails_when_the_heartbeat_is_stale() {
+        let h = Health::new(Duration::from_secs(1));
+        h.heartbeat.store(unix_now() - 10, Ordering::Relaxed);
+        assert_eq!(
+            respond(&h, &Method::GET, "/healthz").status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        h.beat();
+        assert_eq!(respond(&h, &Method::GET, "/healthz").status(), StatusCode::OK);
+    }
+}

@@ -1,0 +1,820 @@
+//! The `node` sink: our labels (and annotations) on our own Node, by server-side apply with the
+//! field manager `gpu-labeler`.
+//!
+//! Server-side apply does the bookkeeping that matters: the API server records which keys each
+//! manager owns, a key we stop sending is removed unless someone else also owns it, and a key
+//! someone else owns with another value is a conflict instead of an overwrite (we never force).
+//!
+//! No write when nothing changed: the sink remembers what it applied. After a start (and once an
+//! hour, to notice keys that someone else removed) it reads the Node once and compares the keys
+//! our manager owns there with what it wants, instead of applying blindly. This module also holds
+//! what every sink shares: `Outcome`, `LabelDiff` and `PublishError`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, core::Status};
+use serde_json::{Value, json};
+
+use crate::labels::{LabelMap, NodeOutput};
+
+/// Our field manager on every object we apply.
+pub const FIELD_MANAGER: &str = "gpu-labeler";
+
+/// How long an in-memory view of the Node is trusted before it is read again.
+pub const RESYNC_AFTER: Duration = Duration::from_secs(3600);
+
+/// How many times one publish re-applies after dropping conflicting keys.
+const MAX_CONFLICT_ROUNDS: usize = 4;
+
+/// Label and annotation key -> value: what we own on the Node, or want to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Owned {
+    pub labels: LabelMap,
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Owned {
+    pub fn from_output(o: &NodeOutput) -> Owned {
+        Owned {
+            labels: o.labels.clone(),
+            annotations: o.annotations.clone(),
+        }
+    }
+
+    fn remove(&mut self, c: &Conflict) {
+        match c.kind {
+            FieldKind::Label => self.labels.remove(&c.key),
+            FieldKind::Annotation => self.annotations.remove(&c.key),
+        };
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FieldKind {
+    Label,
+    Annotation,
+}
+
+impl FieldKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            FieldKind::Label => "label",
+            FieldKind::Annotation => "annotation",
+        }
+    }
+}
+
+/// A key we want that another field manager owns with another value. Reported and left alone.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Conflict {
+    pub kind: FieldKind,
+    pub key: String,
+    pub manager: String,
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} is owned by field manager {:?} with another value; not applied",
+            self.kind.as_str(),
+            self.key,
+            self.manager
+        )
+    }
+}
+
+/// How labels change from one published state to the next.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabelDiff {
+    pub added: LabelMap,
+    /// key -> (old, new)
+    pub changed: BTreeMap<String, (String, String)>,
+    pub removed: Vec<String>,
+}
+
+impl LabelDiff {
+    pub fn between(old: &LabelMap, new: &LabelMap) -> LabelDiff {
+        let mut d = LabelDiff::default();
+        for (k, v) in new {
+            match old.get(k) {
+                None => {
+                    d.added.insert(k.clone(), v.clone());
+                }
+                Some(o) if o != v => {
+                    d.changed.insert(k.clone(), (o.clone(), v.clone()));
+                }
+                Some(_) => {}
+            }
+        }
+        d.removed = old
+            .keys()
+            .filter(|k| !new.contains_key(*k))
+            .cloned()
+            .collect();
+        d
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty()
+    }
+}
+
+impl fmt::Display for LabelDiff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return f.write_str("no label changes");
+        }
+        let mut parts = Vec::new();
+        parts.extend(self.added.iter().map(|(k, v)| format!("+{k}={v}")));
+        parts.extend(
+            self.changed
+                .iter()
+                .map(|(k, (o, n))| format!("~{k}={o}->{n}")),
+        );
+        parts.extend(self.removed.iter().map(|k| format!("-{k}")));
+        f.write_str(&parts.join(" "))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutcomeKind {
+    /// Nothing to write: the destination already holds what we want.
+    Unchanged,
+    Written,
+    /// `--dry-run`: this would have been written.
+    DryRun,
+}
+
+impl OutcomeKind {
+    /// The `result` label of `gpu_labeler_publishes_total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeKind::Unchanged => "unchanged",
+            OutcomeKind::Written => "written",
+            OutcomeKind::DryRun => "dry_run",
+        }
+    }
+}
+
+/// What one successful publish did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub kind: OutcomeKind,
+    pub diff: LabelDiff,
+    /// Conflicts found by this publish (each reported once, when found).
+    pub conflicts: Vec<Conflict>,
+}
+
+impl Outcome {
+    pub fn unchanged() -> Outcome {
+        Outcome {
+            kind: OutcomeKind::Unchanged,
+            diff: LabelDiff::default(),
+            conflicts: Vec::new(),
+        }
+    }
+}
+
+/// A publish that failed; the daemon retries it with backoff. `reason` is the metrics label.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct PublishError {
+    /// `conflict`, `server`, `throttled`, `not_found`, `client`, `timeout`, `network`, `decode`, `io`.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl PublishError {
+    pub fn new(reason: &'static str, message: impl Into<String>) -> PublishError {
+        PublishError {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// Classifies a client error: what kind of failure, for logs and metrics.
+    pub fn from_kube(what: &str, e: &kube::Error) -> PublishError {
+        let reason = match e {
+            kube::Error::Api(s) => match s.code {
+                409 => "conflict",
+                429 => "throttled",
+                404 => "not_found",
+                500..=599 => "server",
+                _ => "client",
+            },
+            kube::Error::SerdeError(_) => "decode",
+            other => {
+                let chain = error_chain(other);
+                if chain.contains("timed out") || chain.contains("deadline") {
+                    "timeout"
+                } else {
+                    "network"
+                }
+            }
+        };
+        let detail = match e {
+            kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+            other => error_chain(other),
+        };
+        PublishError::new(reason, format!("{what}: {detail}"))
+    }
+
+    pub fn timeout(what: &str, after: Duration) -> PublishError {
+        PublishError::new("timeout", format!("{what}: no answer in {after:?}"))
+    }
+}
+
+/// An error and its sources on one line: "connection refused" is usually three levels down.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(inner) = cur {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = inner.source();
+    }
+    s
+}
+
+/// The conflicting keys of a server-side apply 409, from `details.causes`: `field` is
+/// `.metadata.labels.<key>` and `message` is `conflict with "<manager>" ...`.
+pub fn conflicts_of(status: &Status) -> Vec<Conflict> {
+    let Some(details) = &status.details else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for cause in &details.causes {
+        let (kind, key) = if let Some(k) = cause.field.strip_prefix(".metadata.labels.") {
+            (FieldKind::Label, k)
+        } else if let Some(k) = cause.field.strip_prefix(".metadata.annotations.") {
+            (FieldKind::Annotation, k)
+        } else {
+            continue;
+        };
+        let manager = cause
+            .message
+            .split('"')
+            .nth(1)
+            .unwrap_or("unknown")
+            .to_string();
+        out.push(Conflict {
+            kind,
+            key: key.to_string(),
+            manager,
+        });
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Who owns which label and annotation keys, from `metadata.managedFields`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ownership {
+    /// Keys our manager owns through Apply, with their values on the Node.
+    pub ours: Owned,
+    /// (kind, key) -> another manager that owns it.
+    pub others: BTreeMap<(FieldKind, String), String>,
+}
+
+/// The keys under `f:metadata` -> `f:<field>` of one managedFields entry.
+fn owned_keys(fields: &Value, field: &str) -> Vec<String> {
+    fields
+        .get("f:metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.keys()
+                .filter_map(|k| k.strip_prefix("f:").map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Reads the ownership of the Node's labels and annotations.
+pub fn ownership(node: &Node) -> Ownership {
+    let meta = &node.metadata;
+    let labels = meta.labels.clone().unwrap_or_default();
+    let annotations = meta.annotations.clone().unwrap_or_default();
+    let mut own = Ownership::default();
+    for entry in meta.managed_fields.iter().flatten() {
+        let Some(fields) = entry.fields_v1.as_ref().map(|f| &f.0) else {
+            continue;
+        };
+        let manager = entry.manager.clone().unwrap_or_default();
+        let ours = manager == FIELD_MANAGER && entry.operation.as_deref() == Some("Apply");
+        for (kind, field, values) in [
+            (FieldKind::Label, "f:labels", &labels),
+            (FieldKind::Annotation, "f:annotations", &annotations),
+        ] {
+            for key in owned_keys(fields, field) {
+                if ours {
+                    if let Some(v) = values.get(&key) {
+                        let map = match kind {
+                            FieldKind::Label => &mut own.ours.labels,
+                            FieldKind::Annotation => &mut own.ours.annotations,
+                        };
+                        map.insert(key, v.clone());
+                    }
+                } else {
+                    own.others.entry((kind, key)).or_insert(manager.clone());
+                }
+            }
+        }
+    }
+    own
+}
+
+/// Keys we want that another manager owns with another value: applying them would be a 409.
+fn predicted_conflicts(node: &Node, own: &Ownership, want: &Owned) -> Vec<Conflict> {
+    let meta = &node.metadata;
+    let mut out = Vec::new();
+    for (kind, wanted, current) in [
+        (FieldKind::Label, &want.labels, meta.labels.as_ref()),
+        (FieldKind::Annotation, &want.annotations, meta.annotations.as_ref()),
+    ] {
+        for (k, v) in wanted {
+            let Some(cur) = current.and_then(|c| c.get(k)) else {
+                continue;
+            };
+            if cur == v {
+                continue;
+            }
+            if let Some(m) = own.others.get(&(kind, k.clone())) {
+                out.push(Conflict {
+                    kind,
+                    key: k.clone(),
+                    manager: m.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The apply configuration: only the fields we own.
+pub fn apply_body(node: &str, target: &Owned) -> Value {
+    let mut meta = json!({ "name": node });
+    if !target.labels.is_empty() {
+        meta["labels"] = json!(target.labels);
+    }
+    if !target.annotations.is_empty() {
+        meta["annotations"] = json!(target.annotations);
+    }
+    json!({ "apiVersion": "v1", "kind": "Node", "metadata": meta })
+}
+
+/// What the sink knows about the Node.
+#[derive(Debug, Clone)]
+struct Known {
+    /// What the Node holds under our ownership.
+    ours: Owned,
+    /// The output last published in full (conflicting keys aside); `None` right after a read.
+    wanted: Option<Owned>,
+    /// Keys left out because of conflicts, found on the last read.
+    excluded: Vec<Conflict>,
+    read_at: Instant,
+}
+
+/// Publishes to one Node.
+pub struct NodeSink {
+    api: Api<Node>,
+    node: String,
+    timeout: Duration,
+    known: Option<Known>,
+}
+
+impl NodeSink {
+    /// `timeout` bounds each request.
+    pub fn new(client: Client, node: impl Into<String>, timeout: Duration) -> NodeSink {
+        NodeSink {
+            api: Api::all(client),
+            node: node.into(),
+            timeout,
+            known: None,
+        }
+    }
+
+    pub fn node_name(&self) -> &str {
+        &self.node
+    }
+
+    /// Forget what is known so that the next publish reads the Node again.
+    pub fn forget(&mut self) {
+        self.known = None;
+    }
+
+    async fn get(&self) -> Result<Node, PublishError> {
+        let what = format!("GET node {}", self.node);
+        match tokio::time::timeout(self.timeout, self.api.get(&self.node)).await {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(e)) => Err(PublishError::from_kube(&what, &e)),
+            Err(_) => Err(PublishError::timeout(&what, self.timeout)),
+        }
+    }
+
+    async fn apply(&self, target: &Owned) -> Result<(), ApplyError> {
+        let what = format!("apply to node {}", self.node);
+        let params = PatchParams::apply(FIELD_MANAGER);
+        let body = apply_body(&self.node, target);
+        let patch = Patch::Apply(&body);
+        let call = self.api.patch(&self.node, &params, &patch);
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(kube::Error::Api(s))) if s.code == 409 && !conflicts_of(&s).is_empty() => {
+                Err(ApplyError::Conflicts(conflicts_of(&s)))
+            }
+            Ok(Err(e)) => Err(ApplyError::Failed(PublishError::from_kube(&what, &e))),
+            Err(_) => Err(ApplyError::Failed(PublishError::timeout(
+                &what,
+                self.timeout,
+            ))),
+        }
+    }
+
+    /// Brings the Node's labels and annotations owned by us to `desired`; with `dry_run`, only
+    /// says what would change.
+    pub async fn publish(
+        &mut self,
+        desired: &NodeOutput,
+        dry_run: bool,
+    ) -> Result<Outcome, PublishError> {
+        let want = Owned::from_output(desired);
+        if self
+            .known
+            .as_ref()
+            .is_some_and(|k| k.read_at.elapsed() > RESYNC_AFTER)
+        {
+            self.known = None;
+        }
+        let mut known = match self.known.take() {
+            Some(k) => k,
+            None => {
+                let node = self.get().await?;
+                let own = ownership(&node);
+                Known {
+                    excluded: predicted_conflicts(&node, &own, &want),
+                    ours: own.ours,
+                    wanted: None,
+                    read_at: Instant::now(),
+                }
+            }
+        };
+        let result = self.reconcile(&mut known, want, dry_run).await;
+        self.known = Some(known);
+        result
+    }
+
+    async fn reconcile(
+        &self,
+        known: &mut Known,
+        want: Owned,
+        dry_run: bool,
+    ) -> Result<Outcome, PublishError> {
+        if known.wanted.as_ref() == Some(&want) {
+            return Ok(Outcome::unchanged());
+        }
+        let mut target = want.clone();
+        let mut conflicts = Vec::new();
+        if known.wanted.is_none() {
+            // Right after a read: leave out what would conflict, and say so once.
+            for c in &known.excluded {
+                target.remove(c);
+            }
+            conflicts = known.excluded.clone();
+        }
+        if target == known.ours {
+            known.wanted = Some(want);
+            return Ok(Outcome {
+                conflicts,
+                ..Outcome::unchanged()
+            });
+        }
+        let diff = LabelDiff::between(&known.ours.labels, &target.labels);
+        if dry_run {
+            known.wanted = Some(want);
+            return Ok(Outcome {
+                kind: OutcomeKind::DryRun,
+                diff,
+                conflicts,
+            });
+        }
+        for _ in 0..MAX_CONFLICT_ROUNDS {
+            match self.apply(&target).await {
+                Ok(()) => {
+                    let diff = LabelDiff::between(&known.ours.labels, &target.labels);
+                    known.ours = target;
+                    known.wanted = Some(want);
+                    known.excluded = conflicts.clone();
+                    return Ok(Outcome {
+                        kind: OutcomeKind::Written,
+                        diff,
+                        conflicts,
+                    });
+                }
+                Err(ApplyError::Conflicts(found)) => {
+                    // Apply the rest: another manager's keys stay theirs.
+                    for c in &found {
+                        target.remove(c);
+                    }
+                    conflicts.extend(found);
+                    conflicts.sort();
+                    conflicts.dedup();
+                    if target == known.ours {
+                        known.wanted = Some(want);
+                        known.excluded = conflicts.clone();
+                        return Ok(Outcome {
+                            conflicts,
+                            ..Outcome::unchanged()
+                        });
+                    }
+                }
+                Err(ApplyError::Failed(e)) => return Err(e),
+            }
+        }
+        Err(PublishError::new(
+            "conflict",
+            format!(
+                "apply to node {}: still conflicting after {MAX_CONFLICT_ROUNDS} rounds",
+                self.node
+            ),
+        ))
+    }
+}
+
+enum ApplyError {
+    Conflicts(Vec<Conflict>),
+    Failed(PublishError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use hyper::{Request, Response};
+    use kube::client::Body;
+    use std::collections::BTreeMap;
+
+    fn labels(pairs: &[(&str, &str)]) -> LabelMap {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn output(pairs: &[(&str, &str)]) -> NodeOutput {
+        NodeOutput {
+            labels: labels(pairs),
+            ..NodeOutput::default()
+        }
+    }
+
+    /// A Node as the API server returns it: labels plus managedFields per manager.
+    fn node_json(
+        name: &str,
+        labels: &[(&str, &str)],
+        managers: &[(&str, &str, &[&str])],
+    ) -> Value {
+        let mf: Vec<Value> = managers
+            .iter()
+            .map(|(m, op, keys)| {
+                let ks: serde_json::Map<String, Value> =
+                    keys.iter().map(|k| (format!("f:{k}"), json!({}))).collect();
+                json!({"manager": m, "operation": op, "apiVersion": "v1",
+                       "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": ks}}})
+            })
+            .collect();
+        let l: BTreeMap<_, _> = labels.iter().cloned().collect();
+        json!({"apiVersion": "v1", "kind": "Node",
+               "metadata": {"name": name, "resourceVersion": "7", "labels": l, "managedFields": mf}})
+    }
+
+    fn respond(status: u16, body: &Value) -> Response<Body> {
+        Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(body).unwrap()))
+            .unwrap()
+    }
+
+    struct Seen {
+        method: String,
+        uri: String,
+        content_type: String,
+        body: Value,
+    }
+
+    async fn seen(req: Request<Body>) -> Seen {
+        let (parts, body) = req.into_parts();
+        let bytes = body.collect().await.unwrap().to_bytes();
+        Seen {
+            method: parts.method.to_string(),
+            uri: parts.uri.to_string(),
+            content_type: parts
+                .headers
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default(),
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        }
+    }
+
+    /// Runs `publish` against a mock API whose answers come from `script`, in order; returns
+    /// the outcome and the requests seen.
+    async fn with_mock<F, Fut, T>(script: Vec<(u16, Value)>, f: F) -> (T, Vec<Seen>)
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let server = tokio::spawn(async move {
+            let mut seen_all = Vec::new();
+            for (status, body) in script {
+                let Some((req, send)) = handle.next_request().await else {
+                    break;
+                };
+                seen_all.push(seen(req).await);
+                send.send_response(respond(status, &body));
+            }
+            seen_all
+        });
+        let client = Client::new(service, "default");
+        let out = f(client).await;
+        let requests = server.await.unwrap();
+        (out, requests)
+    }
+
+    #[tokio::test]
+    async fn first_publish_reads_the_node_then_applies_only_our_labels() {
+        let before = node_json("n1", &[("team", "a")], &[("kubectl", "Update", &["team"])]);
+        let after = node_json("n1", &[("team", "a"), ("gpu", "8")], &[]);
+        let (out, reqs) = with_mock(vec![(200, before), (200, after)], |c| async move {
+            let mut sink = NodeSink::new(c, "n1", Duration::from_secs(5));
+            sink.publish(&output(&[("gpu", "8")]), false).await
+        })
+        .await;
+        let out = out.unwrap();
+        assert_eq!(out.kind, OutcomeKind::Written);
+        assert_eq!(out.diff.added, labels(&[("gpu", "8")]));
+        assert_eq!(reqs.len(), 2);
+        assert_eq!(reqs[0].method, "GET");
+        assert_eq!(reqs[0].uri, "/api/v1/nodes/n1");
+        assert_eq!(reqs[1].method, "PATCH");
+        assert_eq!(reqs[1].uri, "/api/v1/nodes/n1?&fieldManager=gpu-labeler");
+        assert_eq!(reqs[1].content_type, "application/apply-patch+yaml");
+        assert_eq!(
+            reqs[1].body,
+            json!({"apiVersion": "v1", "kind": "Node",
+                   "metadata": {"name": "n1", "labels": {"gpu": "8"}}})
+        );
+    }
+
+    #[tokio::test]
+    async fn nothing_changed_after_a_restart_means_one_get_and_no_patch() {
+        let node = node_json(
+            "n1",
+            &[("team", "a"), ("gpu", "8")],
+            &[("kubectl", "Update", &["team"]), (FIELD_MANAGER, "Apply", &["gpu"])],
+        );
+        let (out, reqs) = with_mock(vec![(200, node)], |c| async move {
+            let mut sink = NodeSink::new(c, "n1", Duration::from_secs(5));
+            let first = sink.publish(&output(&[("gpu", "8")]), false).await;
+            let second = sink.publish(&output(&[("gpu", "8")]), false).await;
+            (first, second)
+        })
+        .await;
+        assert_eq!(out.0.unwrap(), Outcome::unchanged());
+        assert_eq!(out.1.unwrap(), Outcome::unchanged());
+        assert_eq!(reqs.len(), 1);
+        assert_eq!(reqs[0].method, "GET");
+    }
+
+    #[tokio::test]
+    async fn a_label_no_longer_produced_is_left_out_of_the_apply() {
+        let node = node_json(
+            "n1",
+            &[("gpu", "8"), ("old", "x")],
+            &[(FIELD_MANAGER, "Apply", &["gpu", "old"])],
+        );
+        let (out, reqs) = with_mock(vec![(200, node), (200, json!({}))], |c| async move {
+            let mut sink = NodeSink::new(c, "n1", Duration::from_secs(5));
+            sink.publish(&output(&[("gpu", "8")]), false).await
+        })
+        .await;
+        let out = out.unwrap();
+        assert_eq!(out.diff.removed, vec!["old".to_string()]);
+        assert_eq!(
+            reqs[1].body["metadata"],
+            json!({"name": "n1", "labels": {"gpu": "8"}})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_conflict_is_reported_and_the_rest_applied() {
+        let node = node_json("n1", &[], &[]);
+        let conflict = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure",
+            "message": "Apply failed with 1 conflict: conflict with \"ops\" using v1: .metadata.labels.owned",
+            "reason": "Conflict",
+            "details": {"causes": [{"reason": "FieldManagerConflict",
+                "message": "conflict with \"ops\" using v1", "field": ".metadata.labels.owned"}]},
+            "code": 409});
+        let (out, reqs) = with_mock(
+            vec![(200, node), (409, conflict), (200, json!({}))],
+            |c| async move {
+                let mut sink = NodeSink::new(c, "n1", Duration::from_secs(5));
+                let first = sink
+                    .publish(&output(&[("gpu", "8"), ("owned", "ours")]), false)
+                    .await;
+                // Same output again: no request at all.
+                let second = sink
+                    .publish(&output(&[("gpu", "8"), ("owned", "ours")]), false)
+                    .await;
+                (first, second)
+            },
+        )
+        .await;
+        let first = out.0.unwrap();
+        assert_eq!(first.kind, OutcomeKind::Written);
+        assert_eq!(
+            first.conflicts,
+            vec![Conflict {
+                kind: FieldKind::Label,
+                key: "owned".into(),
+                manager: "ops".into()
+            }]
+        );
+        assert_eq!(out.1.unwrap(), Outcome::unchanged());
+        assert_eq!(reqs.len(), 3);
+        assert_eq!(
+            reqs[1].body["metadata"]["labels"],
+            json!({"gpu": "8", "owned": "ours"})
+        );
+        assert_eq!(reqs[2].body["metadata"]["labels"], json!({"gpu": "8"}));
+    }
+
+    #[tokio::test]
+    async fn a_known_conflict_is_not_applied_after_a_restart() {
+        let node = node_json(
+            "n1",
+            &[("gpu", "8"), ("owned", "theirs")],
+            &[(FIELD_MANAGER, "Apply", &["gpu"]), ("ops", "Update", &["owned"])],
+        );
+        let (out, reqs) = with_mock(vec![(200, node)], |c| async move {
+            let mut sink = NodeSink::new(c, "n1", Duration::from_secs(5));
+            sink.publish(&output(&[("gpu", "8"), ("owned", "ours")]), false)
+                .await
+        })
+        .await;
+        let out = out.unwrap();
+        assert_eq!(out.kind, OutcomeKind::Unchanged);
+        assert_eq!(out.conflicts.len(), 1);
+        assert_eq!(reqs.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn server_errors_are_classified_for_retry() {
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "etcdserver: leader changed", "reason": "InternalError", "code": 500});
+        let (out, _) = with_mock(vec![(500, status)], |c| async move {
+            let mut sink = NodeSink::new(c, "n1", Duration::from_secs(5));
+            sink.publish(&output(&[("gpu", "8")]), false).await
+        })
+        .await;
+        let e = out.unwrap_err();
+        assert_eq!(e.reason, "server");
+        assert!(e.message.contains("leader changed"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn dry_run_reads_but_never_writes() {
+        let node = node_json("n1", &[], &[]);
+        let (out, reqs) = with_mock(vec![(200, node)], |c| async move {
+            let mut sink = NodeSink::new(c, "n1", Duration::from_secs(5));
+            sink.publish(&output(&[("gpu", "8")]), true).await
+        })
+        .await;
+        let out = out.unwrap();
+        assert_eq!(out.kind, OutcomeKind::DryRun);
+        assert_eq!(out.diff.added, labels(&[("gpu", "8")]));
+        assert_eq!(reqs.len(), 1);
+    }
+
+    #[test]
+    fn diff_lists_added_changed_and_removed() {
+        let d = LabelDiff::between(
+            &labels(&[("a", "1"), ("b", "2"), ("c", "3")]),
+            &labels(&[("a", "1"), ("b", "9"), ("d", "4")]),
+        );
+        assert_eq!(d.to_string(), "+d=4 ~b=2->9 -c");
+        assert!(LabelDiff::between(&labels(&[]), &labels(&[])).is_empty());
+    }
+}

@@ -1,0 +1,201 @@
+//! The `nodefeature` sink: an NFD `NodeFeature` (`nfd.k8s-sigs.io/v1alpha1`) named after the node,
+//! with the `nfd.node.kubernetes.io/node-name` label, our features and our labels. nfd-master
+//! turns it into Node labels, so clusters that already run NFD keep one writer of Node labels.
+//!
+//! Written by server-side apply (field manager `gpu-labeler`), only when the object would change:
+//! the sink remembers what it applied, and after a start reads the object once to compare.
+
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::Client;
+use serde_json::{Value, json};
+
+use super::node::{FIELD_MANAGER, LabelDiff, Outcome, OutcomeKind, PublishError};
+use crate::features::FeatureSet;
+use crate::labels::{LabelMap, NodeOutput};
+
+pub const GROUP: &str = "nfd.k8s-sigs.io";
+pub const VERSION: &str = "v1alpha1";
+pub const KIND: &str = "NodeFeature";
+/// The label nfd-master reads to find the node a NodeFeature belongs to.
+pub const NODE_NAME_LABEL: &str = "nfd.node.kubernetes.io/node-name";
+/// NFD's namespace, used when `POD_NAMESPACE` is not set.
+pub const DEFAULT_NAMESPACE: &str = "node-feature-discovery";
+
+fn resource() -> ApiResource {
+    ApiResource {
+        group: GROUP.into(),
+        version: VERSION.into(),
+        api_version: format!("{GROUP}/{VERSION}"),
+        kind: KIND.into(),
+        plural: "nodefeatures".into(),
+    }
+}
+
+/// The whole object we apply.
+pub fn object(node: &str, namespace: &str, features: &FeatureSet, labels: &LabelMap) -> Value {
+    json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": KIND,
+        "metadata": {
+            "name": node,
+            "namespace": namespace,
+            "labels": { NODE_NAME_LABEL: node },
+        },
+        "spec": { "features": features, "labels": labels },
+    })
+}
+
+/// What an existing object holds, when it is ours in shape: (features, labels).
+fn read_spec(obj: &DynamicObject, node: &str) -> Option<(FeatureSet, LabelMap)> {
+    let label_ok = obj
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(NODE_NAME_LABEL))
+        .is_some_and(|v| v == node);
+    if !label_ok {
+        return None;
+    }
+    let spec = obj.data.get("spec")?;
+    let features: FeatureSet =
+        serde_json::from_value(spec.get("features").cloned().unwrap_or(json!({}))).ok()?;
+    let labels: LabelMap =
+        serde_json::from_value(spec.get("labels").cloned().unwrap_or(json!({}))).ok()?;
+    Some((features, labels))
+}
+
+pub struct NodeFeatureSink {
+    api: Api<DynamicObject>,
+    node: String,
+    namespace: String,
+    timeout: Duration,
+    /// What the object holds (after our last apply, or as read); `None` until known. The inner
+    /// `None`: the object does not exist, or is not in our shape.
+    known: Option<Option<(FeatureSet, LabelMap)>>,
+}
+
+impl NodeFeatureSink {
+    pub fn new(
+        client: Client,
+        node: impl Into<String>,
+        namespace: impl Into<String>,
+        timeout: Duration,
+    ) -> NodeFeatureSink {
+        let namespace = namespace.into();
+        NodeFeatureSink {
+            api: Api::namespaced_with(client, &namespace, &resource()),
+            node: node.into(),
+            namespace,
+            timeout,
+            known: None,
+        }
+    }
+
+    async fn read(&self) -> Result<Option<(FeatureSet, LabelMap)>, PublishError> {
+        let what = format!("GET nodefeature {}/{}", self.namespace, self.node);
+        match tokio::time::timeout(self.timeout, self.api.get_opt(&self.node)).await {
+            Ok(Ok(obj)) => Ok(obj.and_then(|o| read_spec(&o, &self.node))),
+            Ok(Err(e)) => Err(PublishError::from_kube(&what, &e)),
+            Err(_) => Err(PublishError::timeout(&what, self.timeout)),
+        }
+    }
+
+    pub async fn publish(
+        &mut self,
+        features: &FeatureSet,
+        output: &NodeOutput,
+        dry_run: bool,
+    ) -> Result<Outcome, PublishError> {
+        let current = match self.known.take() {
+            Some(k) => k,
+            None => self.read().await?,
+        };
+        let want = (features.clone(), output.labels.clone());
+        let old_labels = current.as_ref().map(|c| c.1.clone()).unwrap_or_default();
+        if current.as_ref() == Some(&want) {
+            self.known = Some(current);
+            return Ok(Outcome::unchanged());
+        }
+        let diff = LabelDiff::between(&old_labels, &want.1);
+        if dry_run {
+            // Remember the wish so the same diff is not logged every cycle.
+            self.known = Some(Some(want));
+            return Ok(Outcome {
+                kind: OutcomeKind::DryRun,
+                diff,
+                conflicts: Vec::new(),
+            });
+        }
+        let what = format!("apply nodefeature {}/{}", self.namespace, self.node);
+        let body = object(&self.node, &self.namespace, features, &output.labels);
+        let params = PatchParams::apply(FIELD_MANAGER);
+        let patch = Patch::Apply(&body);
+        let call = self.api.patch(&self.node, &params, &patch);
+        let result = match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(PublishError::from_kube(&what, &e)),
+            Err(_) => Err(PublishError::timeout(&what, self.timeout)),
+        };
+        match result {
+            Ok(()) => {
+                self.known = Some(Some(want));
+                Ok(Outcome {
+                    kind: OutcomeKind::Written,
+                    diff,
+                    conflicts: Vec::new(),
+                })
+            }
+            Err(e) => {
+                // Unknown state after a failure: read again next time.
+                self.known = None;
+                Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_has_nfds_shape() {
+        let mut f = FeatureSet::default();
+        f.insert_attribute("gpu.node", "count", "8");
+        let labels: LabelMap = [("feature.node.kubernetes.io/gpu.count".to_string(), "8".to_string())]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            object("n1", "nfd", &f, &labels),
+            json!({
+                "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+                "kind": "NodeFeature",
+                "metadata": {"name": "n1", "namespace": "nfd",
+                             "labels": {"nfd.node.kubernetes.io/node-name": "n1"}},
+                "spec": {
+                    "features": {"flags": {}, "attributes": {"gpu.node": {"elements": {"count": "8"}}},
+                                 "instances": {}},
+                    "labels": {"feature.node.kubernetes.io/gpu.count": "8"}
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn an_object_of_another_node_is_not_ours() {
+        let obj: DynamicObject = serde_json::from_value(object(
+            "n2",
+            "nfd",
+            &FeatureSet::default(),
+            &LabelMap::new(),
+        ))
+        .unwrap();
+        assert_eq!(read_spec(&obj, "n1"), None);
+        assert_eq!(
+            read_spec(&obj, "n2"),
+            Some((FeatureSet::default(), LabelMap::new()))
+        );
+    }
+}

@@ -1,0 +1,298 @@
+//! `gpu-labeler rules check`: static, strict validation of rule files.
+//!
+//! Everything loading refuses (syntax, structure, operator names), plus what would only fail
+//! at evaluation or silently never match: malformed expressions (value counts, regular
+//! expressions, integer and version bounds, inverted ranges, unknown types), template parse
+//! errors, feature names that are not `<domain>.<feature>`, invalid static labels,
+//! annotations, extended resources and taints. Warnings: unknown feature names (against the
+//! catalog), template functions this engine does not implement, `rule.matched` references no
+//! earlier rule produces, labels in a namespace only `extraLabelNs` could allow, rules that
+//! produce nothing, duplicate names. Every line names file, line, column and rule.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::document::Pos;
+use super::expression::{Expr, Op, Severity};
+use super::model::{ObjectSpec, RuleSpec, TermSpec};
+use super::template::{RuleTemplate, unsupported_functions};
+use super::{RuleLoadError, RuleSource, closest, read_source};
+use crate::config::LabelPolicy;
+use crate::labels::validate::{
+    label_value, namespace, qualified_name, validate_annotation, validate_extended_resource,
+    validate_label, validate_taint,
+};
+use crate::labels::{FEATURE_PREFIX, Taint};
+
+/// The findings of `rules check`. `errors` non-empty means the files are invalid.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+struct Reporter<'a> {
+    report: CheckReport,
+    source: &'a str,
+    object: Option<String>,
+    rule: Option<String>,
+}
+
+impl Reporter<'_> {
+    fn line(&self, pos: Pos, message: String) -> String {
+        RuleLoadError {
+            source: self.source.to_string(),
+            line: pos.line,
+            column: pos.column,
+            object: self.object.clone(),
+            rule: self.rule.clone(),
+            message,
+        }
+        .to_string()
+    }
+
+    fn error(&mut self, pos: Pos, message: impl Into<String>) {
+        let l = self.line(pos, message.into());
+        self.report.errors.push(l);
+    }
+
+    fn warning(&mut self, pos: Pos, message: impl Into<String>) {
+        let l = self.line(pos, message.into());
+        self.report.warnings.push(l);
+    }
+}
+
+/// Checks rule files without features. `known_features` is the feature catalog (names such as
+/// `pci.device`); when empty, feature names are not checked against it.
+pub fn check(sources: &[RuleSource], known_features: &[&str]) -> CheckReport {
+    let mut report = CheckReport::default();
+    let mut all: Vec<(String, ObjectSpec)> = Vec::new();
+    for src in sources {
+        let (objects, errors) = read_source(src);
+        report
+            .errors
+            .extend(errors.iter().map(ToString::to_string));
+        all.extend(objects.into_iter().map(|o| (src.name.clone(), o)));
+    }
+    all.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+
+    let mut seen_objects: BTreeMap<&str, &str> = BTreeMap::new();
+    for (source, obj) in &all {
+        let mut r = Reporter {
+            report: std::mem::take(&mut report),
+            source,
+            object: Some(obj.name.clone()),
+            rule: None,
+        };
+        if let Some(first) = seen_objects.insert(&obj.name, source) {
+            r.warning(
+                obj.pos,
+                format!("another NodeFeatureRule named {:?} is in {first}; in a cluster one would replace the other", obj.name),
+            );
+        }
+        let mut names = BTreeSet::new();
+        for rule in &obj.rules {
+            r.rule = Some(rule.name.clone());
+            if rule.name.is_empty() {
+                r.error(rule.pos, "rule name cannot be empty");
+            } else if !names.insert(rule.name.as_str()) {
+                r.warning(rule.pos, format!("another rule in this object is also named {:?}", rule.name));
+            }
+            check_rule(&mut r, rule, known_features);
+        }
+        report = r.report;
+    }
+    check_back_references(&mut report, &all);
+    report
+}
+
+fn check_rule(r: &mut Reporter<'_>, rule: &RuleSpec, known: &[&str]) {
+    let produces = !rule.labels.is_empty()
+        || rule.labels_template.is_some()
+        || !rule.vars.is_empty()
+        || rule.vars_template.is_some()
+        || !rule.annotations.is_empty()
+        || !rule.taints.is_empty()
+        || !rule.extended_resources.is_empty();
+    if !produces {
+        r.warning(rule.pos, "the rule produces nothing (no labels, vars, templates, annotations, taints or extended resources)");
+    }
+    let terms = rule
+        .match_features
+        .iter()
+        .chain(rule.match_any.iter().flat_map(|m| m.terms.iter()));
+    for term in terms {
+        check_term(r, term, known);
+    }
+    for t in rule.labels_template.iter().chain(rule.vars_template.iter()) {
+        let parsed = RuleTemplate::parse(&t.text, t.pos);
+        if let Some(e) = parsed.parse_error() {
+            r.error(t.pos, e.to_string());
+        }
+        for f in unsupported_functions(&t.text) {
+            r.warning(
+                t.pos,
+                format!("template function {f:?} is not supported by gpu-labeler; the rule will fail when it matches"),
+            );
+        }
+    }
+    let strict = LabelPolicy::default();
+    for l in &rule.labels {
+        let full = if l.key.contains('/') {
+            l.key.clone()
+        } else {
+            format!("{FEATURE_PREFIX}{}", l.key)
+        };
+        if let Err(e) = qualified_name(&full) {
+            r.error(l.pos, format!("invalid label key {full:?}: {e}"));
+            continue;
+        }
+        if let Some(spec) = l.value.strip_prefix('@') {
+            check_dynamic(r, l.pos, &l.value, spec, known);
+        } else if let Err(e) = label_value(&l.value) {
+            r.error(l.pos, format!("label {full:?}: invalid value {:?}: {e}", l.value));
+            continue;
+        }
+        let probe = if l.value.starts_with('@') { "x" } else { l.value.as_str() };
+        if let Err(e) = validate_label(&full, probe, &strict) {
+            r.warning(
+                l.pos,
+                format!("label {full:?}: {e}; it is rejected unless {:?} is in extraLabelNs", namespace(&full)),
+            );
+        }
+    }
+    for a in &rule.annotations {
+        if let Err(e) = validate_annotation(&a.key, &a.value) {
+            r.error(a.pos, format!("annotation {:?}: {e}", a.key));
+        }
+    }
+    for e in &rule.extended_resources {
+        if let Some(spec) = e.value.strip_prefix('@') {
+            check_dynamic(r, e.pos, &e.value, spec, known);
+            if let Err(m) = validate_extended_resource(&e.key, "0") {
+                r.error(e.pos, format!("extended resource {:?}: {m}", e.key));
+            }
+        } else if let Err(m) = validate_extended_resource(&e.key, &e.value) {
+            r.error(e.pos, format!("extended resource {:?}: {m}", e.key));
+        }
+    }
+    for t in &rule.taints {
+        let taint = Taint {
+            key: t.key.clone(),
+            value: t.value.clone(),
+            effect: t.effect.clone(),
+        };
+        if let Err(m) = validate_taint(&taint) {
+            r.error(t.pos, format!("taint {:?}: {m}", t.key));
+        }
+    }
+}
+
+fn check_dynamic(r: &mut Reporter<'_>, pos: Pos, value: &str, spec: &str, known: &[&str]) {
+    let parts: Vec<&str> = spec.splitn(3, '.').collect();
+    if parts.len() != 3 || parts.iter().any(|p| p.is_empty()) {
+        r.error(pos, format!("dynamic value {value:?} is not in the form '@domain.feature.element'"));
+        return;
+    }
+    let feature = format!("{}.{}", parts[0], parts[1]);
+    if !known.is_empty() && feature != super::eval::RULE_MATCHED && !known.contains(&feature.as_str()) {
+        r.warning(pos, format!("dynamic value {value:?} reads unknown feature {feature:?}{}", suggest(&feature, known)));
+    }
+}
+
+fn suggest(feature: &str, known: &[&str]) -> String {
+    closest(feature, known.iter().copied())
+        .map(|k| format!(" (did you mean {k:?}?)"))
+        .unwrap_or_default()
+}
+
+fn check_term(r: &mut Reporter<'_>, term: &TermSpec, known: &[&str]) {
+    let f = term.feature.as_str();
+    if f.split('.').count() != 2 || f.split('.').any(str::is_empty) {
+        r.error(term.pos, format!("invalid feature name {f:?} (not <domain>.<feature>)"));
+    } else if !known.is_empty() && f != super::eval::RULE_MATCHED && !known.contains(&f.to_lowercase().as_str()) {
+        r.warning(term.pos, format!("unknown feature {f:?}{}; the term can never match", suggest(f, known)));
+    }
+    let exprs = term
+        .match_expressions
+        .iter()
+        .flatten()
+        .chain(term.match_name.iter());
+    for spec in exprs {
+        let Some(e) = Expr::compile(spec) else {
+            continue;
+        };
+        let what = if spec.key.is_empty() {
+            "matchName".to_string()
+        } else {
+            format!("{f}: {}", spec.key)
+        };
+        for (pos, severity, message) in e.static_problems() {
+            let pos = if pos.is_known() { pos } else { spec.pos };
+            match severity {
+                Severity::Error => r.error(pos, format!("{what}: {message}")),
+                Severity::Warning => r.warning(pos, format!("{what}: {message}")),
+            }
+        }
+    }
+}
+
+/// `rule.matched` keys that no earlier rule (in evaluation order) produces.
+fn check_back_references(report: &mut CheckReport, all: &[(String, ObjectSpec)]) {
+    // Evaluation order: objects by name (already sorted), rules in file order.
+    let rules: Vec<(&str, &ObjectSpec, &RuleSpec)> = all
+        .iter()
+        .flat_map(|(s, o)| o.rules.iter().map(move |r| (s.as_str(), o, r)))
+        .collect();
+    let produced = |r: &RuleSpec| -> Vec<String> {
+        r.labels
+            .iter()
+            .chain(r.vars.iter())
+            .map(|e| e.key.clone())
+            .collect()
+    };
+    for (i, (source, obj, rule)) in rules.iter().enumerate() {
+        let earlier = &rules[..i];
+        let opaque = earlier
+            .iter()
+            .any(|(_, _, r)| r.labels_template.is_some() || r.vars_template.is_some());
+        if opaque {
+            continue;
+        }
+        let terms = rule
+            .match_features
+            .iter()
+            .chain(rule.match_any.iter().flat_map(|m| m.terms.iter()))
+            .filter(|t| t.feature == super::eval::RULE_MATCHED);
+        for term in terms {
+            for e in term.match_expressions.iter().flatten() {
+                if e.op == Op::DoesNotExist.as_str() {
+                    continue;
+                }
+                if earlier.iter().any(|(_, _, r)| produced(r).contains(&e.key)) {
+                    continue;
+                }
+                let later = rules[i + 1..]
+                    .iter()
+                    .find(|(_, _, r)| produced(r).contains(&e.key))
+                    .map(|(_, o, r)| {
+                        format!(
+                            " (rule {:?} of NodeFeatureRule {:?} produces it, but runs later: objects run in metadata.name order, rules in file order)",
+                            r.name, o.name
+                        )
+                    })
+                    .unwrap_or_default();
+                report.warnings.push(
+                    RuleLoadError {
+                        source: source.to_string(),
+                        line: e.pos.line,
+                        column: e.pos.column,
+                        object: Some(obj.name.clone()),
+                        rule: Some(rule.name.clone()),
+                        message: format!("rule.matched: no earlier rule produces {:?}{later}", e.key),
+                    }
+                    .to_string(),
+                );
+            }
+        }
+    }
+}

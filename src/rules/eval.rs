@@ -1,0 +1,727 @@
+//! Rule evaluation, as nfd-master runs a NodeFeatureRule (`nodefeaturerule.Execute` with
+//! fail-fast, then `processNodeFeatureRule` and the label filtering of `refreshNodeFeatures`).
+//!
+//! One choice makes NFD's behaviour deterministic: NFD walks the expressions of a term in Go's
+//! random map order and stops at the first that fails or errors, so an element that both fails
+//! one expression and errors on another is sometimes an error and sometimes a plain mismatch.
+//! Here a failing expression always wins over an erroring one on the same element (one of the
+//! outcomes NFD can produce), so the same rules give the same result on every run.
+
+use std::collections::{BTreeMap, HashMap};
+
+use gtmpl_ng::Value;
+
+use super::document::Pos;
+use super::expression::{Expr, Input, Op};
+use super::template::RuleTemplate;
+use crate::features::{FeatureSet, Instance, Nil};
+use crate::labels::Taint;
+
+/// A rule, compiled.
+#[derive(Debug)]
+pub struct CompiledRule {
+    pub name: String,
+    pub pos: Pos,
+    pub labels: Vec<(String, String)>,
+    pub labels_template: Option<RuleTemplate>,
+    pub vars: Vec<(String, String)>,
+    pub vars_template: Option<RuleTemplate>,
+    pub annotations: Vec<(String, String)>,
+    pub extended_resources: Vec<(String, String)>,
+    pub taints: Vec<Taint>,
+    pub match_features: Vec<Term>,
+    pub match_any: Vec<Vec<Term>>,
+}
+
+impl CompiledRule {
+    fn has_templates(&self) -> bool {
+        self.labels_template.is_some() || self.vars_template.is_some()
+    }
+}
+
+/// A `matchFeatures` term, compiled.
+#[derive(Debug)]
+pub struct Term {
+    /// As written (the template data uses its domain and feature parts as written).
+    pub feature: String,
+    pub pos: Pos,
+    /// Lower-cased, as NFD looks features up.
+    lookup: String,
+    domain: String,
+    name: String,
+    pub exprs: Option<Vec<Expr>>,
+    pub name_expr: Option<Expr>,
+}
+
+impl Term {
+    pub fn new(feature: &str, pos: Pos, exprs: Option<Vec<Expr>>, name_expr: Option<Expr>) -> Term {
+        let lookup = feature.to_lowercase();
+        let (domain, name) = match feature.split_once('.') {
+            Some((d, n)) => (d.to_string(), n.to_string()),
+            None => (lookup.clone(), String::new()),
+        };
+        Term {
+            feature: feature.to_string(),
+            pos,
+            lookup,
+            domain,
+            name,
+            exprs,
+            name_expr,
+        }
+    }
+}
+
+/// The features rules see: the node's, plus `rule.matched` as earlier rules fill it.
+pub struct View<'f> {
+    base: &'f FeatureSet,
+    rule_matched: Option<BTreeMap<String, String>>,
+}
+
+pub const RULE_MATCHED: &str = "rule.matched";
+
+impl<'f> View<'f> {
+    pub fn new(base: &'f FeatureSet) -> View<'f> {
+        View {
+            base,
+            rule_matched: base
+                .attributes
+                .get(RULE_MATCHED)
+                .map(|a| a.elements.clone()),
+        }
+    }
+
+    fn flags(&self, feature: &str) -> Option<&BTreeMap<String, Nil>> {
+        self.base.flags.get(feature).map(|f| &f.elements)
+    }
+
+    pub fn attributes(&self, feature: &str) -> Option<&BTreeMap<String, String>> {
+        if feature == RULE_MATCHED {
+            self.rule_matched.as_ref()
+        } else {
+            self.base.attributes.get(feature).map(|a| &a.elements)
+        }
+    }
+
+    fn instances(&self, feature: &str) -> Option<&'f [Instance]> {
+        self.base
+            .instances
+            .get(feature)
+            .map(|i| i.elements.as_slice())
+    }
+
+    /// Feeds a rule's output back for later rules, as nfd-master does after every rule that
+    /// ran without error (matched or not; the feature exists from then on).
+    pub fn insert_rule_matched(&mut self, labels: &BTreeMap<String, String>, vars: &BTreeMap<String, String>) {
+        let m = self.rule_matched.get_or_insert_with(BTreeMap::new);
+        m.extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        m.extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+
+    /// nfd-master's `getDynamicValue`: `@<domain>.<feature>.<element>` of an attribute feature.
+    pub fn dynamic_value(&self, value: &str) -> Result<String, String> {
+        let spec = value.strip_prefix('@').unwrap_or(value);
+        let parts: Vec<&str> = spec.splitn(3, '.').collect();
+        let [domain, feature, element] = parts.as_slice() else {
+            return Err(format!(
+                "value {value} is not in the form of '@domain.feature.element'"
+            ));
+        };
+        let name = format!("{domain}.{feature}");
+        let attrs = self
+            .attributes(&name)
+            .ok_or_else(|| format!("feature {name} not found"))?;
+        attrs
+            .get(*element)
+            .cloned()
+            .ok_or_else(|| format!("element {element} not found on feature {name}"))
+    }
+}
+
+/// Per evaluation: instance indexes by attribute value, built on first use, so that a term
+/// with an `In` expression looks at the instances that can match instead of all of them.
+#[derive(Default)]
+pub struct Index<'f> {
+    by_feature: HashMap<String, HashMap<String, HashMap<&'f str, Vec<u32>>>>,
+}
+
+impl<'f> Index<'f> {
+    fn lookup(&mut self, feature: &str, key: &str, instances: &'f [Instance]) -> &HashMap<&'f str, Vec<u32>> {
+        let per_feature = self.by_feature.entry(feature.to_string()).or_default();
+        per_feature.entry(key.to_string()).or_insert_with(|| {
+            let mut m: HashMap<&'f str, Vec<u32>> = HashMap::new();
+            for (i, inst) in instances.iter().enumerate() {
+                if let Some(v) = inst.attributes.get(key) {
+                    m.entry(v.as_str()).or_default().push(i as u32);
+                }
+            }
+            m
+        })
+    }
+}
+
+/// One matched element, as NFD's `MatchedElement`: `{Name}` for a flag, `{Name, Value}` for
+/// an attribute, the attributes for an instance.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Elem<'a> {
+    Name(&'a str),
+    NameValue(&'a str, &'a str),
+    Instance(&'a Instance),
+}
+
+impl Elem<'_> {
+    fn sort_name(&self) -> &str {
+        match self {
+            Elem::Name(n) | Elem::NameValue(n, _) => n,
+            Elem::Instance(_) => "",
+        }
+    }
+
+    fn to_value(&self) -> Value {
+        let obj = |pairs: &[(&str, &str)]| {
+            Value::Object(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Value::from(*v)))
+                    .collect(),
+            )
+        };
+        match self {
+            Elem::Name(n) => obj(&[("Name", n)]),
+            Elem::NameValue(n, v) => obj(&[("Name", n), ("Value", v)]),
+            Elem::Instance(i) => Value::Object(
+                i.attributes
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// What an expression saw, for `explain`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Seen {
+    Absent,
+    Flag,
+    Value(String),
+}
+
+impl Seen {
+    fn of(input: Input<'_>) -> Seen {
+        match input {
+            Input::Absent => Seen::Absent,
+            Input::Flag => Seen::Flag,
+            Input::Value(v) => Seen::Value(v.to_string()),
+        }
+    }
+}
+
+/// One expression evaluated against one element set (the flags, the attributes, or one
+/// instance).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExprTrace {
+    pub expr: usize,
+    /// `"flag"`, `"attribute"` or `"instance"`.
+    pub source: &'static str,
+    pub seen: Seen,
+    pub outcome: Result<bool, String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceTrace {
+    pub index: usize,
+    pub outcome: Result<bool, String>,
+    pub exprs: Vec<ExprTrace>,
+}
+
+/// How one term went.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TermTrace {
+    /// Which kinds the feature has: flags, attributes, instances (`None` when absent).
+    pub flags: Option<usize>,
+    pub attributes: Option<usize>,
+    pub instances: Option<usize>,
+    pub kv: Vec<ExprTrace>,
+    /// The union of flags and attributes matched.
+    pub kv_matched: bool,
+    pub instance_results: Vec<InstanceTrace>,
+    pub name_matches: Option<Result<Vec<String>, String>>,
+    pub outcome: Option<Result<bool, String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MatcherTrace {
+    pub terms: Vec<TermTrace>,
+    pub outcome: Option<Result<bool, String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RuleTrace {
+    /// One per `matchAny` element; `None` when NFD did not evaluate it.
+    pub match_any: Vec<Option<MatcherTrace>>,
+    pub match_features: Option<MatcherTrace>,
+}
+
+/// The matched elements by domain and feature: the data of a template.
+type Matched<'a> = BTreeMap<&'a str, BTreeMap<&'a str, Vec<Elem<'a>>>>;
+
+fn template_data(m: &Matched<'_>) -> Value {
+    Value::Object(
+        m.iter()
+            .map(|(dom, feats)| {
+                (
+                    dom.to_string(),
+                    Value::Object(
+                        feats
+                            .iter()
+                            .map(|(nam, elems)| {
+                                (
+                                    nam.to_string(),
+                                    Value::Array(elems.iter().map(Elem::to_value).collect()),
+                                )
+                            })
+                            .collect(),
+                    ),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// What a matching rule produces, before namespacing and validation.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RuleOutput {
+    pub labels: BTreeMap<String, String>,
+    pub vars: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub extended_resources: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+}
+
+/// Runs one rule: `Ok(None)` when it does not match, `Err` when it failed (it then produces
+/// nothing). With a trace, every term and element is evaluated and recorded; the outcome is
+/// the same.
+pub fn execute_rule<'f>(
+    rule: &CompiledRule,
+    view: &View<'f>,
+    index: &mut Index<'f>,
+    mut trace: Option<&mut RuleTrace>,
+) -> Result<Option<RuleOutput>, String> {
+    let mut labels = BTreeMap::new();
+    let mut vars = BTreeMap::new();
+    if let Some(t) = trace.as_deref_mut() {
+        t.match_any = vec![None; rule.match_any.len()];
+    }
+    if !rule.match_any.is_empty() {
+        let mut any = false;
+        for (i, terms) in rule.match_any.iter().enumerate() {
+            let mut mt = trace.as_ref().map(|_| MatcherTrace::default());
+            let result = match_terms(terms, view, index, mt.as_mut());
+            if let (Some(t), Some(mt)) = (trace.as_deref_mut(), mt) {
+                t.match_any[i] = Some(mt);
+            }
+            let matched = result?;
+            if let Some(m) = matched {
+                any = true;
+                if !rule.has_templates() {
+                    break;
+                }
+                expand_templates(rule, &m, &mut labels, &mut vars)?;
+            }
+        }
+        if !any {
+            return Ok(None);
+        }
+    }
+    if !rule.match_features.is_empty() {
+        let mut mt = trace.as_ref().map(|_| MatcherTrace::default());
+        let result = match_terms(&rule.match_features, view, index, mt.as_mut());
+        if let (Some(t), Some(mt)) = (trace.as_deref_mut(), mt) {
+            t.match_features = Some(mt);
+        }
+        let Some(m) = result? else {
+            return Ok(None);
+        };
+        expand_templates(rule, &m, &mut labels, &mut vars)?;
+    }
+    labels.extend(rule.labels.iter().cloned());
+    vars.extend(rule.vars.iter().cloned());
+    Ok(Some(RuleOutput {
+        labels,
+        vars,
+        annotations: rule.annotations.iter().cloned().collect(),
+        extended_resources: rule.extended_resources.iter().cloned().collect(),
+        taints: rule.taints.clone(),
+    }))
+}
+
+fn expand_templates(
+    rule: &CompiledRule,
+    m: &Matched<'_>,
+    labels: &mut BTreeMap<String, String>,
+    vars: &mut BTreeMap<String, String>,
+) -> Result<(), String> {
+    if !rule.has_templates() {
+        return Ok(());
+    }
+    let data = template_data(m);
+    if let Some(t) = &rule.labels_template {
+        labels.extend(t.expand(&data)?);
+    }
+    if let Some(t) = &rule.vars_template {
+        vars.extend(t.expand(&data)?);
+    }
+    Ok(())
+}
+
+/// The terms of one matcher, all of which must match (NFD's `evaluateFeatureMatcher`).
+/// `Ok(Some(elements))` on a match.
+pub fn match_terms<'a, 'f: 'a>(
+    terms: &'a [Term],
+    view: &'a View<'f>,
+    index: &mut Index<'f>,
+    mut trace: Option<&mut MatcherTrace>,
+) -> Result<Option<Matched<'a>>, String> {
+    let mut matched: Matched<'a> = BTreeMap::new();
+    let mut outcome: Result<bool, String> = Ok(true);
+    for term in terms {
+        let mut tt = trace.as_ref().map(|_| TermTrace::default());
+        let r = match_term(term, view, index, tt.as_mut());
+        if let (Some(t), Some(tt)) = (trace.as_deref_mut(), tt) {
+            t.terms.push(tt);
+        }
+        match r {
+            Ok(Some(elems)) => {
+                matched
+                    .entry(term.domain.as_str())
+                    .or_default()
+                    .entry(term.name.as_str())
+                    .or_default()
+                    .extend(elems);
+            }
+            Ok(None) => {
+                if outcome == Ok(true) {
+                    outcome = Ok(false);
+                }
+                if trace.is_none() {
+                    break;
+                }
+            }
+            Err(e) => {
+                if outcome == Ok(true) {
+                    outcome = Err(e);
+                }
+                if trace.is_none() {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(t) = trace {
+        t.outcome = Some(outcome.clone());
+    }
+    match outcome {
+        Ok(true) => Ok(Some(matched)),
+        Ok(false) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// One term: NFD's `MatchMulti` (flags and attributes as a union, instances matched whole),
+/// then `MatchNamesMulti` for `matchName`.
+fn match_term<'a, 'f: 'a>(
+    term: &'a Term,
+    view: &'a View<'f>,
+    index: &mut Index<'f>,
+    mut trace: Option<&mut TermTrace>,
+) -> Result<Option<Vec<Elem<'a>>>, String> {
+    let flags = view.flags(&term.lookup);
+    let attrs = view.attributes(&term.lookup);
+    let insts = view.instances(&term.lookup);
+    if let Some(t) = trace.as_deref_mut() {
+        t.flags = flags.map(BTreeMap::len);
+        t.attributes = attrs.map(BTreeMap::len);
+        t.instances = insts.map(<[Instance]>::len);
+    }
+    let result = match_term_inner(term, flags, attrs, insts, index, trace.as_deref_mut());
+    if let Some(t) = trace {
+        t.outcome = Some(result.as_ref().map(Option::is_some).map_err(Clone::clone));
+    }
+    result
+}
+
+fn match_term_inner<'a, 'f: 'a>(
+    term: &'a Term,
+    flags: Option<&'a BTreeMap<String, Nil>>,
+    attrs: Option<&'a BTreeMap<String, String>>,
+    insts: Option<&'f [Instance]>,
+    index: &mut Index<'f>,
+    mut trace: Option<&mut TermTrace>,
+) -> Result<Option<Vec<Elem<'a>>>, String> {
+    if flags.is_none() && attrs.is_none() && insts.is_none() {
+        return Ok(None);
+    }
+    let mut matched = true;
+    let mut elems = Vec::new();
+    if let Some(exprs) = &term.exprs {
+        let (kv_match, kv_elems) = match_flags_attrs(exprs, flags, attrs, trace.as_deref_mut())?;
+        let (inst_match, inst_elems) =
+            match_instances(term, exprs, insts, index, trace.as_deref_mut())?;
+        matched = kv_match || inst_match;
+        if kv_match {
+            elems = kv_elems;
+        }
+        elems.extend(inst_elems);
+    }
+    if matched && let Some(e) = &term.name_expr {
+        let names = match_names(e, flags, attrs, insts);
+        if let Some(t) = trace.as_deref_mut() {
+            t.name_matches = Some(names.as_ref().map_err(Clone::clone).map(|els| {
+                els.iter()
+                    .map(|el| match el {
+                        Elem::Name(n) | Elem::NameValue(n, _) => n.to_string(),
+                        Elem::Instance(i) => format!(
+                            "instance with {}",
+                            i.attributes.keys().cloned().collect::<Vec<_>>().join(",")
+                        ),
+                    })
+                    .collect()
+            }));
+        }
+        let names = names?;
+        matched = !names.is_empty();
+        elems.extend(names);
+    }
+    Ok(matched.then_some(elems))
+}
+
+/// The flag and attribute part of `MatchMulti`: each expression must match in the flags or in
+/// the attributes; `DoesNotExist` must hold in both.
+fn match_flags_attrs<'a>(
+    exprs: &'a [Expr],
+    flags: Option<&'a BTreeMap<String, Nil>>,
+    attrs: Option<&'a BTreeMap<String, String>>,
+    mut trace: Option<&mut TermTrace>,
+) -> Result<(bool, Vec<Elem<'a>>), String> {
+    let mut matched = flags.is_some() || attrs.is_some();
+    let mut elems = Vec::new();
+    let mut error: Option<String> = None;
+    if matched {
+        for (i, e) in exprs.iter().enumerate() {
+            let (mut mk, mut mv, mut failed, mut errored) = (false, false, false, false);
+            if let Some(keys) = flags {
+                let input = if keys.contains_key(&e.key) {
+                    Input::Flag
+                } else {
+                    Input::Absent
+                };
+                let r = e.eval(input);
+                record(&mut trace, i, "flag", input, &r);
+                match r {
+                    Ok(true) => {
+                        mk = true;
+                        elems.push(Elem::Name(e.key.as_str()));
+                    }
+                    Ok(false) => failed = e.op == Op::DoesNotExist,
+                    Err(x) => {
+                        errored = true;
+                        error.get_or_insert(x);
+                    }
+                }
+            }
+            if !failed && !errored && let Some(values) = attrs {
+                let input = values
+                    .get(&e.key)
+                    .map_or(Input::Absent, |v| Input::Value(v.as_str()));
+                let r = e.eval(input);
+                record(&mut trace, i, "attribute", input, &r);
+                match r {
+                    Ok(true) => {
+                        mv = true;
+                        let v = values.get(&e.key).map_or("", String::as_str);
+                        elems.push(Elem::NameValue(e.key.as_str(), v));
+                    }
+                    Ok(false) => failed = e.op == Op::DoesNotExist,
+                    Err(x) => {
+                        errored = true;
+                        error.get_or_insert(x);
+                    }
+                }
+            }
+            if errored {
+                continue;
+            }
+            if failed || (!mk && !mv) {
+                matched = false;
+                if trace.is_none() {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(t) = trace {
+        t.kv_matched = matched && error.is_none();
+    }
+    if !matched {
+        return Ok((false, Vec::new()));
+    }
+    if let Some(e) = error {
+        return Err(e);
+    }
+    elems.sort_by(|a, b| a.sort_name().cmp(b.sort_name()));
+    Ok((true, elems))
+}
+
+fn record(trace: &mut Option<&mut TermTrace>, expr: usize, source: &'static str, input: Input<'_>, r: &Result<bool, String>) {
+    if let Some(t) = trace.as_deref_mut() {
+        t.kv.push(ExprTrace {
+            expr,
+            source,
+            seen: Seen::of(input),
+            outcome: r.clone(),
+        });
+    }
+}
+
+/// The instance part of `MatchMulti`: an instance matches when every expression matches on
+/// it; an error on an instance that no expression rejects fails the whole term.
+fn match_instances<'a, 'f: 'a>(
+    term: &Term,
+    exprs: &[Expr],
+    insts: Option<&'f [Instance]>,
+    index: &mut Index<'f>,
+    mut trace: Option<&mut TermTrace>,
+) -> Result<(bool, Vec<Elem<'a>>), String> {
+    let Some(insts) = insts else {
+        return Ok((false, Vec::new()));
+    };
+    let candidates: Option<Vec<u32>> = if trace.is_none() {
+        candidates(term, exprs, insts, index)
+    } else {
+        None
+    };
+    let mut elems = Vec::new();
+    let mut check = |i: usize, inst: &'f Instance| -> Result<(), String> {
+        let mut error = None;
+        let mut ok = true;
+        let mut traces = Vec::new();
+        for (n, e) in exprs.iter().enumerate() {
+            let input = inst
+                .attributes
+                .get(&e.key)
+                .map_or(Input::Absent, |v| Input::Value(v.as_str()));
+            let r = e.eval(input);
+            if trace.is_some() {
+                traces.push(ExprTrace {
+                    expr: n,
+                    source: "instance",
+                    seen: Seen::of(input),
+                    outcome: r.clone(),
+                });
+            }
+            match r {
+                Ok(true) => {}
+                Ok(false) => {
+                    ok = false;
+                    if trace.is_none() {
+                        break;
+                    }
+                }
+                Err(x) => {
+                    error.get_or_insert(x);
+                }
+            }
+        }
+        let outcome = match (ok, error) {
+            (false, _) => Ok(false),
+            (true, Some(e)) => Err(e),
+            (true, None) => Ok(true),
+        };
+        if let Some(t) = trace.as_deref_mut() {
+            t.instance_results.push(InstanceTrace {
+                index: i,
+                outcome: outcome.clone(),
+                exprs: traces,
+            });
+        }
+        if outcome? {
+            elems.push(Elem::Instance(inst));
+        }
+        Ok(())
+    };
+    let mut first_error = None;
+    let mut run = |i: usize, inst: &'f Instance| {
+        if let Err(e) = check(i, inst) {
+            first_error.get_or_insert(e);
+        }
+    };
+    match candidates {
+        Some(c) => c.iter().for_each(|&i| run(i as usize, &insts[i as usize])),
+        None => insts.iter().enumerate().for_each(|(i, inst)| run(i, inst)),
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    Ok((!elems.is_empty(), elems))
+}
+
+/// The instances that can satisfy the most selective well-formed `In` expression of the term;
+/// the others fail it, so (a failure winning over errors) they cannot match.
+fn candidates<'f>(term: &Term, exprs: &[Expr], insts: &'f [Instance], index: &mut Index<'f>) -> Option<Vec<u32>> {
+    let mut best: Option<Vec<u32>> = None;
+    for e in exprs {
+        let Some(values) = e.in_values() else {
+            continue;
+        };
+        let idx = index.lookup(&term.lookup, &e.key, insts);
+        let mut c: Vec<u32> = values
+            .iter()
+            .filter_map(|v| idx.get(v.as_str()))
+            .flatten()
+            .copied()
+            .collect();
+        if values.len() > 1 {
+            c.sort_unstable();
+            c.dedup();
+        }
+        if best.as_ref().is_none_or(|b| c.len() < b.len()) {
+            best = Some(c);
+        }
+    }
+    best
+}
+
+/// NFD's `MatchNamesMulti`: the expression applied to element names; instances match when
+/// any of their attribute names does.
+fn match_names<'a>(
+    e: &Expr,
+    flags: Option<&'a BTreeMap<String, Nil>>,
+    attrs: Option<&'a BTreeMap<String, String>>,
+    insts: Option<&'a [Instance]>,
+) -> Result<Vec<Elem<'a>>, String> {
+    let mut out = Vec::new();
+    for k in flags.into_iter().flat_map(BTreeMap::keys) {
+        if e.eval(Input::Value(k))? {
+            out.push(Elem::Name(k.as_str()));
+        }
+    }
+    for (k, v) in attrs.into_iter().flatten() {
+        if e.eval(Input::Value(k))? {
+            out.push(Elem::NameValue(k.as_str(), v.as_str()));
+        }
+    }
+    out.sort_by(|a, b| a.sort_name().cmp(b.sort_name()));
+    for inst in insts.into_iter().flatten() {
+        let mut any = false;
+        for k in inst.attributes.keys() {
+            if e.eval(Input::Value(k))? {
+                any = true;
+            }
+        }
+        if any {
+            out.push(Elem::Instance(inst));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,562 @@
+//! NFD-compatible rules: `NodeFeatureRule` files in, labels (and annotations, extended
+//! resources, taints) out.
+//!
+//! - `document`: YAML/JSON text into positioned nodes, one document at a time.
+//! - `model`: the objects as NFD's API server admits them (structure, types, operator names).
+//! - `expression`, `template`, `sprig`: operators, Go templates and their functions.
+//! - `eval`: matching and rule execution, exactly as nfd-master.
+//! - `check`: the stricter static validation of `gpu-labeler rules check`.
+//! - `explain`: the per-rule, per-expression report of `gpu-labeler explain`.
+//!
+//! Loading compiles every regular expression and parses every template once. Evaluation runs
+//! the objects in `metadata.name` order and their rules in file order, feeding each rule's
+//! labels and vars back as `rule.matched`, then post-processes the output like nfd-master:
+//! namespaces, dynamic `@` values, validation and the namespace policy. Nothing is dropped
+//! silently: a rule that fails at evaluation is returned in `errors`, a refused output in
+//! `rejected`, and both are logged.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::config::LabelPolicy;
+use crate::features::FeatureSet;
+use crate::labels::validate::{
+    FEATURE_NS, validate_annotation, validate_extended_resource, validate_label, validate_taint,
+};
+use crate::labels::{NodeOutput, Taint};
+
+mod check;
+mod document;
+mod eval;
+mod explain;
+mod expression;
+mod model;
+mod sprig;
+mod template;
+
+pub use check::{CheckReport, check};
+pub use explain::explain;
+
+use document::Pos;
+use eval::{CompiledRule, Index, RuleOutput, RuleTrace, Term, View};
+use expression::Expr;
+use template::RuleTemplate;
+
+/// The text of one rule file. `name` is the path, or `builtin:<file>` for shipped rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleSource {
+    pub name: String,
+    pub text: String,
+}
+
+/// A rule file (or part of one) that could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleLoadError {
+    pub source: String,
+    /// 1-based; 0 when the problem has no position (a file that cannot be read).
+    pub line: u32,
+    pub column: u32,
+    pub object: Option<String>,
+    pub rule: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for RuleLoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line > 0 {
+            write!(f, "{}:{}:{}: ", self.source, self.line, self.column)?;
+        } else {
+            write!(f, "{}: ", self.source)?;
+        }
+        match (&self.rule, &self.object) {
+            (Some(r), Some(o)) => write!(f, "rule {r:?} (NodeFeatureRule {o:?}): ")?,
+            (Some(r), None) => write!(f, "rule {r:?}: ")?,
+            (None, Some(o)) => write!(f, "NodeFeatureRule {o:?}: ")?,
+            (None, None) => {}
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for RuleLoadError {}
+
+/// A rule that failed while being evaluated; it produced nothing, the others still applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleRuntimeError {
+    pub object: String,
+    pub rule: String,
+    /// `file:line:column` of the rule.
+    pub location: String,
+    pub message: String,
+}
+
+impl fmt::Display for RuleRuntimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "rule {:?} (NodeFeatureRule {:?}, {}) failed: {}",
+            self.rule, self.object, self.location, self.message
+        )
+    }
+}
+
+impl std::error::Error for RuleRuntimeError {}
+
+/// What kind of output a rejection refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OutputKind {
+    Label,
+    Annotation,
+    ExtendedResource,
+    Taint,
+}
+
+impl OutputKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputKind::Label => "label",
+            OutputKind::Annotation => "annotation",
+            OutputKind::ExtendedResource => "extended resource",
+            OutputKind::Taint => "taint",
+        }
+    }
+}
+
+/// A label (or annotation, extended resource, taint) that a rule produced and post-processing
+/// refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedLabel {
+    pub kind: OutputKind,
+    /// The key after namespacing (`feature.node.kubernetes.io/` added when it had none).
+    pub key: String,
+    pub value: String,
+    pub object: String,
+    pub rule: String,
+    /// `file:line:column` of the rule.
+    pub location: String,
+    pub reason: String,
+}
+
+impl fmt::Display for RejectedLabel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} \"{}={}\" from rule {:?} (NodeFeatureRule {:?}, {}) rejected: {}",
+            self.kind.as_str(),
+            self.key,
+            self.value,
+            self.rule,
+            self.object,
+            self.location,
+            self.reason
+        )
+    }
+}
+
+/// The result of evaluating a rule set over a node's features.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Evaluation {
+    /// Post-processed: namespaced, dynamic values resolved, validated, policy applied.
+    pub output: NodeOutput,
+    pub errors: Vec<RuleRuntimeError>,
+    pub rejected: Vec<RejectedLabel>,
+}
+
+/// A `NodeFeatureRule` object, compiled.
+#[derive(Debug)]
+pub(crate) struct CompiledObject {
+    pub name: String,
+    pub source: String,
+    pub rules: Vec<CompiledRule>,
+}
+
+impl CompiledObject {
+    fn location(&self, rule: &CompiledRule) -> String {
+        location(&self.source, rule.pos)
+    }
+}
+
+fn location(source: &str, pos: Pos) -> String {
+    if pos.is_known() {
+        format!("{source}:{}:{}", pos.line, pos.column)
+    } else {
+        source.to_string()
+    }
+}
+
+/// Loaded and compiled NodeFeatureRules, in evaluation order.
+#[derive(Debug, Default)]
+pub struct RuleSet {
+    objects: Vec<CompiledObject>,
+}
+
+/// What one rule did during an evaluation (for `explain`).
+pub(crate) struct RuleRecord {
+    pub object: usize,
+    pub rule: usize,
+    pub trace: RuleTrace,
+    pub result: Result<Option<RuleOutput>, String>,
+}
+
+impl RuleSet {
+    /// Loads rule files the way NFD's API server admits `NodeFeatureRule` objects (structure,
+    /// types, operator names). All problems of all sources are returned; an object with a
+    /// problem is left out, every other object loads.
+    pub fn load(sources: Vec<RuleSource>) -> (RuleSet, Vec<RuleLoadError>) {
+        let mut objects = Vec::new();
+        let mut errors = Vec::new();
+        for src in &sources {
+            let (objs, errs) = load_source(src);
+            objects.extend(objs);
+            errors.extend(errs);
+        }
+        // Stable: objects with the same name keep their load order.
+        objects.sort_by(|a: &CompiledObject, b| a.name.cmp(&b.name));
+        (RuleSet { objects }, errors)
+    }
+
+    /// Reads rule files: each path is a file, or a directory whose `*.yaml`, `*.yml` and
+    /// `*.json` files are read in name order. Errors name the path.
+    pub fn load_paths(paths: &[PathBuf]) -> (Vec<RuleSource>, Vec<RuleLoadError>) {
+        let mut sources = Vec::new();
+        let mut errors = Vec::new();
+        let read_err = |path: &Path, what: &str, e: std::io::Error| RuleLoadError {
+            source: path.display().to_string(),
+            line: 0,
+            column: 0,
+            object: None,
+            rule: None,
+            message: format!("cannot {what}: {e}"),
+        };
+        for path in paths {
+            let files = if path.is_dir() {
+                match std::fs::read_dir(path) {
+                    Ok(entries) => {
+                        let mut files: Vec<PathBuf> = entries
+                            .filter_map(|e| e.ok().map(|e| e.path()))
+                            .filter(|p| {
+                                p.is_file()
+                                    && p.extension().and_then(|x| x.to_str()).is_some_and(|x| {
+                                        matches!(x, "yaml" | "yml" | "json")
+                                    })
+                            })
+                            .collect();
+                        files.sort();
+                        files
+                    }
+                    Err(e) => {
+                        errors.push(read_err(path, "read directory", e));
+                        continue;
+                    }
+                }
+            } else {
+                vec![path.clone()]
+            };
+            for file in files {
+                match std::fs::read_to_string(&file) {
+                    Ok(text) => sources.push(RuleSource {
+                        name: file.display().to_string(),
+                        text,
+                    }),
+                    Err(e) => errors.push(read_err(&file, "read rule file", e)),
+                }
+            }
+        }
+        (sources, errors)
+    }
+
+    /// The number of rules (over all objects).
+    pub fn rule_count(&self) -> usize {
+        self.objects.iter().map(|o| o.rules.len()).sum()
+    }
+
+    /// The `NodeFeatureRule` objects in evaluation order, with their rule names.
+    pub fn objects(&self) -> Vec<(&str, Vec<&str>)> {
+        self.objects
+            .iter()
+            .map(|o| (o.name.as_str(), o.rules.iter().map(|r| r.name.as_str()).collect()))
+            .collect()
+    }
+
+    /// Evaluates every rule over the features, as nfd-master does, and post-processes the
+    /// output with the label policy.
+    pub fn evaluate(&self, features: &FeatureSet, policy: &LabelPolicy) -> Evaluation {
+        self.run(features, policy, None)
+    }
+
+    pub(crate) fn run(
+        &self,
+        features: &FeatureSet,
+        policy: &LabelPolicy,
+        mut records: Option<&mut Vec<RuleRecord>>,
+    ) -> Evaluation {
+        let mut view = View::new(features);
+        let mut index = Index::default();
+        let mut eval = Evaluation::default();
+        // key -> (value, (object, rule)); later rules override earlier ones, as maps.Copy.
+        let mut labels: BTreeMap<String, (String, (usize, usize))> = BTreeMap::new();
+        let mut annotations: BTreeMap<String, (String, (usize, usize))> = BTreeMap::new();
+        let mut resources: BTreeMap<String, (String, (usize, usize))> = BTreeMap::new();
+        let mut taints: Vec<(Taint, (usize, usize))> = Vec::new();
+        for (oi, obj) in self.objects.iter().enumerate() {
+            for (ri, rule) in obj.rules.iter().enumerate() {
+                let mut trace = records.as_ref().map(|_| RuleTrace::default());
+                let result = eval::execute_rule(rule, &view, &mut index, trace.as_mut());
+                match &result {
+                    Err(message) => {
+                        let err = RuleRuntimeError {
+                            object: obj.name.clone(),
+                            rule: rule.name.clone(),
+                            location: obj.location(rule),
+                            message: message.clone(),
+                        };
+                        tracing::warn!(rule = %rule.name, object = %obj.name, location = %err.location, "{err}");
+                        eval.errors.push(err);
+                    }
+                    Ok(out) => {
+                        let empty = RuleOutput::default();
+                        let out_ref = out.as_ref().unwrap_or(&empty);
+                        if let Some(out) = out {
+                            let who = (oi, ri);
+                            for (k, v) in namespaced(&out.labels, FEATURE_NS) {
+                                labels.insert(k, (v, who));
+                            }
+                            for (k, v) in namespaced(&out.annotations, FEATURE_NS) {
+                                annotations.insert(k, (v, who));
+                            }
+                            for (k, v) in namespaced(&out.extended_resources, FEATURE_NS) {
+                                resources.insert(k, (v, who));
+                            }
+                            taints.extend(out.taints.iter().map(|t| (t.clone(), who)));
+                        }
+                        view.insert_rule_matched(&out_ref.labels, &out_ref.vars);
+                    }
+                }
+                if let (Some(r), Some(trace)) = (records.as_deref_mut(), trace) {
+                    r.push(RuleRecord {
+                        object: oi,
+                        rule: ri,
+                        trace,
+                        result,
+                    });
+                }
+            }
+        }
+
+        let reject = |eval: &mut Evaluation, kind, key: &str, value: &str, who: (usize, usize), reason: String| {
+            let obj = &self.objects[who.0];
+            let rule = &obj.rules[who.1];
+            let r = RejectedLabel {
+                kind,
+                key: key.to_string(),
+                value: value.to_string(),
+                object: obj.name.clone(),
+                rule: rule.name.clone(),
+                location: obj.location(rule),
+                reason,
+            };
+            tracing::warn!(rule = %r.rule, object = %r.object, location = %r.location, "{r}");
+            eval.rejected.push(r);
+        };
+        let resolve = |value: &str| -> Result<String, String> {
+            if value.starts_with('@') {
+                view.dynamic_value(value)
+            } else {
+                Ok(value.to_string())
+            }
+        };
+        for (key, (value, who)) in labels {
+            match resolve(&value).and_then(|v| validate_label(&key, &v, policy).map(|k| (k, v))) {
+                Ok((k, v)) => {
+                    eval.output.labels.insert(k, v);
+                }
+                Err(reason) => reject(&mut eval, OutputKind::Label, &key, &value, who, reason),
+            }
+        }
+        for (key, (value, who)) in resources {
+            match resolve(&value)
+                .and_then(|v| validate_extended_resource(&key, &v).map(|k| (k, v)))
+            {
+                Ok((k, v)) => {
+                    eval.output.extended_resources.insert(k, v);
+                }
+                Err(reason) => {
+                    reject(&mut eval, OutputKind::ExtendedResource, &key, &value, who, reason)
+                }
+            }
+        }
+        for (key, (value, who)) in annotations {
+            match validate_annotation(&key, &value) {
+                Ok(k) => {
+                    eval.output.annotations.insert(k, value);
+                }
+                Err(reason) => reject(&mut eval, OutputKind::Annotation, &key, &value, who, reason),
+            }
+        }
+        for (taint, who) in taints {
+            match validate_taint(&taint) {
+                Ok(()) => {
+                    // A node cannot carry two taints with the same key and effect: the later
+                    // rule wins.
+                    eval.output
+                        .taints
+                        .retain(|t| !(t.key == taint.key && t.effect == taint.effect));
+                    eval.output.taints.push(taint);
+                }
+                Err(reason) => {
+                    let value = format!("{}:{}", taint.value, taint.effect);
+                    reject(&mut eval, OutputKind::Taint, &taint.key, &value, who, reason)
+                }
+            }
+        }
+        eval
+    }
+}
+
+/// nfd-master's `addNsToMapKeys`: unprefixed keys get the namespace; a key given both ways in
+/// one rule keeps the prefixed one.
+fn namespaced(map: &BTreeMap<String, String>, ns: &str) -> Vec<(String, String)> {
+    let mut out = Vec::with_capacity(map.len());
+    for (k, v) in map {
+        if k.contains('/') {
+            out.push((k.clone(), v.clone()));
+        } else {
+            let full = format!("{ns}/{k}");
+            if !map.contains_key(&full) {
+                out.push((full, v.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Parses, admits and compiles one source.
+fn load_source(src: &RuleSource) -> (Vec<CompiledObject>, Vec<RuleLoadError>) {
+    let (specs, problems) = read_source(src);
+    let objects = specs
+        .iter()
+        .filter(|o| o.admitted)
+        .map(|o| compile_object(o, &src.name))
+        .collect();
+    (objects, problems)
+}
+
+/// Parses and admits one source: every object as far as it could be read (admitted or not),
+/// and all problems.
+pub(crate) fn read_source(src: &RuleSource) -> (Vec<model::ObjectSpec>, Vec<RuleLoadError>) {
+    let mut errors = Vec::new();
+    let (docs, syntax) = document::parse_documents(&src.text);
+    for e in syntax {
+        errors.push(RuleLoadError {
+            source: src.name.clone(),
+            line: e.pos.line,
+            column: e.pos.column,
+            object: None,
+            rule: None,
+            message: format!("invalid YAML/JSON: {}", e.message),
+        });
+    }
+    let mut objects = Vec::new();
+    for doc in &docs {
+        let (objs, problems) = model::read_document(doc);
+        objects.extend(objs);
+        errors.extend(problems.into_iter().map(|p| RuleLoadError {
+            source: src.name.clone(),
+            line: p.pos.line,
+            column: p.pos.column,
+            object: p.object,
+            rule: p.rule,
+            message: p.message,
+        }));
+    }
+    (objects, errors)
+}
+
+pub(crate) fn compile_object(spec: &model::ObjectSpec, source: &str) -> CompiledObject {
+    CompiledObject {
+        name: spec.name.clone(),
+        source: source.to_string(),
+        rules: spec.rules.iter().map(compile_rule).collect(),
+    }
+}
+
+fn compile_terms(terms: &[model::TermSpec]) -> Vec<Term> {
+    terms
+        .iter()
+        .map(|t| {
+            Term::new(
+                &t.feature,
+                t.pos,
+                t.match_expressions
+                    .as_ref()
+                    .map(|es| es.iter().filter_map(Expr::compile).collect()),
+                t.match_name.as_ref().and_then(Expr::compile),
+            )
+        })
+        .collect()
+}
+
+fn compile_rule(r: &model::RuleSpec) -> CompiledRule {
+    let pairs = |entries: &[model::Entry]| -> Vec<(String, String)> {
+        entries
+            .iter()
+            .map(|e| (e.key.clone(), e.value.clone()))
+            .collect()
+    };
+    CompiledRule {
+        name: r.name.clone(),
+        pos: r.pos,
+        labels: pairs(&r.labels),
+        labels_template: r
+            .labels_template
+            .as_ref()
+            .map(|t| RuleTemplate::parse(&t.text, t.pos)),
+        vars: pairs(&r.vars),
+        vars_template: r
+            .vars_template
+            .as_ref()
+            .map(|t| RuleTemplate::parse(&t.text, t.pos)),
+        annotations: pairs(&r.annotations),
+        extended_resources: pairs(&r.extended_resources),
+        taints: r
+            .taints
+            .iter()
+            .map(|t| Taint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect: t.effect.clone(),
+            })
+            .collect(),
+        match_features: compile_terms(&r.match_features),
+        match_any: r.match_any.iter().map(|m| compile_terms(&m.terms)).collect(),
+    }
+}
+
+/// The candidate closest to `word` by edit distance, when it is close enough to be a typo.
+pub(crate) fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(1);
+    candidates
+        .map(|c| (edit_distance(&word.to_lowercase(), &c.to_lowercase()), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1915 @@
+//! The Sprig template functions NFD rule authors use, for `labelsTemplate` and `varsTemplate`.
+//!
+//! NFD parses its templates with Sprig's text function map. The string, list, dictionary,
+//! math, regular-expression, conversion, default/flow, path, encoding, JSON and semver
+//! functions are implemented here with Sprig's argument order (the piped value last). The
+//! functions that make no sense for node labels (dates, randomness, crypto, certificates,
+//! network) are registered so that templates using them parse, and fail when executed with a
+//! message naming the function; `rules check` warns about them.
+
+use std::collections::HashMap;
+
+use gtmpl_ng::{Func, FuncError, Number, Value};
+
+type R = Result<Value, FuncError>;
+
+fn fail(msg: impl Into<String>) -> FuncError {
+    FuncError::Generic(msg.into())
+}
+
+macro_rules! unsupported {
+    ($($f:ident => $name:literal),* $(,)?) => {
+        $(
+            fn $f(_: &[Value]) -> R {
+                Err(fail(concat!("template function \"", $name, "\" is not supported by gpu-labeler")))
+            }
+        )*
+        /// Sprig functions that are registered but fail when called.
+        pub const UNSUPPORTED: &[&str] = &[$($name),*];
+        const UNSUPPORTED_FUNCS: &[(&str, Func)] = &[$(($name, $f as Func)),*];
+    };
+}
+
+unsupported! {
+    u_ago => "ago", u_date => "date", u_date_in_zone => "date_in_zone", u_date_modify => "date_modify",
+    u_date_in_zone2 => "dateInZone", u_date_modify2 => "dateModify", u_duration => "duration",
+    u_duration_round => "durationRound", u_html_date => "htmlDate", u_html_date_in_zone => "htmlDateInZone",
+    u_must_date_modify => "must_date_modify", u_must_date_modify2 => "mustDateModify",
+    u_must_to_date => "mustToDate", u_now => "now", u_to_date => "toDate", u_unix_epoch => "unixEpoch",
+    u_rand_alpha_num => "randAlphaNum", u_rand_alpha => "randAlpha", u_rand_ascii => "randAscii",
+    u_rand_numeric => "randNumeric", u_rand_seeded => "randSeededNumeric", u_rand_int => "randInt",
+    u_rand_bytes => "randBytes", u_shuffle => "shuffle", u_uuidv4 => "uuidv4",
+    u_bcrypt => "bcrypt", u_htpasswd => "htpasswd", u_gen_private_key => "genPrivateKey",
+    u_derive_password => "derivePassword", u_build_custom_cert => "buildCustomCert", u_gen_ca => "genCA",
+    u_gen_ca_with_key => "genCAWithKey", u_gen_self_signed => "genSelfSignedCert",
+    u_gen_self_signed_key => "genSelfSignedCertWithKey", u_gen_signed => "genSignedCert",
+    u_gen_signed_key => "genSignedCertWithKey", u_encrypt_aes => "encryptAES", u_decrypt_aes => "decryptAES",
+    u_sha1sum => "sha1sum", u_adler32sum => "adler32sum", u_url_parse => "urlParse", u_url_join => "urlJoin",
+    u_wrap => "wrap", u_wrap_with => "wrapWith", u_to_decimal => "toDecimal", u_seq => "seq",
+    u_b32enc => "b32enc", u_b32dec => "b32dec", u_deep_copy => "deepCopy", u_must_deep_copy => "mustDeepCopy",
+    u_merge => "merge", u_merge_overwrite => "mergeOverwrite", u_must_merge => "mustMerge",
+    u_must_merge_overwrite => "mustMergeOverwrite", u_typeislike => "typeIsLike",
+}
+
+/// Every function this module registers: implemented and unsupported.
+pub static FUNCTIONS: &[(&str, Func)] = &[
+    ("hello", hello),
+    // strings
+    ("abbrev", abbrev),
+    ("abbrevboth", abbrevboth),
+    ("trunc", trunc),
+    ("trim", trim),
+    ("upper", upper),
+    ("lower", lower),
+    ("title", title),
+    ("untitle", untitle),
+    ("substr", substr),
+    ("repeat", repeat),
+    ("trimall", trim_all),
+    ("trimAll", trim_all),
+    ("trimSuffix", trim_suffix),
+    ("trimPrefix", trim_prefix),
+    ("nospace", nospace),
+    ("initials", initials),
+    ("swapcase", swapcase),
+    ("snakecase", snakecase),
+    ("camelcase", camelcase),
+    ("kebabcase", kebabcase),
+    ("contains", contains),
+    ("hasPrefix", has_prefix),
+    ("hasSuffix", has_suffix),
+    ("quote", quote),
+    ("squote", squote),
+    ("cat", cat),
+    ("indent", indent),
+    ("nindent", nindent),
+    ("replace", replace),
+    ("plural", plural),
+    ("sha256sum", sha256sum),
+    ("toString", to_string),
+    // conversion
+    ("atoi", atoi),
+    ("int64", int),
+    ("int", int),
+    ("float64", float64),
+    ("split", split),
+    ("splitList", split_list),
+    ("splitn", splitn),
+    ("toStrings", to_strings),
+    ("until", until),
+    ("untilStep", until_step),
+    // math
+    ("add1", add1),
+    ("add", add),
+    ("sub", sub),
+    ("div", div),
+    ("mod", modulo),
+    ("mul", mul),
+    ("add1f", add1f),
+    ("addf", addf),
+    ("subf", subf),
+    ("divf", divf),
+    ("mulf", mulf),
+    ("biggest", max),
+    ("max", max),
+    ("min", min),
+    ("maxf", maxf),
+    ("minf", minf),
+    ("ceil", ceil),
+    ("floor", floor),
+    ("round", round),
+    // string slices
+    ("join", join),
+    ("sortAlpha", sort_alpha),
+    // defaults and flow
+    ("default", default),
+    ("empty", empty),
+    ("coalesce", coalesce),
+    ("all", all_fn),
+    ("any", any),
+    ("compact", compact),
+    ("mustCompact", compact),
+    ("ternary", ternary),
+    ("fail", fail_fn),
+    ("fromJson", from_json),
+    ("mustFromJson", from_json),
+    ("toJson", to_json),
+    ("mustToJson", to_json),
+    ("toRawJson", to_json),
+    ("mustToRawJson", to_json),
+    ("toPrettyJson", to_pretty_json),
+    ("mustToPrettyJson", to_pretty_json),
+    // reflection
+    ("typeOf", type_of),
+    ("typeIs", type_is),
+    ("kindOf", kind_of),
+    ("kindIs", kind_is),
+    ("deepEqual", deep_equal),
+    // paths
+    ("base", base),
+    ("dir", dir),
+    ("clean", clean),
+    ("ext", ext),
+    ("isAbs", is_abs),
+    ("osBase", base),
+    ("osClean", clean),
+    ("osDir", dir),
+    ("osExt", ext),
+    ("osIsAbs", is_abs),
+    // encoding
+    ("b64enc", b64enc),
+    ("b64dec", b64dec),
+    // data structures
+    ("tuple", list),
+    ("list", list),
+    ("dict", dict),
+    ("get", get),
+    ("set", set),
+    ("unset", unset),
+    ("hasKey", has_key),
+    ("pluck", pluck),
+    ("keys", keys),
+    ("pick", pick),
+    ("omit", omit),
+    ("values", values),
+    ("dig", dig),
+    ("append", push),
+    ("push", push),
+    ("mustAppend", push),
+    ("mustPush", push),
+    ("prepend", prepend),
+    ("mustPrepend", prepend),
+    ("first", first),
+    ("mustFirst", first),
+    ("rest", rest),
+    ("mustRest", rest),
+    ("last", last),
+    ("mustLast", last),
+    ("initial", initial),
+    ("mustInitial", initial),
+    ("reverse", reverse),
+    ("mustReverse", reverse),
+    ("uniq", uniq),
+    ("mustUniq", uniq),
+    ("without", without),
+    ("mustWithout", without),
+    ("has", has),
+    ("mustHas", has),
+    ("slice", slice),
+    ("mustSlice", slice),
+    ("concat", concat),
+    ("chunk", chunk),
+    ("mustChunk", chunk),
+    // semver
+    ("semver", semver),
+    ("semverCompare", semver_compare),
+    // regex
+    ("regexMatch", regex_match),
+    ("mustRegexMatch", regex_match),
+    ("regexFindAll", regex_find_all),
+    ("mustRegexFindAll", regex_find_all),
+    ("regexFind", regex_find),
+    ("mustRegexFind", regex_find),
+    ("regexReplaceAll", regex_replace_all),
+    ("mustRegexReplaceAll", regex_replace_all),
+    ("regexReplaceAllLiteral", regex_replace_all_literal),
+    ("mustRegexReplaceAllLiteral", regex_replace_all_literal),
+    ("regexSplit", regex_split),
+    ("mustRegexSplit", regex_split),
+    ("regexQuoteMeta", regex_quote_meta),
+];
+
+/// The functions to register: the implemented ones and the unsupported stubs.
+pub fn registry() -> impl Iterator<Item = (&'static str, Func)> {
+    FUNCTIONS
+        .iter()
+        .copied()
+        .chain(UNSUPPORTED_FUNCS.iter().copied())
+}
+
+// ---- argument helpers ----
+
+fn want(args: &[Value], name: &str, n: usize) -> Result<(), FuncError> {
+    if args.len() == n {
+        Ok(())
+    } else {
+        Err(FuncError::ExactlyXArgs(name.to_string(), n))
+    }
+}
+
+fn want_min(args: &[Value], name: &str, n: usize) -> Result<(), FuncError> {
+    if args.len() >= n {
+        Ok(())
+    } else {
+        Err(FuncError::AtLeastXArgs(name.to_string(), n))
+    }
+}
+
+/// Sprig's `strval`: strings as they are, everything else as Go's `%v`.
+fn s(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Nil | Value::NoValue => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Sprig's `toInt64` (cast): numbers, numeric strings, booleans; anything else is 0.
+fn i(v: &Value) -> i64 {
+    match v {
+        Value::Number(n) => n
+            .as_i64()
+            .or_else(|| n.as_f64().map(|f| f as i64))
+            .unwrap_or(0),
+        Value::String(s) => {
+            let t = s.trim();
+            t.parse::<i64>()
+                .ok()
+                .or_else(|| t.parse::<f64>().ok().map(|f| f as i64))
+                .unwrap_or(0)
+        }
+        Value::Bool(b) => i64::from(*b),
+        _ => 0,
+    }
+}
+
+fn f(v: &Value) -> f64 {
+    match v {
+        Value::Number(n) => n.as_f64().unwrap_or(0.0),
+        Value::String(s) => s.trim().parse::<f64>().unwrap_or(0.0),
+        Value::Bool(b) => f64::from(u8::from(*b)),
+        _ => 0.0,
+    }
+}
+
+fn num_f(x: f64) -> Value {
+    Value::Number(Number::float(x))
+}
+
+fn list_of<'a>(v: &'a Value, name: &str) -> Result<&'a [Value], FuncError> {
+    match v {
+        Value::Array(a) => Ok(a),
+        other => Err(fail(format!(
+            "{name}: cannot find a list in {} ({})",
+            other,
+            kind(other)
+        ))),
+    }
+}
+
+fn map_of<'a>(v: &'a Value, name: &str) -> Result<&'a HashMap<String, Value>, FuncError> {
+    match v {
+        Value::Map(m) | Value::Object(m) => Ok(m),
+        other => Err(fail(format!("{name}: {other} is not a dict"))),
+    }
+}
+
+/// Go template truth (what `empty`, `default` and `if` use).
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(m) | Value::Map(m) => !m.is_empty(),
+        Value::Function(_) => true,
+        Value::NoValue | Value::Nil => false,
+        Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Bool(_) => "bool",
+        Value::String(_) => "string",
+        Value::Array(_) => "slice",
+        Value::Object(_) | Value::Map(_) => "map",
+        Value::Function(_) => "func",
+        Value::NoValue | Value::Nil => "invalid",
+        Value::Number(n) => match n.kind() {
+            gtmpl_ng::NumberKind::Float(_) => "float64",
+            _ => "int",
+        },
+    }
+}
+
+fn re(pattern: &Value) -> Result<regex::Regex, FuncError> {
+    regex::Regex::new(&s(pattern)).map_err(|e| fail(format!("invalid regexp: {e}")))
+}
+
+// ---- strings ----
+
+fn hello(_: &[Value]) -> R {
+    Ok("Hello!".into())
+}
+
+fn abbrev(a: &[Value]) -> R {
+    want(a, "abbrev", 2)?;
+    let width = i(&a[0]);
+    let text = s(&a[1]);
+    let chars: Vec<char> = text.chars().collect();
+    if width < 4 || chars.len() as i64 <= width {
+        return Ok(text.into());
+    }
+    let keep = usize::try_from(width - 3).unwrap_or(0);
+    Ok(format!("{}...", chars[..keep].iter().collect::<String>()).into())
+}
+
+fn abbrevboth(a: &[Value]) -> R {
+    want(a, "abbrevboth", 3)?;
+    let (left, width, text) = (i(&a[0]), i(&a[1]), s(&a[2]));
+    let chars: Vec<char> = text.chars().collect();
+    if width < 7 || chars.len() as i64 <= width {
+        return Ok(text.into());
+    }
+    let left = usize::try_from(left.max(0)).unwrap_or(0).min(chars.len());
+    let rest: String = chars[left..].iter().collect();
+    let inner = abbrev(&[Value::from(width - 3), Value::from(rest)])?;
+    Ok(if left > 0 {
+        format!("...{}", s(&inner)).into()
+    } else {
+        inner
+    })
+}
+
+fn trunc(a: &[Value]) -> R {
+    want(a, "trunc", 2)?;
+    let n = i(&a[0]);
+    let text = s(&a[1]);
+    let chars: Vec<char> = text.chars().collect();
+    let len = chars.len() as i64;
+    let out: String = if n >= 0 && len > n {
+        chars[..n as usize].iter().collect()
+    } else if n < 0 && len + n > 0 {
+        chars[(len + n) as usize..].iter().collect()
+    } else {
+        text
+    };
+    Ok(out.into())
+}
+
+fn trim(a: &[Value]) -> R {
+    want(a, "trim", 1)?;
+    Ok(s(&a[0]).trim().into())
+}
+
+fn upper(a: &[Value]) -> R {
+    want(a, "upper", 1)?;
+    Ok(s(&a[0]).to_uppercase().into())
+}
+
+fn lower(a: &[Value]) -> R {
+    want(a, "lower", 1)?;
+    Ok(s(&a[0]).to_lowercase().into())
+}
+
+fn map_words(text: &str, f: impl Fn(char) -> String) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at_start = true;
+    for c in text.chars() {
+        if at_start && c.is_alphanumeric() {
+            out.push_str(&f(c));
+        } else {
+            out.push(c);
+        }
+        at_start = !(c.is_alphanumeric() || c == '_' || c == '\'');
+    }
+    out
+}
+
+fn title(a: &[Value]) -> R {
+    want(a, "title", 1)?;
+    Ok(map_words(&s(&a[0]), |c| c.to_uppercase().collect()).into())
+}
+
+fn untitle(a: &[Value]) -> R {
+    want(a, "untitle", 1)?;
+    Ok(map_words(&s(&a[0]), |c| c.to_lowercase().collect()).into())
+}
+
+fn substr(a: &[Value]) -> R {
+    want(a, "substr", 3)?;
+    let (start, end, text) = (i(&a[0]), i(&a[1]), s(&a[2]));
+    let chars: Vec<char> = text.chars().collect();
+    let len = chars.len() as i64;
+    let (lo, hi) = if start < 0 {
+        (0, end.clamp(0, len))
+    } else if end < 0 || end > len {
+        (start.min(len), len)
+    } else {
+        (start.min(end), end)
+    };
+    Ok(chars[lo as usize..hi as usize].iter().collect::<String>().into())
+}
+
+fn repeat(a: &[Value]) -> R {
+    want(a, "repeat", 2)?;
+    let n = usize::try_from(i(&a[0])).unwrap_or(0);
+    let text = s(&a[1]);
+    if n.saturating_mul(text.len()) > 1_000_000 {
+        return Err(fail("repeat: the result would be longer than 1000000 bytes"));
+    }
+    Ok(text.repeat(n).into())
+}
+
+fn trim_all(a: &[Value]) -> R {
+    want(a, "trimAll", 2)?;
+    let cut: Vec<char> = s(&a[0]).chars().collect();
+    Ok(s(&a[1]).trim_matches(|c| cut.contains(&c)).into())
+}
+
+fn trim_suffix(a: &[Value]) -> R {
+    want(a, "trimSuffix", 2)?;
+    let (suffix, text) = (s(&a[0]), s(&a[1]));
+    Ok(text
+        .strip_suffix(suffix.as_str())
+        .unwrap_or(&text)
+        .to_string()
+        .into())
+}
+
+fn trim_prefix(a: &[Value]) -> R {
+    want(a, "trimPrefix", 2)?;
+    let (prefix, text) = (s(&a[0]), s(&a[1]));
+    Ok(text
+        .strip_prefix(prefix.as_str())
+        .unwrap_or(&text)
+        .to_string()
+        .into())
+}
+
+fn nospace(a: &[Value]) -> R {
+    want(a, "nospace", 1)?;
+    Ok(s(&a[0])
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect::<String>()
+        .into())
+}
+
+fn initials(a: &[Value]) -> R {
+    want(a, "initials", 1)?;
+    Ok(s(&a[0])
+        .split_whitespace()
+        .filter_map(|w| w.chars().next())
+        .collect::<String>()
+        .into())
+}
+
+fn swapcase(a: &[Value]) -> R {
+    want(a, "swapcase", 1)?;
+    Ok(s(&a[0])
+        .chars()
+        .flat_map(|c| -> Vec<char> {
+            if c.is_uppercase() {
+                c.to_lowercase().collect()
+            } else {
+                c.to_uppercase().collect()
+            }
+        })
+        .collect::<String>()
+        .into())
+}
+
+/// Splits an identifier into lower-case words at separators and case changes.
+fn words(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut prev: Option<char> = None;
+    for c in text.chars() {
+        if !c.is_alphanumeric() {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            prev = None;
+            continue;
+        }
+        if let Some(p) = prev
+            && c.is_uppercase()
+            && (p.is_lowercase() || p.is_ascii_digit())
+            && !cur.is_empty()
+        {
+            out.push(std::mem::take(&mut cur));
+        }
+        cur.extend(c.to_lowercase());
+        prev = Some(c);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn snakecase(a: &[Value]) -> R {
+    want(a, "snakecase", 1)?;
+    Ok(words(&s(&a[0])).join("_").into())
+}
+
+fn kebabcase(a: &[Value]) -> R {
+    want(a, "kebabcase", 1)?;
+    Ok(words(&s(&a[0])).join("-").into())
+}
+
+fn camelcase(a: &[Value]) -> R {
+    want(a, "camelcase", 1)?;
+    Ok(words(&s(&a[0]))
+        .iter()
+        .map(|w| {
+            let mut c = w.chars();
+            match c.next() {
+                Some(first) => first.to_uppercase().chain(c).collect::<String>(),
+                None => String::new(),
+            }
+        })
+        .collect::<String>()
+        .into())
+}
+
+fn contains(a: &[Value]) -> R {
+    want(a, "contains", 2)?;
+    Ok(s(&a[1]).contains(s(&a[0]).as_str()).into())
+}
+
+fn has_prefix(a: &[Value]) -> R {
+    want(a, "hasPrefix", 2)?;
+    Ok(s(&a[1]).starts_with(s(&a[0]).as_str()).into())
+}
+
+fn has_suffix(a: &[Value]) -> R {
+    want(a, "hasSuffix", 2)?;
+    Ok(s(&a[1]).ends_with(s(&a[0]).as_str()).into())
+}
+
+fn quote(a: &[Value]) -> R {
+    Ok(a.iter()
+        .filter(|v| !matches!(v, Value::Nil | Value::NoValue))
+        .map(|v| format!("{:?}", s(v)))
+        .collect::<Vec<_>>()
+        .join(" ")
+        .into())
+}
+
+fn squote(a: &[Value]) -> R {
+    Ok(a.iter()
+        .filter(|v| !matches!(v, Value::Nil | Value::NoValue))
+        .map(|v| format!("'{}'", s(v)))
+        .collect::<Vec<_>>()
+        .join(" ")
+        .into())
+}
+
+fn cat(a: &[Value]) -> R {
+    Ok(a.iter()
+        .filter(|v| !matches!(v, Value::Nil | Value::NoValue))
+        .map(s)
+        .collect::<Vec<_>>()
+        .join(" ")
+        .into())
+}
+
+fn indent_by(n: i64, text: &str) -> String {
+    let pad = " ".repeat(usize::try_from(n).unwrap_or(0).min(10_000));
+    format!("{pad}{}", text.replace('\n', &format!("\n{pad}")))
+}
+
+fn indent(a: &[Value]) -> R {
+    want(a, "indent", 2)?;
+    Ok(indent_by(i(&a[0]), &s(&a[1])).into())
+}
+
+fn nindent(a: &[Value]) -> R {
+    want(a, "nindent", 2)?;
+    Ok(format!("\n{}", indent_by(i(&a[0]), &s(&a[1]))).into())
+}
+
+fn replace(a: &[Value]) -> R {
+    want(a, "replace", 3)?;
+    Ok(s(&a[2]).replace(s(&a[0]).as_str(), &s(&a[1])).into())
+}
+
+fn plural(a: &[Value]) -> R {
+    want(a, "plural", 3)?;
+    Ok(if i(&a[2]) == 1 {
+        a[0].clone()
+    } else {
+        a[1].clone()
+    })
+}
+
+fn sha256sum(a: &[Value]) -> R {
+    use sha2::{Digest, Sha256};
+    want(a, "sha256sum", 1)?;
+    let d = Sha256::digest(s(&a[0]).as_bytes());
+    Ok(d.iter().map(|b| format!("{b:02x}")).collect::<String>().into())
+}
+
+fn to_string(a: &[Value]) -> R {
+    want(a, "toString", 1)?;
+    Ok(s(&a[0]).into())
+}
+
+// ---- conversion ----
+
+fn atoi(a: &[Value]) -> R {
+    want(a, "atoi", 1)?;
+    Ok(s(&a[0]).parse::<i64>().unwrap_or(0).into())
+}
+
+fn int(a: &[Value]) -> R {
+    want(a, "int", 1)?;
+    Ok(i(&a[0]).into())
+}
+
+fn float64(a: &[Value]) -> R {
+    want(a, "float64", 1)?;
+    Ok(num_f(f(&a[0])))
+}
+
+fn parts_dict(parts: Vec<&str>) -> Value {
+    Value::Map(
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(n, p)| (format!("_{n}"), Value::from(p)))
+            .collect(),
+    )
+}
+
+fn split(a: &[Value]) -> R {
+    want(a, "split", 2)?;
+    let (sep, text) = (s(&a[0]), s(&a[1]));
+    Ok(parts_dict(go_split(&text, &sep, -1)))
+}
+
+fn splitn(a: &[Value]) -> R {
+    want(a, "splitn", 3)?;
+    let (sep, n, text) = (s(&a[0]), i(&a[1]), s(&a[2]));
+    Ok(parts_dict(go_split(&text, &sep, n)))
+}
+
+/// Go's `strings.SplitN` (an empty separator splits into characters).
+fn go_split<'a>(text: &'a str, sep: &str, n: i64) -> Vec<&'a str> {
+    if n == 0 {
+        return Vec::new();
+    }
+    if sep.is_empty() {
+        let mut out: Vec<&str> = Vec::new();
+        let mut idx: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+        idx.push(text.len());
+        for w in idx.windows(2) {
+            out.push(&text[w[0]..w[1]]);
+        }
+        if n > 0 && out.len() > n as usize {
+            let cut = idx[n as usize - 1];
+            out.truncate(n as usize - 1);
+            out.push(&text[cut..]);
+        }
+        return out;
+    }
+    if n < 0 {
+        text.split(sep).collect()
+    } else {
+        text.splitn(n as usize, sep).collect()
+    }
+}
+
+fn split_list(a: &[Value]) -> R {
+    want(a, "splitList", 2)?;
+    let (sep, text) = (s(&a[0]), s(&a[1]));
+    Ok(Value::Array(
+        go_split(&text, &sep, -1)
+            .into_iter()
+            .map(Value::from)
+            .collect(),
+    ))
+}
+
+fn to_strings(a: &[Value]) -> R {
+    want(a, "toStrings", 1)?;
+    let items = match &a[0] {
+        Value::Array(v) => v.iter().map(|x| Value::from(s(x))).collect(),
+        Value::Nil | Value::NoValue => Vec::new(),
+        other => vec![Value::from(s(other))],
+    };
+    Ok(Value::Array(items))
+}
+
+const MAX_LIST: i64 = 10_000;
+
+fn until(a: &[Value]) -> R {
+    want(a, "until", 1)?;
+    let n = i(&a[0]);
+    until_step(&[Value::from(0i64), Value::from(n), Value::from(if n < 0 { -1i64 } else { 1 })])
+}
+
+fn until_step(a: &[Value]) -> R {
+    want(a, "untilStep", 3)?;
+    let (start, stop, step) = (i(&a[0]), i(&a[1]), i(&a[2]));
+    let mut out = Vec::new();
+    if step == 0 || (step > 0 && start >= stop) || (step < 0 && start <= stop) {
+        return Ok(Value::Array(out));
+    }
+    let mut x = start;
+    while (step > 0 && x < stop) || (step < 0 && x > stop) {
+        if out.len() as i64 >= MAX_LIST {
+            return Err(fail(format!("untilStep: more than {MAX_LIST} elements")));
+        }
+        out.push(Value::from(x));
+        x = x.saturating_add(step);
+    }
+    Ok(Value::Array(out))
+}
+
+// ---- math ----
+
+fn add1(a: &[Value]) -> R {
+    want(a, "add1", 1)?;
+    Ok(i(&a[0]).wrapping_add(1).into())
+}
+
+fn add(a: &[Value]) -> R {
+    Ok(a.iter().fold(0i64, |acc, v| acc.wrapping_add(i(v))).into())
+}
+
+fn sub(a: &[Value]) -> R {
+    want(a, "sub", 2)?;
+    Ok(i(&a[0]).wrapping_sub(i(&a[1])).into())
+}
+
+fn div(a: &[Value]) -> R {
+    want(a, "div", 2)?;
+    i(&a[0])
+        .checked_div(i(&a[1]))
+        .map(Value::from)
+        .ok_or_else(|| fail("div: integer divide by zero"))
+}
+
+fn modulo(a: &[Value]) -> R {
+    want(a, "mod", 2)?;
+    i(&a[0])
+        .checked_rem(i(&a[1]))
+        .map(Value::from)
+        .ok_or_else(|| fail("mod: integer divide by zero"))
+}
+
+fn mul(a: &[Value]) -> R {
+    want_min(a, "mul", 1)?;
+    Ok(a[1..]
+        .iter()
+        .fold(i(&a[0]), |acc, v| acc.wrapping_mul(i(v)))
+        .into())
+}
+
+fn add1f(a: &[Value]) -> R {
+    want(a, "add1f", 1)?;
+    Ok(num_f(f(&a[0]) + 1.0))
+}
+
+fn addf(a: &[Value]) -> R {
+    Ok(num_f(a.iter().map(f).sum()))
+}
+
+fn subf(a: &[Value]) -> R {
+    want_min(a, "subf", 1)?;
+    Ok(num_f(a[1..].iter().fold(f(&a[0]), |acc, v| acc - f(v))))
+}
+
+fn mulf(a: &[Value]) -> R {
+    want_min(a, "mulf", 1)?;
+    Ok(num_f(a[1..].iter().fold(f(&a[0]), |acc, v| acc * f(v))))
+}
+
+fn divf(a: &[Value]) -> R {
+    want_min(a, "divf", 1)?;
+    let mut acc = f(&a[0]);
+    for v in &a[1..] {
+        let d = f(v);
+        if d == 0.0 {
+            return Err(fail("divf: division by zero"));
+        }
+        acc /= d;
+    }
+    Ok(num_f(acc))
+}
+
+fn max(a: &[Value]) -> R {
+    want_min(a, "max", 1)?;
+    Ok(a.iter().map(i).max().unwrap_or(0).into())
+}
+
+fn min(a: &[Value]) -> R {
+    want_min(a, "min", 1)?;
+    Ok(a.iter().map(i).min().unwrap_or(0).into())
+}
+
+fn maxf(a: &[Value]) -> R {
+    want_min(a, "maxf", 1)?;
+    Ok(num_f(a.iter().map(f).fold(f64::NEG_INFINITY, f64::max)))
+}
+
+fn minf(a: &[Value]) -> R {
+    want_min(a, "minf", 1)?;
+    Ok(num_f(a.iter().map(f).fold(f64::INFINITY, f64::min)))
+}
+
+fn ceil(a: &[Value]) -> R {
+    want(a, "ceil", 1)?;
+    Ok(num_f(f(&a[0]).ceil()))
+}
+
+fn floor(a: &[Value]) -> R {
+    want(a, "floor", 1)?;
+    Ok(num_f(f(&a[0]).floor()))
+}
+
+fn round(a: &[Value]) -> R {
+    want_min(a, "round", 2)?;
+    let x = f(&a[0]);
+    let places = i(&a[1]).clamp(0, 15) as i32;
+    let half = a.get(2).map(f).unwrap_or(0.5);
+    let pow = 10f64.powi(places);
+    let digit = x * pow;
+    let (int_part, frac) = (digit.trunc(), digit.fract());
+    let r = if frac.abs() >= half {
+        int_part + digit.signum()
+    } else {
+        int_part
+    };
+    Ok(num_f(r / pow))
+}
+
+// ---- string slices ----
+
+fn join(a: &[Value]) -> R {
+    want(a, "join", 2)?;
+    let sep = s(&a[0]);
+    let items: Vec<String> = match &a[1] {
+        Value::Array(v) => v
+            .iter()
+            .filter(|x| !matches!(x, Value::Nil | Value::NoValue))
+            .map(s)
+            .collect(),
+        Value::Nil | Value::NoValue => Vec::new(),
+        other => vec![s(other)],
+    };
+    Ok(items.join(&sep).into())
+}
+
+fn sort_alpha(a: &[Value]) -> R {
+    want(a, "sortAlpha", 1)?;
+    let mut items: Vec<String> = match &a[0] {
+        Value::Array(v) => v.iter().map(s).collect(),
+        other => vec![s(other)],
+    };
+    items.sort();
+    Ok(Value::Array(items.into_iter().map(Value::from).collect()))
+}
+
+// ---- defaults and flow ----
+
+fn default(a: &[Value]) -> R {
+    want_min(a, "default", 1)?;
+    Ok(match a.get(1) {
+        Some(g) if truthy(g) => g.clone(),
+        _ => a[0].clone(),
+    })
+}
+
+fn empty(a: &[Value]) -> R {
+    want(a, "empty", 1)?;
+    Ok((!truthy(&a[0])).into())
+}
+
+fn coalesce(a: &[Value]) -> R {
+    Ok(a.iter().find(|v| truthy(v)).cloned().unwrap_or(Value::Nil))
+}
+
+fn all_fn(a: &[Value]) -> R {
+    Ok(a.iter().all(truthy).into())
+}
+
+fn any(a: &[Value]) -> R {
+    Ok(a.iter().any(truthy).into())
+}
+
+fn compact(a: &[Value]) -> R {
+    want(a, "compact", 1)?;
+    Ok(Value::Array(
+        list_of(&a[0], "compact")?
+            .iter()
+            .filter(|v| truthy(v))
+            .cloned()
+            .collect(),
+    ))
+}
+
+fn ternary(a: &[Value]) -> R {
+    want(a, "ternary", 3)?;
+    Ok(if truthy(&a[2]) {
+        a[0].clone()
+    } else {
+        a[1].clone()
+    })
+}
+
+fn fail_fn(a: &[Value]) -> R {
+    want(a, "fail", 1)?;
+    Err(fail(s(&a[0])))
+}
+
+fn to_serde(v: &Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        Value::NoValue | Value::Nil | Value::Function(_) => J::Null,
+        Value::Bool(b) => J::Bool(*b),
+        Value::String(s) => J::String(s.clone()),
+        Value::Number(n) => match n.kind() {
+            gtmpl_ng::NumberKind::Signed(x) => J::from(x),
+            gtmpl_ng::NumberKind::Unsigned(x) => J::from(x),
+            gtmpl_ng::NumberKind::Float(x) => serde_json::Number::from_f64(x)
+                .map(J::Number)
+                .unwrap_or(J::Null),
+        },
+        Value::Array(a) => J::Array(a.iter().map(to_serde).collect()),
+        Value::Object(m) | Value::Map(m) => {
+            let sorted: std::collections::BTreeMap<_, _> = m.iter().collect();
+            J::Object(
+                sorted
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), to_serde(v)))
+                    .collect(),
+            )
+        }
+    }
+}
+
+fn from_serde(v: &serde_json::Value) -> Value {
+    use serde_json::Value as J;
+    match v {
+        J::Null => Value::Nil,
+        J::Bool(b) => Value::Bool(*b),
+        J::Number(n) => n
+            .as_i64()
+            .map(Value::from)
+            .or_else(|| n.as_u64().map(Value::from))
+            .unwrap_or_else(|| num_f(n.as_f64().unwrap_or(0.0))),
+        J::String(s) => Value::from(s.as_str()),
+        J::Array(a) => Value::Array(a.iter().map(from_serde).collect()),
+        J::Object(m) => Value::Map(m.iter().map(|(k, v)| (k.clone(), from_serde(v))).collect()),
+    }
+}
+
+fn to_json(a: &[Value]) -> R {
+    want(a, "toJson", 1)?;
+    Ok(to_serde(&a[0]).to_string().into())
+}
+
+fn to_pretty_json(a: &[Value]) -> R {
+    want(a, "toPrettyJson", 1)?;
+    serde_json::to_string_pretty(&to_serde(&a[0]))
+        .map(Value::from)
+        .map_err(|e| fail(e.to_string()))
+}
+
+fn from_json(a: &[Value]) -> R {
+    want(a, "fromJson", 1)?;
+    serde_json::from_str::<serde_json::Value>(&s(&a[0]))
+        .map(|v| from_serde(&v))
+        .map_err(|e| fail(format!("fromJson: {e}")))
+}
+
+// ---- reflection ----
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Bool(_) => "bool",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) | Value::Map(_) => "map[string]interface {}",
+        Value::Function(_) => "func",
+        Value::NoValue | Value::Nil => "<nil>",
+        Value::Number(n) => match n.kind() {
+            gtmpl_ng::NumberKind::Float(_) => "float64",
+            _ => "int",
+        },
+    }
+}
+
+fn type_of(a: &[Value]) -> R {
+    want(a, "typeOf", 1)?;
+    Ok(type_name(&a[0]).into())
+}
+
+fn type_is(a: &[Value]) -> R {
+    want(a, "typeIs", 2)?;
+    Ok((s(&a[0]) == type_name(&a[1])).into())
+}
+
+fn kind_of(a: &[Value]) -> R {
+    want(a, "kindOf", 1)?;
+    Ok(kind(&a[0]).into())
+}
+
+fn kind_is(a: &[Value]) -> R {
+    want(a, "kindIs", 2)?;
+    Ok((s(&a[0]) == kind(&a[1])).into())
+}
+
+fn deep_equal(a: &[Value]) -> R {
+    want(a, "deepEqual", 2)?;
+    Ok((to_serde(&a[0]) == to_serde(&a[1])).into())
+}
+
+// ---- paths (Go's `path` package) ----
+
+fn go_clean(p: &str) -> String {
+    if p.is_empty() {
+        return ".".to_string();
+    }
+    let rooted = p.starts_with('/');
+    let mut out: Vec<&str> = Vec::new();
+    for part in p.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if out.last().is_some_and(|l| *l != "..") {
+                    out.pop();
+                } else if !rooted {
+                    out.push("..");
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    let joined = out.join("/");
+    match (rooted, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".to_string(),
+        (false, false) => joined,
+    }
+}
+
+fn base(a: &[Value]) -> R {
+    want(a, "base", 1)?;
+    let p = s(&a[0]);
+    if p.is_empty() {
+        return Ok(".".into());
+    }
+    let t = p.trim_end_matches('/');
+    if t.is_empty() {
+        return Ok("/".into());
+    }
+    Ok(t.rsplit('/').next().unwrap_or(t).into())
+}
+
+fn dir(a: &[Value]) -> R {
+    want(a, "dir", 1)?;
+    let p = s(&a[0]);
+    let d = match p.rfind('/') {
+        Some(idx) => &p[..=idx],
+        None => "",
+    };
+    Ok(go_clean(d).into())
+}
+
+fn clean(a: &[Value]) -> R {
+    want(a, "clean", 1)?;
+    Ok(go_clean(&s(&a[0])).into())
+}
+
+fn ext(a: &[Value]) -> R {
+    want(a, "ext", 1)?;
+    let p = s(&a[0]);
+    let last = p.rsplit('/').next().unwrap_or("");
+    Ok(last.rfind('.').map(|i| &last[i..]).unwrap_or("").into())
+}
+
+fn is_abs(a: &[Value]) -> R {
+    want(a, "isAbs", 1)?;
+    Ok(s(&a[0]).starts_with('/').into())
+}
+
+// ---- encoding ----
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn b64enc(a: &[Value]) -> R {
+    want(a, "b64enc", 1)?;
+    let data = s(&a[0]).into_bytes();
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for k in 0..4 {
+            if k <= chunk.len() {
+                out.push(B64[((n >> (18 - 6 * k)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    Ok(out.into())
+}
+
+fn b64dec(a: &[Value]) -> R {
+    want(a, "b64dec", 1)?;
+    let text = s(&a[0]);
+    let mut bits = 0u32;
+    let mut nbits = 0;
+    let mut out = Vec::new();
+    for c in text.bytes().filter(|c| *c != b'=') {
+        let Some(v) = B64.iter().position(|x| *x == c) else {
+            return Ok(format!("illegal base64 data at input byte {}", out.len()).into());
+        };
+        bits = (bits << 6) | v as u32;
+        nbits += 6;
+        if nbits >= 8 {
+            nbits -= 8;
+            out.push((bits >> nbits) as u8);
+            bits &= (1 << nbits) - 1;
+        }
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned().into())
+}
+
+// ---- data structures ----
+
+fn list(a: &[Value]) -> R {
+    Ok(Value::Array(a.to_vec()))
+}
+
+fn dict(a: &[Value]) -> R {
+    let mut m = HashMap::new();
+    for pair in a.chunks(2) {
+        m.insert(s(&pair[0]), pair.get(1).cloned().unwrap_or(Value::from("")));
+    }
+    Ok(Value::Map(m))
+}
+
+fn get(a: &[Value]) -> R {
+    want(a, "get", 2)?;
+    Ok(map_of(&a[0], "get")?
+        .get(&s(&a[1]))
+        .cloned()
+        .unwrap_or_else(|| Value::from("")))
+}
+
+fn set(a: &[Value]) -> R {
+    want(a, "set", 3)?;
+    let mut m = map_of(&a[0], "set")?.clone();
+    m.insert(s(&a[1]), a[2].clone());
+    Ok(Value::Map(m))
+}
+
+fn unset(a: &[Value]) -> R {
+    want(a, "unset", 2)?;
+    let mut m = map_of(&a[0], "unset")?.clone();
+    m.remove(&s(&a[1]));
+    Ok(Value::Map(m))
+}
+
+fn has_key(a: &[Value]) -> R {
+    want(a, "hasKey", 2)?;
+    Ok(map_of(&a[0], "hasKey")?.contains_key(&s(&a[1])).into())
+}
+
+fn pluck(a: &[Value]) -> R {
+    want_min(a, "pluck", 1)?;
+    let key = s(&a[0]);
+    let mut out = Vec::new();
+    for d in &a[1..] {
+        if let Some(v) = map_of(d, "pluck")?.get(&key) {
+            out.push(v.clone());
+        }
+    }
+    Ok(Value::Array(out))
+}
+
+fn keys(a: &[Value]) -> R {
+    let mut out = Vec::new();
+    for d in a {
+        out.extend(map_of(d, "keys")?.keys().cloned());
+    }
+    out.sort();
+    Ok(Value::Array(out.into_iter().map(Value::from).collect()))
+}
+
+fn pick(a: &[Value]) -> R {
+    want_min(a, "pick", 1)?;
+    let m = map_of(&a[0], "pick")?;
+    let wanted: Vec<String> = a[1..].iter().map(s).collect();
+    Ok(Value::Map(
+        m.iter()
+            .filter(|(k, _)| wanted.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    ))
+}
+
+fn omit(a: &[Value]) -> R {
+    want_min(a, "omit", 1)?;
+    let m = map_of(&a[0], "omit")?;
+    let unwanted: Vec<String> = a[1..].iter().map(s).collect();
+    Ok(Value::Map(
+        m.iter()
+            .filter(|(k, _)| !unwanted.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    ))
+}
+
+fn values(a: &[Value]) -> R {
+    want(a, "values", 1)?;
+    let m = map_of(&a[0], "values")?;
+    let mut pairs: Vec<_> = m.iter().collect();
+    pairs.sort_by(|x, y| x.0.cmp(y.0));
+    Ok(Value::Array(pairs.into_iter().map(|(_, v)| v.clone()).collect()))
+}
+
+fn dig(a: &[Value]) -> R {
+    want_min(a, "dig", 3)?;
+    let (path, rest) = a.split_at(a.len() - 2);
+    let (default, mut cur) = (&rest[0], &rest[1]);
+    for key in path {
+        match map_of(cur, "dig")?.get(&s(key)) {
+            Some(v) => cur = v,
+            None => return Ok(default.clone()),
+        }
+    }
+    Ok(cur.clone())
+}
+
+fn push(a: &[Value]) -> R {
+    want(a, "append", 2)?;
+    let mut l = list_of(&a[0], "append")?.to_vec();
+    l.push(a[1].clone());
+    Ok(Value::Array(l))
+}
+
+fn prepend(a: &[Value]) -> R {
+    want(a, "prepend", 2)?;
+    let mut l = vec![a[1].clone()];
+    l.extend(list_of(&a[0], "prepend")?.iter().cloned());
+    Ok(Value::Array(l))
+}
+
+fn first(a: &[Value]) -> R {
+    want(a, "first", 1)?;
+    Ok(list_of(&a[0], "first")?.first().cloned().unwrap_or(Value::Nil))
+}
+
+fn last(a: &[Value]) -> R {
+    want(a, "last", 1)?;
+    Ok(list_of(&a[0], "last")?.last().cloned().unwrap_or(Value::Nil))
+}
+
+fn rest(a: &[Value]) -> R {
+    want(a, "rest", 1)?;
+    let l = list_of(&a[0], "rest")?;
+    Ok(Value::Array(l.iter().skip(1).cloned().collect()))
+}
+
+fn initial(a: &[Value]) -> R {
+    want(a, "initial", 1)?;
+    let l = list_of(&a[0], "initial")?;
+    Ok(Value::Array(
+        l[..l.len().saturating_sub(1)].to_vec(),
+    ))
+}
+
+fn reverse(a: &[Value]) -> R {
+    want(a, "reverse", 1)?;
+    Ok(Value::Array(
+        list_of(&a[0], "reverse")?.iter().rev().cloned().collect(),
+    ))
+}
+
+fn uniq(a: &[Value]) -> R {
+    want(a, "uniq", 1)?;
+    let mut out: Vec<Value> = Vec::new();
+    for v in list_of(&a[0], "uniq")? {
+        if !out.contains(v) {
+            out.push(v.clone());
+        }
+    }
+    Ok(Value::Array(out))
+}
+
+fn without(a: &[Value]) -> R {
+    want_min(a, "without", 1)?;
+    let drop = &a[1..];
+    Ok(Value::Array(
+        list_of(&a[0], "without")?
+            .iter()
+            .filter(|v| !drop.contains(v))
+            .cloned()
+            .collect(),
+    ))
+}
+
+fn has(a: &[Value]) -> R {
+    want(a, "has", 2)?;
+    Ok(match &a[1] {
+        Value::Array(l) => l.contains(&a[0]),
+        _ => false,
+    }
+    .into())
+}
+
+fn slice(a: &[Value]) -> R {
+    want_min(a, "slice", 1)?;
+    let l = list_of(&a[0], "slice")?;
+    let len = l.len();
+    let idx = |v: Option<&Value>, def: usize| -> Result<usize, FuncError> {
+        match v {
+            None => Ok(def),
+            Some(v) => usize::try_from(i(v))
+                .ok()
+                .filter(|x| *x <= len)
+                .ok_or_else(|| fail(format!("slice: index {} out of range", s(v)))),
+        }
+    };
+    let start = idx(a.get(1), 0)?;
+    let end = idx(a.get(2), len)?;
+    if start > end {
+        return Err(fail(format!("slice: invalid indices {start} > {end}")));
+    }
+    Ok(Value::Array(l[start..end].to_vec()))
+}
+
+fn concat(a: &[Value]) -> R {
+    let mut out = Vec::new();
+    for l in a {
+        out.extend(list_of(l, "concat")?.iter().cloned());
+    }
+    Ok(Value::Array(out))
+}
+
+fn chunk(a: &[Value]) -> R {
+    want(a, "chunk", 2)?;
+    let size = usize::try_from(i(&a[0])).unwrap_or(0);
+    if size == 0 {
+        return Err(fail("chunk: size must be positive"));
+    }
+    Ok(Value::Array(
+        list_of(&a[1], "chunk")?
+            .chunks(size)
+            .map(|c| Value::Array(c.to_vec()))
+            .collect(),
+    ))
+}
+
+// ---- semver ----
+
+/// A full semantic version, for Sprig's `semver` and `semverCompare`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SemVer {
+    major: u64,
+    minor: u64,
+    patch: u64,
+    pre: String,
+    meta: String,
+}
+
+fn parse_semver(text: &str) -> Result<SemVer, String> {
+    let base = super::expression::parse_version(text)?;
+    let rest = text.strip_prefix('v').unwrap_or(text);
+    let (core, meta) = rest.split_once('+').unwrap_or((rest, ""));
+    let pre = core.split_once('-').map(|(_, p)| p).unwrap_or("");
+    Ok(SemVer {
+        major: base.major,
+        minor: base.minor,
+        patch: base.patch,
+        pre: pre.to_string(),
+        meta: meta.to_string(),
+    })
+}
+
+fn cmp_pre(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering::*;
+    match (a.is_empty(), b.is_empty()) {
+        (true, true) => return Equal,
+        (true, false) => return Greater,
+        (false, true) => return Less,
+        _ => {}
+    }
+    let (mut x, mut y) = (a.split('.'), b.split('.'));
+    loop {
+        match (x.next(), y.next()) {
+            (None, None) => return Equal,
+            (None, Some(_)) => return Less,
+            (Some(_), None) => return Greater,
+            (Some(p), Some(q)) => {
+                let o = match (p.parse::<u64>(), q.parse::<u64>()) {
+                    (Ok(m), Ok(n)) => m.cmp(&n),
+                    (Ok(_), Err(_)) => Less,
+                    (Err(_), Ok(_)) => Greater,
+                    _ => p.cmp(q),
+                };
+                if o != Equal {
+                    return o;
+                }
+            }
+        }
+    }
+}
+
+fn cmp_semver(a: &SemVer, b: &SemVer) -> std::cmp::Ordering {
+    (a.major, a.minor, a.patch)
+        .cmp(&(b.major, b.minor, b.patch))
+        .then_with(|| cmp_pre(&a.pre, &b.pre))
+}
+
+fn semver(a: &[Value]) -> R {
+    want(a, "semver", 1)?;
+    let text = s(&a[0]);
+    let v = parse_semver(&text).map_err(|e| fail(format!("semver: {e}")))?;
+    let mut m = HashMap::new();
+    m.insert("Major".to_string(), Value::from(v.major));
+    m.insert("Minor".to_string(), Value::from(v.minor));
+    m.insert("Patch".to_string(), Value::from(v.patch));
+    m.insert("Prerelease".to_string(), Value::from(v.pre));
+    m.insert("Metadata".to_string(), Value::from(v.meta));
+    m.insert("Original".to_string(), Value::from(text));
+    Ok(Value::Object(m))
+}
+
+/// One comparison of a constraint, with `x`/`*` wildcards expanded into a range.
+fn constraint_holds(c: &str, v: &SemVer) -> Result<bool, String> {
+    use std::cmp::Ordering::*;
+    let c = c.trim();
+    let (op, rest) = ["!=", ">=", "<=", "=>", "=<", "==", ">", "<", "=", "~>", "~", "^"]
+        .iter()
+        .find_map(|op| c.strip_prefix(op).map(|r| (*op, r.trim())))
+        .unwrap_or(("", c));
+    let rest = rest.strip_prefix('v').unwrap_or(rest);
+    let nums: Vec<&str> = rest.split(['-', '+']).next().unwrap_or("").split('.').collect();
+    let wild = |p: Option<&&str>| p.is_none_or(|p| matches!(*p, "x" | "X" | "*" | ""));
+    let n = |p: Option<&&str>| -> Result<u64, String> {
+        match p {
+            Some(p) if !wild(Some(p)) => p.parse().map_err(|_| format!("improper constraint: {c}")),
+            _ => Ok(0),
+        }
+    };
+    let (maj, min, pat) = (n(nums.first())?, n(nums.get(1))?, n(nums.get(2))?);
+    let pre = rest
+        .split_once('-')
+        .map(|(_, p)| p.split('+').next().unwrap_or(""))
+        .unwrap_or("")
+        .to_string();
+    let wild_major = wild(nums.first());
+    let wild_minor = wild(nums.get(1));
+    let wild_patch = wild(nums.get(2));
+    let base = SemVer {
+        major: maj,
+        minor: min,
+        patch: pat,
+        pre,
+        meta: String::new(),
+    };
+    // Masterminds: a version with a pre-release only satisfies constraints that have one.
+    if !v.pre.is_empty() && base.pre.is_empty() {
+        return Ok(false);
+    }
+    let upper = |level: u8| -> SemVer {
+        match level {
+            0 => SemVer { major: maj + 1, minor: 0, patch: 0, pre: String::new(), meta: String::new() },
+            _ => SemVer { major: maj, minor: min + 1, patch: 0, pre: String::new(), meta: String::new() },
+        }
+    };
+    let in_range = |lo: &SemVer, hi: &SemVer| cmp_semver(v, lo) != Less && cmp_semver(v, hi) == Less;
+    let o = cmp_semver(v, &base);
+    Ok(match op {
+        "" | "=" | "==" => {
+            if wild_major {
+                true
+            } else if wild_minor {
+                in_range(&base, &upper(0))
+            } else if wild_patch {
+                in_range(&base, &upper(1))
+            } else {
+                o == Equal
+            }
+        }
+        "!=" => {
+            if wild_major {
+                false
+            } else if wild_minor {
+                !in_range(&base, &upper(0))
+            } else if wild_patch {
+                !in_range(&base, &upper(1))
+            } else {
+                o != Equal
+            }
+        }
+        ">" => {
+            if wild_major {
+                false
+            } else if wild_minor {
+                cmp_semver(v, &upper(0)) != Less
+            } else if wild_patch {
+                cmp_semver(v, &upper(1)) != Less
+            } else {
+                o == Greater
+            }
+        }
+        ">=" | "=>" => wild_major || o != Less,
+        "<" => !wild_major && o == Less,
+        "<=" | "=<" => {
+            if wild_major {
+                true
+            } else if wild_minor {
+                cmp_semver(v, &upper(0)) == Less
+            } else if wild_patch {
+                cmp_semver(v, &upper(1)) == Less
+            } else {
+                o != Greater
+            }
+        }
+        "~" | "~>" => {
+            if wild_major {
+                true
+            } else if wild_minor || nums.len() < 2 {
+                in_range(&base, &upper(0))
+            } else {
+                in_range(&base, &upper(1))
+            }
+        }
+        "^" => {
+            if wild_major {
+                true
+            } else if maj > 0 || wild_minor || nums.len() < 2 {
+                in_range(&base, &upper(0))
+            } else if min > 0 || wild_patch || nums.len() < 3 {
+                in_range(&base, &upper(1))
+            } else {
+                o == Equal
+            }
+        }
+        _ => return Err(format!("improper constraint: {c}")),
+    })
+}
+
+/// Masterminds constraints: `||` alternatives of comma- or space-separated comparisons,
+/// hyphen ranges, `x` wildcards, `~` and `^`.
+fn satisfies(constraint: &str, v: &SemVer) -> Result<bool, String> {
+    for alt in constraint.split("||") {
+        let alt = alt.trim();
+        if alt.is_empty() {
+            return Err(format!("improper constraint: {constraint}"));
+        }
+        let mut ok = true;
+        let tokens: Vec<&str> = alt
+            .split([',', ' '])
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .collect();
+        let mut idx = 0;
+        let mut joined: Vec<String> = Vec::new();
+        while idx < tokens.len() {
+            let t = tokens[idx];
+            if tokens.get(idx + 1) == Some(&"-") && idx + 2 < tokens.len() {
+                joined.push(format!(">={t}"));
+                joined.push(format!("<={}", tokens[idx + 2]));
+                idx += 3;
+            } else if matches!(t, ">" | "<" | ">=" | "<=" | "=" | "!=" | "~" | "^")
+                && idx + 1 < tokens.len()
+            {
+                joined.push(format!("{t}{}", tokens[idx + 1]));
+                idx += 2;
+            } else {
+                joined.push(t.to_string());
+                idx += 1;
+            }
+        }
+        for c in &joined {
+            if !constraint_holds(c, v)? {
+                ok = false;
+            }
+        }
+        if ok {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn semver_compare(a: &[Value]) -> R {
+    want(a, "semverCompare", 2)?;
+    let v = parse_semver(&s(&a[1])).map_err(|e| fail(format!("semverCompare: {e}")))?;
+    satisfies(&s(&a[0]), &v)
+        .map(Value::from)
+        .map_err(|e| fail(format!("semverCompare: {e}")))
+}
+
+// ---- regex ----
+
+fn regex_match(a: &[Value]) -> R {
+    want(a, "regexMatch", 2)?;
+    Ok(re(&a[0])?.is_match(&s(&a[1])).into())
+}
+
+fn regex_find(a: &[Value]) -> R {
+    want(a, "regexFind", 2)?;
+    let text = s(&a[1]);
+    Ok(re(&a[0])?
+        .find(&text)
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default()
+        .into())
+}
+
+fn regex_find_all(a: &[Value]) -> R {
+    want(a, "regexFindAll", 3)?;
+    let text = s(&a[1]);
+    let n = i(&a[2]);
+    let r = re(&a[0])?;
+    let it = r.find_iter(&text).map(|m| Value::from(m.as_str()));
+    Ok(Value::Array(if n < 0 {
+        it.collect()
+    } else {
+        it.take(n as usize).collect()
+    }))
+}
+
+fn regex_replace_all(a: &[Value]) -> R {
+    want(a, "regexReplaceAll", 3)?;
+    let text = s(&a[1]);
+    Ok(re(&a[0])?
+        .replace_all(&text, s(&a[2]).as_str())
+        .into_owned()
+        .into())
+}
+
+fn regex_replace_all_literal(a: &[Value]) -> R {
+    want(a, "regexReplaceAllLiteral", 3)?;
+    let text = s(&a[1]);
+    let repl = s(&a[2]);
+    Ok(re(&a[0])?
+        .replace_all(&text, regex::NoExpand(&repl))
+        .into_owned()
+        .into())
+}
+
+fn regex_split(a: &[Value]) -> R {
+    want(a, "regexSplit", 3)?;
+    let text = s(&a[1]);
+    let n = i(&a[2]);
+    let r = re(&a[0])?;
+    let parts: Vec<Value> = if n < 0 {
+        r.split(&text).map(Value::from).collect()
+    } else if n == 0 {
+        Vec::new()
+    } else {
+        r.splitn(&text, n as usize).map(Value::from).collect()
+    };
+    Ok(Value::Array(parts))
+}
+
+fn regex_quote_meta(a: &[Value]) -> R {
+    want(a, "regexQuoteMeta", 1)?;
+    Ok(regex::escape(&s(&a[0])).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(f: Func, args: &[Value]) -> String {
+        match f(args) {
+            Ok(v) => v.to_string(),
+            Err(e) => format!("error: {e}"),
+        }
+    }
+
+    fn v(s: &str) -> Value {
+        Value::from(s)
+    }
+
+    #[test]
+    fn string_functions() {
+        let cases: Vec<(Func, Vec<Value>, &str)> = vec![
+            (trim, vec![v("  a b ")], "a b"),
+            (trim_all, vec![v("$"), v("$$5$")], "5"),
+            (trim_prefix, vec![v("NVIDIA "), v("NVIDIA A100")], "A100"),
+            (trim_suffix, vec![v("-SXM4"), v("A100-SXM4")], "A100"),
+            (upper, vec![v("a1")], "A1"),
+            (lower, vec![v("A1")], "a1"),
+            (title, vec![v("hello world")], "Hello World"),
+            (untitle, vec![v("Hello World")], "hello world"),
+            (substr, vec![Value::from(1), Value::from(3), v("abcdef")], "bc"),
+            (substr, vec![Value::from(2), Value::from(-1), v("abcdef")], "cdef"),
+            (trunc, vec![Value::from(3), v("abcdef")], "abc"),
+            (trunc, vec![Value::from(-2), v("abcdef")], "ef"),
+            (trunc, vec![Value::from(10), v("abc")], "abc"),
+            (abbrev, vec![Value::from(5), v("hello world")], "he..."),
+            (repeat, vec![Value::from(3), v("ab")], "ababab"),
+            (nospace, vec![v(" a b\tc ")], "abc"),
+            (initials, vec![v("First Try")], "FT"),
+            (swapcase, vec![v("aB")], "Ab"),
+            (snakecase, vec![v("FirstName")], "first_name"),
+            (kebabcase, vec![v("FirstName")], "first-name"),
+            (camelcase, vec![v("http_server")], "HttpServer"),
+            (contains, vec![v("cat"), v("catch")], "true"),
+            (has_prefix, vec![v("10"), v("10de")], "true"),
+            (has_suffix, vec![v("de"), v("10de")], "true"),
+            (quote, vec![v("a"), v("b\"")], "\"a\" \"b\\\"\""),
+            (squote, vec![v("a")], "'a'"),
+            (cat, vec![v("a"), Value::from(1), Value::Nil, v("b")], "a 1 b"),
+            (indent, vec![Value::from(2), v("a\nb")], "  a\n  b"),
+            (nindent, vec![Value::from(1), v("a")], "\n a"),
+            (replace, vec![v(" "), v("-"), v("a b c")], "a-b-c"),
+            (plural, vec![v("gpu"), v("gpus"), Value::from(1)], "gpu"),
+            (plural, vec![v("gpu"), v("gpus"), Value::from(2)], "gpus"),
+            (sha256sum, vec![v("abc")], "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            (to_string, vec![Value::from(42)], "42"),
+            (b64enc, vec![v("hello")], "aGVsbG8="),
+            (b64dec, vec![v("aGVsbG8=")], "hello"),
+            (hello, vec![], "Hello!"),
+        ];
+        for (f, args, want) in cases {
+            assert_eq!(call(f, &args), want, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn conversion_math_and_lists() {
+        let l = |items: &[&str]| Value::Array(items.iter().map(|s| v(s)).collect());
+        let cases: Vec<(Func, Vec<Value>, &str)> = vec![
+            (atoi, vec![v("42")], "42"),
+            (atoi, vec![v("x")], "0"),
+            (int, vec![v("7")], "7"),
+            (float64, vec![v("1.5")], "1.5"),
+            (split_list, vec![v("."), v("550.54.15")], "[550 54 15]"),
+            (split, vec![v("/"), v("a/b")], "map[_0:a _1:b]"),
+            (splitn, vec![v("/"), Value::from(2), v("a/b/c")], "map[_0:a _1:b/c]"),
+            (join, vec![v(","), l(&["a", "b"])], "a,b"),
+            (sort_alpha, vec![l(&["b", "a"])], "[a b]"),
+            (until, vec![Value::from(3)], "[0 1 2]"),
+            (until_step, vec![Value::from(0), Value::from(6), Value::from(2)], "[0 2 4]"),
+            (add, vec![Value::from(1), v("2"), Value::from(3)], "6"),
+            (add1, vec![Value::from(1)], "2"),
+            (sub, vec![Value::from(5), Value::from(2)], "3"),
+            (mul, vec![Value::from(2), Value::from(3), Value::from(4)], "24"),
+            (div, vec![Value::from(7), Value::from(2)], "3"),
+            (div, vec![Value::from(7), Value::from(0)], "error: div: integer divide by zero"),
+            (modulo, vec![Value::from(7), Value::from(2)], "1"),
+            (max, vec![Value::from(1), Value::from(9), Value::from(3)], "9"),
+            (min, vec![Value::from(4), Value::from(2)], "2"),
+            (floor, vec![v("1.7")], "1"),
+            (ceil, vec![v("1.2")], "2"),
+            (round, vec![v("3.14159"), Value::from(2)], "3.14"),
+            (first, vec![l(&["a", "b"])], "a"),
+            (last, vec![l(&["a", "b"])], "b"),
+            (rest, vec![l(&["a", "b", "c"])], "[b c]"),
+            (initial, vec![l(&["a", "b", "c"])], "[a b]"),
+            (push, vec![l(&["a"]), v("b")], "[a b]"),
+            (prepend, vec![l(&["a"]), v("b")], "[b a]"),
+            (concat, vec![l(&["a"]), l(&["b", "c"])], "[a b c]"),
+            (reverse, vec![l(&["a", "b"])], "[b a]"),
+            (uniq, vec![l(&["a", "b", "a"])], "[a b]"),
+            (without, vec![l(&["a", "b", "c"]), v("b")], "[a c]"),
+            (has, vec![v("b"), l(&["a", "b"])], "true"),
+            (slice, vec![l(&["a", "b", "c"]), Value::from(1), Value::from(2)], "[b]"),
+            (chunk, vec![Value::from(2), l(&["a", "b", "c"])], "[[a b] [c]]"),
+            (compact, vec![l(&["a", "", "b"])], "[a b]"),
+            (default, vec![v("d"), v("")], "d"),
+            (default, vec![v("d"), v("x")], "x"),
+            (default, vec![v("d")], "d"),
+            (empty, vec![v("")], "true"),
+            (coalesce, vec![v(""), v("b")], "b"),
+            (ternary, vec![v("y"), v("n"), Value::Bool(false)], "n"),
+            (all_fn, vec![v("a"), v("")], "false"),
+            (any, vec![v(""), v("b")], "true"),
+            (fail_fn, vec![v("boom")], "error: boom"),
+            (to_json, vec![l(&["a"])], "[\"a\"]"),
+            (kind_of, vec![v("x")], "string"),
+            (kind_is, vec![v("slice"), l(&[])], "true"),
+            (type_of, vec![Value::from(1)], "int"),
+            (deep_equal, vec![l(&["a"]), l(&["a"])], "true"),
+            (base, vec![v("/a/b.txt")], "b.txt"),
+            (dir, vec![v("/a/b.txt")], "/a"),
+            (clean, vec![v("a//b/../c/")], "a/c"),
+            (ext, vec![v("/a/b.txt")], ".txt"),
+            (is_abs, vec![v("/a")], "true"),
+        ];
+        for (f, args, want) in cases {
+            assert_eq!(call(f, &args), want, "{args:?}");
+        }
+        let d = dict(&[v("a"), v("1"), v("b"), v("2")]).unwrap();
+        assert_eq!(call(get, &[d.clone(), v("a")]), "1");
+        assert_eq!(call(get, &[d.clone(), v("z")]), "");
+        assert_eq!(call(has_key, &[d.clone(), v("b")]), "true");
+        assert_eq!(call(keys, std::slice::from_ref(&d)), "[a b]");
+        assert_eq!(call(values, std::slice::from_ref(&d)), "[1 2]");
+        assert_eq!(call(pick, &[d.clone(), v("a")]), "map[a:1]");
+        assert_eq!(call(omit, &[d.clone(), v("a")]), "map[b:2]");
+        assert_eq!(call(set, &[d.clone(), v("c"), v("3")]), "map[a:1 b:2 c:3]");
+        assert_eq!(call(unset, &[d.clone(), v("a")]), "map[b:2]");
+        assert_eq!(call(pluck, &[v("a"), d.clone(), d.clone()]), "[1 1]");
+        let nested = dict(&[v("x"), d.clone()]).unwrap();
+        assert_eq!(call(dig, &[v("x"), v("b"), v("def"), nested.clone()]), "2");
+        assert_eq!(call(dig, &[v("x"), v("q"), v("def"), nested]), "def");
+        assert_eq!(call(from_json, &[v("{\"a\": [1, \"b\"]}")]), "map[a:[1 b]]");
+    }
+
+    #[test]
+    fn regex_functions() {
+        assert_eq!(call(regex_match, &[v("^[0-9]+$"), v("123")]), "true");
+        assert_eq!(call(regex_find, &[v("[0-9]+"), v("ab12cd34")]), "12");
+        assert_eq!(call(regex_find_all, &[v("[0-9]+"), v("ab12cd34"), Value::from(-1)]), "[12 34]");
+        assert_eq!(call(regex_replace_all, &[v("a(x*)b"), v("-ab-axxb-"), v("${1}W")]), "-W-xxW-");
+        assert_eq!(call(regex_replace_all_literal, &[v("a(x*)b"), v("-ab-"), v("$1")]), "-$1-");
+        assert_eq!(call(regex_split, &[v("z+"), v("pizza"), Value::from(-1)]), "[pi a]");
+        assert_eq!(call(regex_quote_meta, &[v("1.2")]), "1\\.2");
+        assert!(call(regex_match, &[v("("), v("x")]).starts_with("error: invalid regexp"));
+    }
+
+    #[test]
+    fn semver_functions() {
+        let cases = [
+            (">=535", "550.54.15", true),
+            (">=535", "470.82.01", false),
+            ("<12.4", "12.2", true),
+            (">= 12.0, < 13", "12.4", true),
+            ("~1.2.3", "1.2.9", true),
+            ("~1.2.3", "1.3.0", false),
+            ("^1.2", "1.9.0", true),
+            ("^1.2", "2.0.0", false),
+            ("^0.2.3", "0.2.9", true),
+            ("^0.2.3", "0.3.0", false),
+            ("1.2.x", "1.2.7", true),
+            ("1.2.x", "1.3.0", false),
+            ("!=1.2.3", "1.2.3", false),
+            ("1.0 - 2.0", "1.5.0", true),
+            ("1.0 - 2.0", "2.1.0", false),
+            ("<1.0 || >=3", "3.1", true),
+            (">1.0", "1.1.0-beta", false),
+            ("*", "9.9.9", true),
+        ];
+        for (c, ver, want) in cases {
+            assert_eq!(call(semver_compare, &[v(c), v(ver)]), want.to_string(), "{c} {ver}");
+        }
+        assert!(call(semver_compare, &[v(">=1"), v("not")]).starts_with("error: "));
+        let sv = semver(&[v("v1.2.3-rc.1+b5")]).unwrap();
+        let Value::Object(m) = sv else { panic!() };
+        assert_eq!(m["Major"].to_string(), "1");
+        assert_eq!(m["Prerelease"].to_string(), "rc.1");
+        assert_eq!(m["Metadata"].to_string(), "b5");
+    }
+
+    #[test]
+    fn every_function_is_registered_once() {
+        let mut names: Vec<&str> = registry().map(|(n, _)| n).collect();
+        let total = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), total);
+        for removed in ["env", "expandenv", "getHostByName"] {
+            assert!(!names.contains(&removed));
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! `labelsTemplate` / `varsTemplate`: Go text/template over the matched feature elements.
+//!
+//! As NFD: the template is parsed with Sprig's function map (less `env`, `expandenv`,
+//! `getHostByName`), executed with `missingkey=error` over
+//! `{<domain>: {<feature>: [<element>...]}}`, and its output is read as `key=value` lines
+//! (blank lines skipped, a line without `=` is an error). Templates are parsed once, when the
+//! rule set is loaded; a parse error is kept and reported when the rule would expand it, as NFD
+//! reports it then. Missing keys are errors because every map in the data is handed to the
+//! engine as a struct-like object, for which a missing field is an error.
+
+use gtmpl_ng::{Context, Template, Value};
+
+use super::document::Pos;
+use super::sprig;
+
+/// NFD's bound on template size.
+pub const MAX_TEMPLATE_SIZE: usize = 64 * 1024;
+
+/// A template of a rule, parsed once.
+pub struct RuleTemplate {
+    pub source: String,
+    pub pos: Pos,
+    parsed: Result<Template, String>,
+}
+
+impl std::fmt::Debug for RuleTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuleTemplate")
+            .field("source", &self.source)
+            .field("pos", &self.pos)
+            .field("parse_error", &self.parse_error())
+            .finish()
+    }
+}
+
+impl RuleTemplate {
+    pub fn parse(source: &str, pos: Pos) -> RuleTemplate {
+        RuleTemplate {
+            source: source.to_string(),
+            pos,
+            parsed: parse(source),
+        }
+    }
+
+    pub fn parse_error(&self) -> Option<&str> {
+        self.parsed.as_ref().err().map(String::as_str)
+    }
+
+    /// Executes the template and reads its `key=value` lines, in output order.
+    pub fn expand(&self, data: &Value) -> Result<Vec<(String, String)>, String> {
+        let tmpl = self
+            .parsed
+            .as_ref()
+            .map_err(|e| format!("failed to parse template: {e}"))?;
+        let out = tmpl
+            .render(&Context::from(data.clone()))
+            .map_err(|e| format!("failed to expand template: {e}"))?;
+        expand_lines(&out).map_err(|e| format!("failed to expand template: {e}"))
+    }
+}
+
+fn parse(source: &str) -> Result<Template, String> {
+    if source.len() > MAX_TEMPLATE_SIZE {
+        return Err(format!(
+            "template exceeds maximum allowed size: {} bytes > {MAX_TEMPLATE_SIZE} limit",
+            source.len()
+        ));
+    }
+    let mut tmpl = Template::default();
+    for (name, func) in sprig::registry() {
+        tmpl.add_func(name, func);
+    }
+    tmpl.parse(source)
+        .map_err(|e| format!("invalid template: {e}"))?;
+    Ok(tmpl)
+}
+
+/// NFD's `ExpandMap`: trimmed non-empty lines, each `key=value` (split at the first `=`).
+pub fn expand_lines(out: &str) -> Result<Vec<(String, String)>, String> {
+    let mut pairs = Vec::new();
+    for line in out.split('\n') {
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        match trimmed.split_once('=') {
+            Some((k, v)) => pairs.push((k.to_string(), v.to_string())),
+            None => {
+                return Err(format!(
+                    "missing value in expanded template line {trimmed:?}, (format must be '<key>=<value>')"
+                ));
+            }
+        }
+    }
+    Ok(pairs)
+}
+
+/// Template functions Sprig has that this engine does not implement, used in `source`
+/// (a lexical scan of the actions; for `rules check` warnings).
+pub fn unsupported_functions(source: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = source;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let end = after.find("}}").unwrap_or(after.len());
+        let action = &after[..end];
+        rest = &after[end..];
+        let mut in_str: Option<char> = None;
+        let mut word = String::new();
+        let mut prev = ' ';
+        let mut word_prev = ' ';
+        for c in action.chars().chain(std::iter::once(' ')) {
+            if let Some(q) = in_str {
+                if c == q && prev != '\\' {
+                    in_str = None;
+                }
+                prev = c;
+                continue;
+            }
+            if c.is_ascii_alphanumeric() || c == '_' {
+                if word.is_empty() {
+                    word_prev = prev;
+                }
+                word.push(c);
+            } else {
+                if !word.is_empty() && word_prev != '.' && word_prev != '$' {
+                    if sprig::UNSUPPORTED.contains(&word.as_str()) && !found.contains(&word) {
+                        found.push(word.clone());
+                    }
+                }
+                word.clear();
+                if c == '"' || c == '`' || c == '\'' {
+                    in_str = Some(c);
+                }
+            }
+            prev = c;
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn obj(pairs: &[(&str, &str)]) -> Value {
+        Value::Object(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Value::from(*v)))
+                .collect(),
+        )
+    }
+
+    fn data() -> Value {
+        let devices = Value::Array(vec![
+            obj(&[("class", "0300"), ("vendor", "8086"), ("device", "9a49")]),
+            obj(&[("class", "0380"), ("vendor", "8086"), ("device", "56c0")]),
+        ]);
+        let mut pci = HashMap::new();
+        pci.insert("device".to_string(), devices);
+        let attrs = Value::Array(vec![obj(&[("Name", "major"), ("Value", "6")])]);
+        let mut kernel = HashMap::new();
+        kernel.insert("version".to_string(), attrs);
+        let mut root = HashMap::new();
+        root.insert("pci".to_string(), Value::Object(pci));
+        root.insert("kernel".to_string(), Value::Object(kernel));
+        Value::Object(root)
+    }
+
+    fn expand(src: &str) -> Result<Vec<(String, String)>, String> {
+        RuleTemplate::parse(src, Pos::default()).expand(&data())
+    }
+
+    fn pairs(p: &[(&str, &str)]) -> Result<Vec<(String, String)>, String> {
+        Ok(p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
+    #[test]
+    fn ranges_over_matched_elements() {
+        assert_eq!(
+            expand("{{ range .pci.device }}gpu.intel.com/device-id.{{ .class }}-{{ .device }}.present=true\n{{ end }}"),
+            pairs(&[
+                ("gpu.intel.com/device-id.0300-9a49.present", "true"),
+                ("gpu.intel.com/device-id.0380-56c0.present", "true")
+            ])
+        );
+        assert_eq!(
+            expand("gpu.intel.com/device-id.0300-{{ (index .pci.device 0).device }}.count={{ len .pci.device }}"),
+            pairs(&[("gpu.intel.com/device-id.0300-9a49.count", "2")])
+        );
+        assert_eq!(
+            expand("{{ range .kernel.version }}kernel-version.{{ .Name }}={{ .Value }}\n{{ end }}"),
+            pairs(&[("kernel-version.major", "6")])
+        );
+        assert_eq!(expand("  \n\n a=b=c \n"), pairs(&[("a", "b=c")]));
+        assert_eq!(expand("{{ if gt (len .pci.device) 5 }}x=1{{ end }}"), pairs(&[]));
+    }
+
+    #[test]
+    fn missing_keys_are_errors() {
+        let e = expand("{{ range .pci.device }}x={{ .nosuch }}{{ end }}").unwrap_err();
+        assert!(e.starts_with("failed to expand template: "), "{e}");
+        assert!(e.contains("nosuch"), "{e}");
+        assert!(expand("x={{ .gpu.device }}").is_err());
+    }
+
+    #[test]
+    fn malformed_output_and_templates() {
+        assert_eq!(
+            expand("novalue"),
+            Err("failed to expand template: missing value in expanded template line \"novalue\", (format must be '<key>=<value>')".into())
+        );
+        let t = RuleTemplate::parse("{{ range .pci.device }}", Pos::default());
+        assert!(t.parse_error().unwrap().starts_with("invalid template: "), "{t:?}");
+        assert!(t.expand(&data()).unwrap_err().starts_with("failed to parse template: invalid template: "));
+        let t = RuleTemplate::parse("{{ env \"HOME\" }}", Pos::default());
+        assert!(t.parse_error().is_some(), "env is removed, as in NFD");
+        let big = "x".repeat(MAX_TEMPLATE_SIZE + 1);
+        assert!(RuleTemplate::parse(&big, Pos::default()).parse_error().unwrap().starts_with("template exceeds maximum allowed size"));
+    }
+
+    #[test]
+    fn sprig_functions_in_templates() {
+        assert_eq!(
+            expand("{{ range .pci.device }}{{ .device | upper | printf \"dev-%s\" }}={{ trimPrefix \"03\" .class }}\n{{ end }}"),
+            pairs(&[("dev-9A49", "00"), ("dev-56C0", "80")])
+        );
+        assert_eq!(
+            expand("a={{ \"NVIDIA A100-SXM4\" | replace \" \" \"-\" | lower }}\nb={{ default \"none\" \"\" }}\nc={{ splitList \".\" \"550.54.15\" | first }}"),
+            pairs(&[("a", "nvidia-a100-sxm4"), ("b", "none"), ("c", "550")])
+        );
+        assert_eq!(
+            expand("x={{ regexReplaceAll \"^([0-9]+)\\\\..*$\" \"12.4.1\" \"${1}\" }}"),
+            pairs(&[("x", "12")])
+        );
+        assert_eq!(
+            expand("x={{ date \"2006\" 0 }}").unwrap_err(),
+            "failed to expand template: template: :1:5: executing \"\" at <date>: error calling date: template function \"date\" is not supported by gpu-labeler"
+        );
+    }
+
+    #[test]
+    fn finds_unsupported_functions() {
+        assert_eq!(
+            unsupported_functions("{{ now | date \"x\" }} {{ .date }} {{ \"uuidv4\" }} {{ upper .x }}"),
+            vec!["now".to_string(), "date".to_string()]
+        );
+    }
+}

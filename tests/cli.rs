@@ -1,0 +1,376 @@
+//! The command line of SPEC §2: output formats byte for byte, `version`, exit codes and error
+//! messages with file:line:column, and environment variables that are the same as the flags.
+
+mod common;
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::Value;
+
+const NFD: &str = "nfd-rootfs-1";
+const DELL: &str = "dell-xe9680-8xh100";
+
+const NFD_LABEL_LINES: &str = "\
+feature.node.kubernetes.io/pci-0300_1a03.present=true
+feature.node.kubernetes.io/pci-0b40_8086.present=true
+feature.node.kubernetes.io/pci-0b40_8086.sriov.capable=true
+";
+
+fn nfd_labels(format: Option<&str>) -> String {
+    let mut cmd = vec!["labels"];
+    if let Some(f) = format {
+        cmd.extend(["-o", f]);
+    }
+    run(fixture_args(&cmd, NFD, &["--no-default-rules"]))
+        .ok()
+        .to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output formats.
+
+#[test]
+fn text_output_is_sorted_key_value_lines_and_the_default() {
+    assert_eq!(nfd_labels(Some("text")), NFD_LABEL_LINES);
+    assert_eq!(nfd_labels(None), NFD_LABEL_LINES);
+}
+
+#[test]
+fn json_output_is_one_labels_object() {
+    assert_eq!(
+        nfd_labels(Some("json")),
+        r#"{
+  "labels": {
+    "feature.node.kubernetes.io/pci-0300_1a03.present": "true",
+    "feature.node.kubernetes.io/pci-0b40_8086.present": "true",
+    "feature.node.kubernetes.io/pci-0b40_8086.sriov.capable": "true"
+  }
+}
+"#
+    );
+}
+
+#[test]
+fn yaml_output_is_the_same_object() {
+    assert_eq!(
+        nfd_labels(Some("yaml")),
+        r#"labels:
+  feature.node.kubernetes.io/pci-0300_1a03.present: "true"
+  feature.node.kubernetes.io/pci-0b40_8086.present: "true"
+  feature.node.kubernetes.io/pci-0b40_8086.sriov.capable: "true"
+"#
+    );
+}
+
+#[test]
+fn features_file_output_is_nfds_features_d_format() {
+    assert_eq!(
+        nfd_labels(Some("features-file")),
+        format!(
+            "# Written by gpu-labeler {}; NFD features.d format.\n{NFD_LABEL_LINES}",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}
+
+#[test]
+fn no_labels_prints_nothing_or_an_empty_object() {
+    let out = |f: &str| {
+        run(fixture_args(
+            &["labels", "-o", f],
+            "this-vm",
+            &["--no-default-rules"],
+        ))
+        .ok()
+        .to_string()
+    };
+    assert_eq!(out("text"), "");
+    assert_eq!(out("json"), "{\n  \"labels\": {}\n}\n");
+    assert_eq!(out("yaml"), "labels: {}\n");
+    assert_eq!(
+        out("features-file"),
+        format!(
+            "# Written by gpu-labeler {}; NFD features.d format.\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}
+
+#[test]
+fn features_yaml_is_the_same_feature_set_as_json() {
+    for m in MACHINES {
+        let json: Value =
+            serde_json::from_str(run(fixture_args(&["features", "-o", "json"], m, &[])).ok())
+                .unwrap();
+        let yaml: Value =
+            serde_saphyr::from_str(run(fixture_args(&["features", "-o", "yaml"], m, &[])).ok())
+                .unwrap();
+        assert_eq!(yaml, json, "{m}");
+        // JSON is the default format of `features`.
+        assert_eq!(
+            run(fixture_args(&["features"], m, &[])).ok(),
+            run(fixture_args(&["features", "-o", "json"], m, &[])).ok(),
+            "{m}"
+        );
+    }
+}
+
+#[test]
+fn version_prints_name_and_version() {
+    let want = format!("gpu-labeler {}\n", env!("CARGO_PKG_VERSION"));
+    let r = run(["version"]);
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (0, want.as_str(), "")
+    );
+    let r = run(["--version"]);
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (0, want.as_str(), "")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exit codes and error messages.
+
+/// `error: invalid <what> <path>:<line>:<column>: <message>` split into its parts; the message
+/// must be there but its wording is the parser's.
+fn located_error(stderr: &str, what: &str) -> (String, u64, u64) {
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one error line: {stderr}");
+    let rest = lines[0]
+        .strip_prefix(&format!("error: invalid {what} "))
+        .unwrap_or_else(|| panic!("not an `invalid {what}` error: {stderr}"));
+    let mut parts = rest.splitn(4, ':');
+    let path = parts.next().unwrap().to_string();
+    let line = parts.next().unwrap().parse().unwrap();
+    let column = parts.next().unwrap().parse().unwrap();
+    let message = parts.next().unwrap_or_default().trim();
+    assert_ne!(message, "", "a reason after the position: {stderr}");
+    (path, line, column)
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn labels_with(flag: &str, file: &Path) -> Run {
+    run(fixture_args(
+        &["labels"],
+        NFD,
+        &[flag, file.to_str().unwrap()],
+    ))
+}
+
+#[test]
+fn config_with_a_yaml_syntax_error_exits_1_naming_file_line_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "config.yaml",
+        "sources:\n  pci:\n    deviceClassWhitelist: [\"03\"\n",
+    );
+    let r = labels_with("--config", &p);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    // Line 3, at the `[` that is never closed.
+    assert_eq!(
+        located_error(&r.stderr, "config"),
+        (p.display().to_string(), 3, 27)
+    );
+}
+
+#[test]
+fn config_with_an_unknown_key_exits_1_naming_file_line_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "config.yaml",
+        "sources:\n  pci:\n    deviceClassWhitelst: [\"03\"]\n",
+    );
+    let r = labels_with("--config", &p);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert_eq!(
+        located_error(&r.stderr, "config"),
+        (p.display().to_string(), 3, 5)
+    );
+}
+
+#[test]
+fn config_that_does_not_exist_exits_1_naming_it() {
+    let p = PathBuf::from("/nonexistent/gpu-labeler.yaml");
+    let r = labels_with("--config", &p);
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            1,
+            "",
+            "error: cannot read config /nonexistent/gpu-labeler.yaml: No such file or directory (os error 2)\n"
+        )
+    );
+}
+
+#[test]
+fn json_snapshot_with_a_syntax_error_exits_1_naming_file_line_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "snap.json", "{\"flags\": {\n  \"a\": }\n");
+    let r = labels_with("--features", &p);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert_eq!(
+        located_error(&r.stderr, "snapshot"),
+        (p.display().to_string(), 2, 8)
+    );
+}
+
+#[test]
+fn yaml_snapshot_with_a_syntax_error_exits_1_naming_file_line_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "snap.yaml", "flags:\n  a: [\n");
+    let r = labels_with("--features", &p);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert_eq!(
+        located_error(&r.stderr, "snapshot"),
+        (p.display().to_string(), 2, 6)
+    );
+}
+
+#[test]
+fn snapshot_that_does_not_exist_exits_1_naming_it() {
+    let r = labels_with("--features", Path::new("/nonexistent/snap.json"));
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            1,
+            "",
+            "error: cannot read snapshot /nonexistent/snap.json: No such file or directory (os error 2)\n"
+        )
+    );
+}
+
+fn usage_error(args: &[&str]) -> (i32, String) {
+    let r = run(args);
+    assert!(
+        r.stderr.starts_with("error: "),
+        "clap's usage error on stderr: {}",
+        r.stderr
+    );
+    (r.code, r.stdout)
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        &[][..],
+        &["frobnicate"],
+        &["labels", "--no-such-flag"],
+        &["labels", "-o", "xml"],
+        &["features", "-o", "text"],
+        &["labels", "--no-nvml", "--nvml-lib", "/x/libnvidia-ml.so.1"],
+        &["labels", "--sysfs-root"],
+        &["version", "extra"],
+    ] {
+        assert_eq!(usage_error(args), (2, String::new()), "{args:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Environment variables are the flags.
+
+fn os(s: impl AsRef<OsStr>) -> OsString {
+    s.as_ref().to_os_string()
+}
+
+#[test]
+fn discovery_env_vars_equal_the_flags() {
+    let sysfs = sysfs_fixture(DELL);
+    let proc = proc_fixture(DELL);
+    let ids = pci_ids();
+    let env: [(&str, &OsStr); 4] = [
+        ("GPU_LABELER_SYSFS_ROOT", sysfs.as_os_str()),
+        ("GPU_LABELER_PROC_ROOT", proc.as_os_str()),
+        ("GPU_LABELER_PCI_IDS", ids.as_os_str()),
+        ("GPU_LABELER_NO_NVML", OsStr::new("true")),
+    ];
+    for cmd in [&["features", "-o", "json"][..], &["labels", "-o", "json"]] {
+        let by_env = run_env(cmd, &env);
+        let by_flag = run(fixture_args(cmd, DELL, &[]));
+        assert_eq!(by_env.ok(), by_flag.ok(), "{cmd:?}");
+        assert_eq!(by_env.stderr, by_flag.stderr, "{cmd:?}");
+    }
+}
+
+#[test]
+fn flags_win_over_env_vars() {
+    let other = sysfs_fixture("this-vm");
+    let r = run_env(
+        fixture_args(&["labels"], NFD, &[]),
+        &[
+            ("GPU_LABELER_SYSFS_ROOT", other.as_os_str()),
+            ("GPU_LABELER_PROC_ROOT", OsStr::new("/nonexistent")),
+        ],
+    );
+    assert_eq!(r.ok(), NFD_LABEL_LINES);
+}
+
+#[test]
+fn config_env_var_equals_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "config.yaml",
+        "sources:\n  pci:\n    deviceClassWhitelist: [\"0c\"]\n",
+    );
+    let by_env = run_env(
+        fixture_args(&["labels"], NFD, &[]),
+        &[("GPU_LABELER_CONFIG", p.as_os_str())],
+    );
+    assert_eq!(
+        by_env.ok(),
+        "feature.node.kubernetes.io/pci-0c80_8086.present=true\n"
+    );
+    assert_eq!(by_env, labels_with("--config", &p));
+}
+
+#[test]
+fn features_env_var_equals_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = write(
+        dir.path(),
+        "snap.json",
+        run(fixture_args(&["features"], DELL, &[])).ok(),
+    );
+    let by_env = run_env(
+        ["labels", "-o", "json"],
+        &[("GPU_LABELER_FEATURES", snap.as_os_str())],
+    );
+    let by_flag = run([
+        os("labels"),
+        os("-o"),
+        os("json"),
+        os("--features"),
+        os(&snap),
+    ]);
+    assert_eq!(by_env, by_flag);
+    assert_eq!(
+        by_env.ok(),
+        run(fixture_args(&["labels", "-o", "json"], DELL, &[])).ok()
+    );
+}
+
+#[test]
+fn no_default_rules_env_var_equals_the_flag() {
+    let by_env = run_env(
+        fixture_args(&["labels"], DELL, &[]),
+        &[("GPU_LABELER_NO_DEFAULT_RULES", OsStr::new("true"))],
+    );
+    let by_flag = run(fixture_args(&["labels"], DELL, &["--no-default-rules"]));
+    assert_eq!(by_env, by_flag);
+    assert_eq!(
+        by_env.ok(),
+        std::fs::read_to_string(sysfs_fixture(DELL).with_extension("expected-pci-labels.txt"))
+            .unwrap()
+    );
+}

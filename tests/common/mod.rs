@@ -1,0 +1,380 @@
+//! Helpers shared by the integration tests (and by `benches/discovery.rs`, which includes this
+//! file with `#[path]`): running the real binary, the fixture trees, golden files, and sysfs trees
+//! built in temporary directories.
+//!
+//! Every test crate uses a different part of this module.
+#![allow(dead_code)]
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The fixture machines of `tests/fixtures/sysfs/` (see its PROVENANCE.md).
+pub const MACHINES: [&str; 6] = [
+    "nfd-rootfs-1",
+    "this-vm",
+    "dell-xe9680-8xh100",
+    "azure-nd-a100-v4",
+    "hwloc-5digit-domain",
+    "ttar-gpu-sriov",
+];
+
+/// The NFD label prefix.
+pub const PREFIX: &str = "feature.node.kubernetes.io/";
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn fixtures() -> PathBuf {
+    repo().join("tests/fixtures")
+}
+
+/// `tests/fixtures/sysfs/<machine>`: a sysfs root.
+pub fn sysfs_fixture(machine: &str) -> PathBuf {
+    fixtures().join("sysfs").join(machine)
+}
+
+/// `tests/fixtures/proc/<machine>` when the capture gave one, else a path that does not exist
+/// (a kernel without `/proc/modules`: nothing to report).
+pub fn proc_fixture(machine: &str) -> PathBuf {
+    let p = fixtures().join("proc").join(machine);
+    if p.exists() {
+        p
+    } else {
+        fixtures().join("proc").join(format!("{machine}.absent"))
+    }
+}
+
+/// The pinned PCI ID database subset (tests/fixtures/PCI_IDS_PROVENANCE.md).
+pub fn pci_ids() -> PathBuf {
+    fixtures().join("pci.ids")
+}
+
+pub fn golden_dir() -> PathBuf {
+    fixtures().join("golden")
+}
+
+/// The binary under test.
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_gpu-labeler"))
+}
+
+/// What one run of the binary gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The log lines on stderr as `(level, message)`; lines that are not log lines (clap's usage
+    /// text, `error: ...`) are kept whole with an empty level.
+    pub fn log(&self) -> Vec<(String, String)> {
+        parse_log(&self.stderr)
+    }
+
+    /// Asserts exit 0 and returns stdout.
+    pub fn ok(&self) -> &str {
+        assert_eq!(self.code, 0, "exit code; stderr:\n{}", self.stderr);
+        &self.stdout
+    }
+}
+
+/// Splits tracing's `fmt` lines (`  WARN message`) into level and message.
+pub fn parse_log(stderr: &str) -> Vec<(String, String)> {
+    stderr
+        .lines()
+        .map(|l| {
+            let t = l.trim_start();
+            match t.split_once(' ') {
+                Some((level, msg))
+                    if matches!(level, "ERROR" | "WARN" | "INFO" | "DEBUG" | "TRACE") =>
+                {
+                    (level.to_string(), msg.to_string())
+                }
+                _ => (String::new(), l.to_string()),
+            }
+        })
+        .collect()
+}
+
+/// Runs `gpu-labeler ARGS` with `env` added to an environment cleared of every
+/// `GPU_LABELER_*` variable (so the caller's shell cannot change the result). A panic is a
+/// failure whatever the test checks next.
+pub fn run_env<A, S>(args: A, env: &[(&str, &OsStr)]) -> Run
+where
+    A: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut cmd = Command::new(binary());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("GPU_LABELER_") || k == "NODE_NAME" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run gpu-labeler");
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(
+        !run.stderr.contains("panicked"),
+        "gpu-labeler panicked:\n{}",
+        run.stderr
+    );
+    run
+}
+
+pub fn run<A, S>(args: A) -> Run
+where
+    A: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    run_env(args, &[])
+}
+
+/// `--sysfs-root ROOT --proc-root PROC --pci-ids tests/fixtures/pci.ids --no-nvml`.
+pub fn discovery_args(sysfs_root: &Path, proc_root: &Path) -> Vec<OsString> {
+    vec![
+        "--sysfs-root".into(),
+        sysfs_root.into(),
+        "--proc-root".into(),
+        proc_root.into(),
+        "--pci-ids".into(),
+        pci_ids().into(),
+        "--no-nvml".into(),
+    ]
+}
+
+/// `COMMAND [-o FORMAT] <discovery args of a fixture machine> [extra]`.
+pub fn fixture_args(command: &[&str], machine: &str, extra: &[&str]) -> Vec<OsString> {
+    let mut a: Vec<OsString> = command.iter().map(OsString::from).collect();
+    a.extend(discovery_args(
+        &sysfs_fixture(machine),
+        &proc_fixture(machine),
+    ));
+    a.extend(extra.iter().map(OsString::from));
+    a
+}
+
+/// `labels -o json --no-default-rules` of a sysfs tree: the whole `{"labels": ...}` object.
+pub fn labels_json(sysfs_root: &Path, proc_root: &Path) -> (serde_json::Value, Run) {
+    let mut a: Vec<OsString> = vec!["labels".into(), "-o".into(), "json".into()];
+    a.extend(discovery_args(sysfs_root, proc_root));
+    a.push("--no-default-rules".into());
+    let r = run(a);
+    let v = serde_json::from_str(r.ok()).expect("labels -o json is JSON");
+    (v, r)
+}
+
+/// `features -o json` of a sysfs tree.
+pub fn features_json(sysfs_root: &Path, proc_root: &Path) -> (serde_json::Value, Run) {
+    let mut a: Vec<OsString> = vec!["features".into(), "-o".into(), "json".into()];
+    a.extend(discovery_args(sysfs_root, proc_root));
+    let r = run(a);
+    let v = serde_json::from_str(r.ok()).expect("features -o json is JSON");
+    (v, r)
+}
+
+/// A `{"labels": {k: "true", ...}}` object from label keys.
+pub fn label_object<S: AsRef<str>>(keys: &[S]) -> serde_json::Value {
+    let labels: serde_json::Map<String, serde_json::Value> = keys
+        .iter()
+        .map(|k| (k.as_ref().to_string(), serde_json::Value::from("true")))
+        .collect();
+    serde_json::json!({ "labels": labels })
+}
+
+/// Compares `actual` with a golden file byte for byte; with `UPDATE_GOLDEN=1` rewrites it.
+pub fn check_golden(name: &str, actual: &str) {
+    let path = golden_dir().join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(golden_dir()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run with UPDATE_GOLDEN=1 to create it",
+            path.display()
+        )
+    });
+    assert_eq!(
+        actual,
+        expected,
+        "output differs from {} (UPDATE_GOLDEN=1 rewrites it after review)",
+        path.display()
+    );
+}
+
+/// The lines of a file, without the trailing newline.
+pub fn lines_of(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trees in temporary directories.
+
+/// Copies a directory tree, recreating symlinks with their (relative) targets unchanged.
+pub fn copy_tree(src: &Path, dst: &Path) {
+    copy_tree_mapped(src, dst, &|s| s.to_string());
+}
+
+/// As `copy_tree`, passing every path component and symlink target through `map`.
+pub fn copy_tree_mapped(src: &Path, dst: &Path, map: &dyn Fn(&str) -> String) {
+    std::fs::create_dir_all(dst).unwrap();
+    let mut entries: Vec<_> = std::fs::read_dir(src)
+        .unwrap_or_else(|e| panic!("{}: {e}", src.display()))
+        .map(|e| e.unwrap())
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let name = e.file_name();
+        let to = dst.join(map(&name.to_string_lossy()));
+        let ft = e.file_type().unwrap();
+        if ft.is_symlink() {
+            let target = std::fs::read_link(e.path()).unwrap();
+            let _ = std::fs::remove_file(&to);
+            std::os::unix::fs::symlink(map(&target.to_string_lossy()), &to).unwrap();
+        } else if ft.is_dir() {
+            copy_tree_mapped(&e.path(), &to, map);
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// A writable copy of a fixture sysfs tree, to break on purpose.
+pub struct Tree {
+    dir: tempfile::TempDir,
+}
+
+impl Tree {
+    pub fn copy_of(machine: &str) -> Tree {
+        let dir = tempfile::tempdir().unwrap();
+        copy_tree(&sysfs_fixture(machine), dir.path());
+        Tree { dir }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `<root>/bus/pci/devices/<bdf>`: the path gpu-labeler names in its messages.
+    pub fn entry(&self, bdf: &str) -> PathBuf {
+        self.root().join("bus/pci/devices").join(bdf)
+    }
+
+    /// The device directory the `bus/pci/devices` link points at.
+    pub fn device_dir(&self, bdf: &str) -> PathBuf {
+        std::fs::canonicalize(self.entry(bdf)).unwrap()
+    }
+
+    /// Writes an attribute file of a device (through the link, as a kernel would show it).
+    pub fn write_attr(&self, bdf: &str, attr: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.entry(bdf).join(attr);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A large generated tree (the benchmark; a test checks the generator).
+
+/// PCI functions per copy of the Dell tree.
+pub const DELL_FUNCTIONS: usize = 517;
+
+/// Builds in `dst` a sysfs root with `copies` copies of the Dell 8x H100 tree, copy `k` in PCI
+/// domain `k` (`0000`, `0001`, ...), kernel layout kept (`bus/pci/devices` links into the nested
+/// `devices/pci<domain>:<bus>/...` directories, `driver` links, back-links). Each function also
+/// gets a 256-byte `config` (the kernel always has one and `lspci` reads it), made from its
+/// attributes, and `numa_node` varies with the copy. Returns the number of functions.
+pub fn generate_large_tree(dst: &Path, copies: u32) -> usize {
+    let src = sysfs_fixture("dell-xe9680-8xh100");
+    for k in 0..copies {
+        let domain = format!("{k:04x}:");
+        // The Dell tree uses domain 0000 only: `0000:` appears in BDFs and `pci0000:` roots.
+        copy_tree_mapped(&src, dst, &|s: &str| s.replace("0000:", &domain));
+    }
+    let devices = dst.join("bus/pci/devices");
+    let mut n = 0;
+    for e in std::fs::read_dir(&devices).unwrap() {
+        let dir = std::fs::canonicalize(e.unwrap().path()).unwrap();
+        let domain = u32::from_str_radix(
+            dir.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .split(':')
+                .next()
+                .unwrap(),
+            16,
+        )
+        .unwrap();
+        if let Ok(numa) = std::fs::read_to_string(dir.join("numa_node")) {
+            let numa: i64 = numa.trim().parse().unwrap();
+            let numa = if numa < 0 {
+                numa
+            } else {
+                numa + 2 * domain as i64
+            };
+            std::fs::write(dir.join("numa_node"), format!("{numa}\n")).unwrap();
+        }
+        std::fs::write(dir.join("config"), config_space(&dir)).unwrap();
+        n += 1;
+    }
+    n
+}
+
+/// A 256-byte configuration space header from a function's sysfs attributes.
+fn config_space(dir: &Path) -> Vec<u8> {
+    let hex = |attr: &str| -> u32 {
+        std::fs::read_to_string(dir.join(attr))
+            .ok()
+            .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
+            .unwrap_or(0)
+    };
+    let mut c = vec![0u8; 256];
+    c[0..2].copy_from_slice(&(hex("vendor") as u16).to_le_bytes());
+    c[2..4].copy_from_slice(&(hex("device") as u16).to_le_bytes());
+    c[4..6].copy_from_slice(&0x0406u16.to_le_bytes()); // memory + bus master, INTx disabled
+    let class = hex("class");
+    c[8] = hex("revision") as u8;
+    c[9] = class as u8;
+    c[10] = (class >> 8) as u8;
+    c[11] = (class >> 16) as u8;
+    if class >> 8 == 0x0604 {
+        c[0x0e] = 0x01; // PCI-to-PCI bridge header
+        // Primary bus: the bridge's own bus, from its address `dddd:bb:dd.f`.
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        c[0x18] = name
+            .split(':')
+            .nth(1)
+            .and_then(|b| u8::from_str_radix(b, 16).ok())
+            .unwrap_or(0);
+        c[0x19] = dec(dir, "secondary_bus_number");
+        c[0x1a] = dec(dir, "subordinate_bus_number");
+    } else {
+        c[0x2c..0x2e].copy_from_slice(&(hex("subsystem_vendor") as u16).to_le_bytes());
+        c[0x2e..0x30].copy_from_slice(&(hex("subsystem_device") as u16).to_le_bytes());
+    }
+    c
+}
+
+fn dec(dir: &Path, attr: &str) -> u8 {
+    std::fs::read_to_string(dir.join(attr))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
