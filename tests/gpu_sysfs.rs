@@ -1,0 +1,301 @@
+//! AMD and Intel GPUs from sysfs: real KFD topologies and amdgpu/i915 trees
+//! (tests/fixtures/sysfs/GPU_PROVENANCE.md). Each fixture's expected values were derived by hand
+//! from the capture (`<machine>.expected-gpu.json`), independently of this code.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
+
+/// The `gpu.device` keys the expected files speak about; each is compared whole (present with the
+/// same value, or absent on both sides).
+const KEYS: &[&str] = &[
+    "address",
+    "vendor",
+    "vendor_id",
+    "device_id",
+    "class",
+    "memory_mib",
+    "gfx_target",
+    "simd_count",
+    "cu_count",
+    "compute_partition",
+    "memory_partition",
+    "tiles",
+    "driver",
+    "numa_node",
+];
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn features(machine: &str) -> Value {
+    let out = Command::new(BIN)
+        .args([
+            "features",
+            "--no-nvml",
+            "--proc-root",
+            "/nonexistent",
+            "--sysfs-root",
+        ])
+        .arg(repo().join("tests/fixtures/sysfs").join(machine))
+        .arg("--pci-ids")
+        .arg(repo().join("tests/fixtures/pci.ids"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "no warnings expected"
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn project(attrs: &Value, keys: &[&str]) -> BTreeMap<String, String> {
+    keys.iter()
+        .filter_map(|k| Some((k.to_string(), attrs.get(*k)?.as_str()?.to_string())))
+        .collect()
+}
+
+fn check(machine: &str) {
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            repo().join(format!("tests/fixtures/sysfs/{machine}.expected-gpu.json")),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let f = features(machine);
+    let got: Vec<_> = f["instances"]["gpu.device"]["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| project(&g["attributes"], KEYS))
+        .collect();
+    let want: Vec<_> = expected["gpu.device"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| project(g, KEYS))
+        .collect();
+    assert_eq!(got, want, "{machine}: gpu.device");
+
+    let node_keys: Vec<&str> = [
+        "count",
+        "memory_mib_min",
+        "memory_mib_max",
+        "memory_mib_total",
+    ]
+    .to_vec();
+    assert_eq!(
+        project(&f["attributes"]["gpu.node"]["elements"], &node_keys),
+        project(&expected["gpu.node"], &node_keys),
+        "{machine}: gpu.node"
+    );
+}
+
+#[test]
+fn amd_mi210_8x_xgmi() {
+    check("amd-mi210-8x");
+}
+
+#[test]
+fn amd_vega10() {
+    check("amd-vega10");
+}
+
+#[test]
+fn amd_mi300x_cpx_partitions_are_one_gpu_each() {
+    check("amd-mi300x-cpx");
+}
+
+#[test]
+fn intel_tigerlake_integrated_has_unknown_memory() {
+    check("intel-tigerlake-igpu");
+}
+
+#[test]
+fn amd_mi300x_labels() {
+    let out = Command::new(BIN)
+        .args([
+            "labels",
+            "-o",
+            "json",
+            "--no-nvml",
+            "--proc-root",
+            "/nonexistent",
+            "--sysfs-root",
+        ])
+        .arg(repo().join("tests/fixtures/sysfs/amd-mi300x-cpx"))
+        .arg("--pci-ids")
+        .arg(repo().join("tests/fixtures/pci.ids"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = "feature.node.kubernetes.io/";
+    // The GPU at e5:00.0 has 7 of 8 partitions in the capture, so SIMDs differ but nothing
+    // labelled here depends on them; memory is the same on all eight.
+    let want: BTreeMap<String, String> = [
+        ("gpu-amd.count", "8"),
+        ("gpu.count", "8"),
+        ("gpu.family", "gfx942"),
+        ("gpu.memory", "196592"),
+        ("gpu.memory.max", "196592"),
+        ("gpu.memory.total", "1572736"),
+        ("gpu.present", "true"),
+        ("gpu.vendor", "amd"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+        ("pci-1200_1002.present", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (format!("{p}{k}"), v.to_string()))
+    .collect();
+    let got: BTreeMap<String, String> = serde_json::from_value(v["labels"].clone()).unwrap();
+    assert_eq!(got, want);
+}
+
+/// A copy of a fixture tree (symlinks kept) to break one thing in.
+fn copy_of(machine: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(repo().join("tests/fixtures/sysfs").join(machine).join("."))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    dir
+}
+
+fn features_of(root: &std::path::Path) -> (Value, String) {
+    let out = Command::new(BIN)
+        .args([
+            "features",
+            "--no-nvml",
+            "--proc-root",
+            "/nonexistent",
+            "--sysfs-root",
+        ])
+        .arg(root)
+        .arg("--pci-ids")
+        .arg(repo().join("tests/fixtures/pci.ids"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+}
+
+fn gpu0(f: &Value) -> BTreeMap<String, String> {
+    project(
+        &f["instances"]["gpu.device"]["elements"][0]["attributes"],
+        KEYS,
+    )
+}
+
+fn vega_expected(changes: &[(&str, Option<&str>)]) -> BTreeMap<String, String> {
+    let mut m: BTreeMap<String, String> = [
+        ("address", "0000:19:00.0"),
+        ("vendor", "amd"),
+        ("vendor_id", "1002"),
+        ("device_id", "6860"),
+        ("class", "0380"),
+        ("memory_mib", "16368"),
+        ("simd_count", "256"),
+        ("cu_count", "64"),
+        ("driver", "amdgpu"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    for (k, v) in changes {
+        match v {
+            Some(v) => m.insert(k.to_string(), v.to_string()),
+            None => m.remove(*k),
+        };
+    }
+    m
+}
+
+#[test]
+fn garbage_kfd_properties_skip_that_node_with_its_path() {
+    let dir = copy_of("amd-vega10");
+    let props = dir.path().join("class/kfd/kfd/topology/nodes/1/properties");
+    let text = std::fs::read_to_string(&props)
+        .unwrap()
+        .replace("simd_count 256", "simd_count lots");
+    std::fs::write(&props, text).unwrap();
+    let (f, stderr) = features_of(dir.path());
+    assert_eq!(
+        stderr,
+        format!(
+            " WARN {}: simd_count is not a number: \"lots\"; KFD node skipped\n",
+            props.display()
+        )
+    );
+    // The GPU is still there, from PCI; what only the KFD knew is left out.
+    assert_eq!(
+        gpu0(&f),
+        vega_expected(&[
+            ("memory_mib", None),
+            ("simd_count", None),
+            ("cu_count", None)
+        ])
+    );
+}
+
+#[test]
+fn non_numeric_vram_total_falls_back_to_the_kfd_banks() {
+    let dir = copy_of("amd-vega10");
+    let file = dir
+        .path()
+        .join("devices/pci0000:19/0000:19:00.0/mem_info_vram_total");
+    let file = if file.parent().unwrap().exists() {
+        file
+    } else {
+        std::fs::canonicalize(dir.path().join("bus/pci/devices/0000:19:00.0"))
+            .unwrap()
+            .join("mem_info_vram_total")
+    };
+    std::fs::write(&file, "sixteen gigs\n").unwrap();
+    let (f, stderr) = features_of(dir.path());
+    let shown = dir
+        .path()
+        .join("bus/pci/devices/0000:19:00.0/mem_info_vram_total");
+    assert_eq!(
+        stderr,
+        format!(
+            " WARN {}: not a number: \"sixteen gigs\"; attribute left out\n",
+            shown.display()
+        )
+    );
+    assert_eq!(gpu0(&f), vega_expected(&[]));
+}
+
+#[test]
+fn an_invalid_utf8_product_name_is_reported_with_its_path() {
+    let dir = copy_of("amd-vega10");
+    let dev = dir.path().join("bus/pci/devices/0000:19:00.0");
+    std::fs::write(dev.join("product_name"), b"Radeon \xff\xfe Instinct\n").unwrap();
+    let (f, stderr) = features_of(dir.path());
+    assert_eq!(
+        stderr,
+        format!(
+            " WARN {}: binary content, not a text attribute; attribute left out\n",
+            dev.join("product_name").display()
+        )
+    );
+    assert_eq!(gpu0(&f), vega_expected(&[]));
+}

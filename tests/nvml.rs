@@ -1,0 +1,538 @@
+//! NVIDIA discovery through the real dlopen path: the `gpu-labeler` binary loads the fake
+//! `libnvidia-ml.so` built in this workspace (fake-nvml/), driven by fixtures taken from real
+//! `nvidia-smi` captures (tests/fixtures/nvml/PROVENANCE.md).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
+const P: &str = "feature.node.kubernetes.io/";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The fake library `cargo test --workspace` builds (target/debug/deps is refreshed by every test build).
+fn fake_lib(name: &str) -> PathBuf {
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    for dir in [bin_dir.join("deps"), bin_dir.to_path_buf()] {
+        let p = dir.join(format!("lib{name}.so"));
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!(
+        "lib{name}.so not built: run the tests with `cargo test --workspace` (it builds fake-nvml)"
+    );
+}
+
+fn fixture(name: &str) -> PathBuf {
+    repo()
+        .join("tests/fixtures/nvml")
+        .join(format!("{name}.json"))
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str], nvml_fixture: &str, lib: &str) -> Run {
+    let out = Command::new(BIN)
+        .args(args)
+        .arg("--nvml-lib")
+        .arg(fake_lib(lib))
+        .arg("--pci-ids")
+        .arg(repo().join("tests/fixtures/pci.ids"))
+        .env("FAKE_NVML_FIXTURE", fixture(nvml_fixture))
+        .env_remove("GPU_LABELER_CONFIG")
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+/// A sysfs tree (kernel layout) with one NVIDIA 3D controller per bus id.
+fn nvidia_sysfs(dir: &Path, gpus: &[(&str, &str)]) {
+    for (addr, device) in gpus {
+        let bus = &addr[..7];
+        let dev = dir.join(format!("devices/pci{bus}/{addr}"));
+        std::fs::create_dir_all(&dev).unwrap();
+        for (k, v) in [
+            ("class", "0x030200"),
+            ("vendor", "0x10de"),
+            ("device", device),
+            ("subsystem_vendor", "0x10de"),
+            ("subsystem_device", "0x1234"),
+            ("revision", "0xa1"),
+            ("numa_node", "-1"),
+        ] {
+            std::fs::write(dev.join(k), format!("{v}\n")).unwrap();
+        }
+        std::fs::create_dir_all(dir.join("bus/pci/drivers/nvidia")).unwrap();
+        std::os::unix::fs::symlink("../../../../bus/pci/drivers/nvidia", dev.join("driver"))
+            .unwrap();
+        std::fs::create_dir_all(dir.join("bus/pci/devices")).unwrap();
+        std::os::unix::fs::symlink(
+            format!("../../../devices/pci{bus}/{addr}"),
+            dir.join("bus/pci/devices").join(addr),
+        )
+        .unwrap();
+    }
+}
+
+fn labels(json: &str) -> BTreeMap<String, String> {
+    let v: Value = serde_json::from_str(json).unwrap();
+    serde_json::from_value(v["labels"].clone()).unwrap()
+}
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            let key = if k.contains('/') {
+                k.to_string()
+            } else {
+                format!("{P}{k}")
+            };
+            (key, v.to_string())
+        })
+        .collect()
+}
+
+const DELL: &str = "tests/fixtures/sysfs/dell-xe9680-8xh100";
+
+fn dell_args<'a>(cmd: &'a str, proc_root: &'a str) -> Vec<&'a str> {
+    vec![cmd, "--sysfs-root", DELL, "--proc-root", proc_root]
+}
+
+fn h100_labels() -> BTreeMap<String, String> {
+    map(&[
+        ("gpu-nvidia.count", "8"),
+        ("gpu.compute.major", "9"),
+        ("gpu.compute.minor", "0"),
+        ("gpu.count", "8"),
+        ("gpu.cuda.major", "12"),
+        ("gpu.cuda.minor", "2"),
+        ("gpu.driver.major", "535"),
+        ("gpu.driver.minor", "161"),
+        ("gpu.driver.version", "535.161.08"),
+        ("gpu.family", "hopper"),
+        ("gpu.memory", "81559"),
+        ("gpu.memory.max", "81559"),
+        ("gpu.memory.total", "652472"),
+        ("gpu.mig.capable", "true"),
+        ("gpu.mig.enabled", "false"),
+        ("gpu.present", "true"),
+        ("gpu.product", "NVIDIA-H100-80GB-HBM3"),
+        ("gpu.vendor", "nvidia"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+        ("pci-0300_102b.present", "true"),
+        ("pci-0302_10de.present", "true"),
+        ("pci-0302_10de.sriov.capable", "true"),
+    ])
+}
+
+#[test]
+fn h100_hgx_through_nvml_gives_the_default_labels() {
+    let mut args = dell_args("labels", "tests/fixtures/proc/dell-xe9680-8xh100");
+    args.extend(["-o", "json"]);
+    let r = run(&args, "h100-8x", "nvidia_ml");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(labels(&r.stdout), h100_labels());
+    assert_eq!(r.stderr, "");
+}
+
+#[test]
+fn h100_features_carry_nvml_values_per_gpu() {
+    let r = run(
+        &dell_args("features", "tests/fixtures/proc/dell-xe9680-8xh100"),
+        "h100-8x",
+        "nvidia_ml",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let gpus = v["instances"]["gpu.device"]["elements"].as_array().unwrap();
+    let addresses: Vec<&str> = gpus
+        .iter()
+        .map(|g| g["attributes"]["address"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        addresses,
+        [
+            "0000:19:00.0",
+            "0000:3b:00.0",
+            "0000:4c:00.0",
+            "0000:5d:00.0",
+            "0000:9b:00.0",
+            "0000:bb:00.0",
+            "0000:cb:00.0",
+            "0000:db:00.0"
+        ]
+    );
+    let first: BTreeMap<String, String> =
+        serde_json::from_value(gpus[0]["attributes"].clone()).unwrap();
+    assert_eq!(
+        first,
+        map(&[
+            ("address", "0000:19:00.0"),
+            ("class", "0302"),
+            ("compute_major", "9"),
+            ("compute_minor", "0"),
+            ("device_id", "2330"),
+            ("driver", "nvidia"),
+            ("family", "hopper"),
+            ("index", "0"),
+            ("is_vf", "false"),
+            ("memory_mib", "81559"),
+            ("mig_capable", "true"),
+            ("mig_enabled", "false"),
+            ("numa_node", "0"),
+            ("product", "NVIDIA H100 80GB HBM3"),
+            ("source", "nvml"),
+            ("uuid", "GPU-ee7954ec-da95-fd7a-ddfd-c6b32cc2f8aa"),
+            ("vendor", "nvidia"),
+            ("vendor_id", "10de"),
+            ("vgpu", "false"),
+        ])
+        .into_iter()
+        .map(|(k, v)| (k.trim_start_matches(P).to_string(), v))
+        .collect()
+    );
+    assert_eq!(
+        v["attributes"]["gpu.driver"]["elements"],
+        serde_json::json!({"cuda": "12.2", "nvidia": "535.161.08"})
+    );
+    assert_eq!(v["attributes"]["gpu.node"]["elements"]["nvml"], "ok");
+}
+
+#[test]
+fn snapshot_with_nvml_relabels_identically_without_nvml() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap.json");
+    let r = run(
+        &dell_args("features", "tests/fixtures/proc/dell-xe9680-8xh100"),
+        "h100-8x",
+        "nvidia_ml",
+    );
+    std::fs::write(&snap, r.stdout).unwrap();
+    let out = Command::new(BIN)
+        .args(["labels", "-o", "json", "--features"])
+        .arg(&snap)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        labels(&String::from_utf8(out.stdout).unwrap()),
+        h100_labels()
+    );
+}
+
+#[test]
+fn a_lost_gpu_is_left_to_sysfs_and_the_others_keep_their_nvml_values() {
+    let mut args = dell_args("features", "tests/fixtures/proc/dell-xe9680-8xh100");
+    args.extend(["-o", "json"]);
+    let r = run(&args, "h100-8x-gpu3-lost", "nvidia_ml");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.lines().collect::<Vec<_>>(),
+        [
+            " WARN NVML GPU 3: device fell off the bus or has otherwise become inacessible; left to sysfs"
+        ],
+    );
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let sources: Vec<(&str, &str)> = v["instances"]["gpu.device"]["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["attributes"]["address"].as_str().unwrap(),
+                g["attributes"]["source"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            ("0000:19:00.0", "nvml"),
+            ("0000:3b:00.0", "nvml"),
+            ("0000:4c:00.0", "nvml"),
+            ("0000:5d:00.0", "sysfs"),
+            ("0000:9b:00.0", "nvml"),
+            ("0000:bb:00.0", "nvml"),
+            ("0000:cb:00.0", "nvml"),
+            ("0000:db:00.0", "nvml"),
+        ]
+    );
+}
+
+#[test]
+fn a_lost_gpu_drops_only_the_labels_that_need_every_gpu() {
+    let mut args = dell_args("labels", "tests/fixtures/proc/dell-xe9680-8xh100");
+    args.extend(["-o", "json"]);
+    let r = run(&args, "h100-8x-gpu3-lost", "nvidia_ml");
+    let mut expected = h100_labels();
+    // GPU 3's memory, product and compute capability are unknown: no value describes all GPUs.
+    for k in [
+        "gpu.memory",
+        "gpu.memory.max",
+        "gpu.memory.total",
+        "gpu.product",
+        "gpu.family",
+        "gpu.compute.major",
+        "gpu.compute.minor",
+    ] {
+        expected.remove(&format!("{P}{k}"));
+    }
+    assert_eq!(labels(&r.stdout), expected);
+}
+
+#[test]
+fn driver_not_loaded_is_unavailable_and_sysfs_still_labels() {
+    let mut args = dell_args("features", "/nonexistent");
+    args.extend(["-o", "json"]);
+    let r = run(&args, "init-driver-not-loaded", "nvidia_ml");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        v["attributes"]["gpu.node"]["elements"],
+        serde_json::json!({
+            "count": "8", "count_nvidia": "8", "homogeneous": "true", "nvml": "unavailable",
+            "product": "GH100-H100-SXM5-80GB", "vendor": "nvidia", "vendors": "nvidia",
+            "vgpu_present": "false", "virtual": "false"
+        })
+    );
+}
+
+#[test]
+fn a_missing_library_is_unavailable_not_an_error() {
+    let out = Command::new(BIN)
+        .args(dell_args("labels", "/nonexistent"))
+        .args(["--nvml-lib", "/nonexistent/libnvidia-ml.so.1", "-o", "json"])
+        .arg("--pci-ids")
+        .arg(repo().join("tests/fixtures/pci.ids"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        labels(&String::from_utf8(out.stdout).unwrap()),
+        map(&[
+            ("gpu-nvidia.count", "8"),
+            ("gpu.count", "8"),
+            ("gpu.present", "true"),
+            ("gpu.product", "GH100-H100-SXM5-80GB"),
+            ("gpu.vendor", "nvidia"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+            ("pci-0300_102b.present", "true"),
+            ("pci-0302_10de.present", "true"),
+            ("pci-0302_10de.sriov.capable", "true"),
+        ])
+    );
+}
+
+#[test]
+fn an_old_driver_without_mig_or_compute_capability_symbols_is_tolerated() {
+    // The legacy library lacks the symbols entirely (FailedToLoadSymbol in nvml-wrapper).
+    let dir = tempfile::tempdir().unwrap();
+    nvidia_sysfs(dir.path(), &[("0000:43:00.0", "0x1cb3")]);
+    let root = dir.path().to_str().unwrap();
+    let r = run(
+        &[
+            "labels",
+            "-o",
+            "json",
+            "--sysfs-root",
+            root,
+            "--proc-root",
+            "/nonexistent",
+        ],
+        "old-driver-no-mig",
+        "nvidia_ml_legacy",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stderr, "");
+    assert_eq!(
+        labels(&r.stdout),
+        map(&[
+            ("gpu-nvidia.count", "1"),
+            ("gpu.count", "1"),
+            ("gpu.driver.major", "418"),
+            ("gpu.driver.minor", "43"),
+            ("gpu.driver.version", "418.43"),
+            ("gpu.memory", "1998"),
+            ("gpu.memory.max", "1998"),
+            ("gpu.memory.total", "1998"),
+            ("gpu.mig.capable", "false"),
+            ("gpu.mig.enabled", "false"),
+            ("gpu.present", "true"),
+            ("gpu.product", "Quadro-P400"),
+            ("gpu.vendor", "nvidia"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+            ("pci-0302_10de.present", "true"),
+        ])
+    );
+}
+
+#[test]
+fn a100_40gb_with_two_3g_mig_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    nvidia_sysfs(dir.path(), &[("0000:00:04.0", "0x20b0")]);
+    let root = dir.path().to_str().unwrap();
+    let r = run(
+        &[
+            "features",
+            "--sysfs-root",
+            root,
+            "--proc-root",
+            "/nonexistent",
+        ],
+        "a100-40gb-mig-2x3g",
+        "nvidia_ml",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let mig = serde_json::json!({"attributes": {
+        "engines_copy": "3", "engines_decoder": "2", "engines_encoder": "0", "engines_jpeg": "0",
+        "engines_ofa": "0", "memory_mib": "19968", "multiprocessors": "42",
+        "parent_address": "0000:00:04.0", "parent_index": "0", "profile": "3g.20gb",
+        "slices_ci": "3", "slices_gi": "3"}});
+    assert_eq!(
+        v["instances"]["gpu.mig"]["elements"],
+        serde_json::json!([mig.clone(), mig])
+    );
+    let labels = run(
+        &[
+            "labels",
+            "-o",
+            "json",
+            "--sysfs-root",
+            root,
+            "--proc-root",
+            "/nonexistent",
+        ],
+        "a100-40gb-mig-2x3g",
+        "nvidia_ml",
+    );
+    assert_eq!(
+        self::labels(&labels.stdout),
+        map(&[
+            ("gpu-nvidia.count", "1"),
+            ("gpu.compute.major", "8"),
+            ("gpu.compute.minor", "0"),
+            ("gpu.count", "1"),
+            ("gpu.cuda.major", "11"),
+            ("gpu.cuda.minor", "6"),
+            ("gpu.driver.major", "510"),
+            ("gpu.driver.minor", "47"),
+            ("gpu.driver.version", "510.47.03"),
+            ("gpu.family", "ampere"),
+            ("gpu.memory", "40960"),
+            ("gpu.memory.max", "40960"),
+            ("gpu.memory.total", "40960"),
+            ("gpu.mig.capable", "true"),
+            ("gpu.mig.enabled", "true"),
+            ("gpu.present", "true"),
+            ("gpu.product", "NVIDIA-A100-SXM4-40GB"),
+            ("gpu.vendor", "nvidia"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+            ("pci-0302_10de.present", "true"),
+        ])
+    );
+}
+
+#[test]
+fn nvml_alone_discovers_gpus_when_sysfs_shows_none() {
+    // A container without /sys mounted: NVML still finds the A10.
+    let r = run(
+        &[
+            "labels",
+            "-o",
+            "json",
+            "--sysfs-root",
+            "/nonexistent",
+            "--proc-root",
+            "/nonexistent",
+        ],
+        "a10",
+        "nvidia_ml",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        labels(&r.stdout),
+        map(&[
+            ("gpu-nvidia.count", "1"),
+            ("gpu.compute.major", "8"),
+            ("gpu.compute.minor", "6"),
+            ("gpu.count", "1"),
+            ("gpu.cuda.major", "12"),
+            ("gpu.cuda.minor", "2"),
+            ("gpu.driver.major", "535"),
+            ("gpu.driver.minor", "129"),
+            ("gpu.driver.version", "535.129.03"),
+            ("gpu.family", "ampere"),
+            ("gpu.memory", "23028"),
+            ("gpu.memory.max", "23028"),
+            ("gpu.memory.total", "23028"),
+            ("gpu.mig.capable", "false"),
+            ("gpu.mig.enabled", "false"),
+            ("gpu.present", "true"),
+            ("gpu.product", "NVIDIA-A10"),
+            ("gpu.vendor", "nvidia"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+        ])
+    );
+}
+
+#[test]
+fn two_different_gpus_are_labelled_deterministically() {
+    let run_once = || {
+        run(
+            &[
+                "labels",
+                "-o",
+                "json",
+                "--sysfs-root",
+                "/nonexistent",
+                "--proc-root",
+                "/nonexistent",
+            ],
+            "workstation-titanv-rtx5880",
+            "nvidia_ml",
+        )
+    };
+    let first = run_once();
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    // No product, family, compute capability or memory describes both GPUs: none is labelled.
+    assert_eq!(
+        labels(&first.stdout),
+        map(&[
+            ("gpu-nvidia.count", "2"),
+            ("gpu.count", "2"),
+            ("gpu.driver.major", "570"),
+            ("gpu.driver.minor", "86"),
+            ("gpu.driver.version", "570.86.15"),
+            ("gpu.mig.capable", "false"),
+            ("gpu.mig.enabled", "false"),
+            ("gpu.present", "true"),
+            ("gpu.vendor", "nvidia"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+        ])
+    );
+    for _ in 0..3 {
+        assert_eq!(run_once().stdout, first.stdout);
+    }
+}
