@@ -67,7 +67,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            _ => return Err(format!("invalid duration {s:?}: unit must be ms, s, m or h")),
+            _ => {
+                return Err(format!(
+                    "invalid duration {s:?}: unit must be ms, s, m or h"
+                ));
+            }
         };
         total += n * scale;
         rest = tail;
@@ -144,9 +148,7 @@ pub fn digest(paths: &[PathBuf]) -> u64 {
                                 .file_name()
                                 .is_some_and(|n| n.to_string_lossy().starts_with('.'));
                             let ext = f.extension().and_then(|x| x.to_str());
-                            !hidden
-                                && f.is_file()
-                                && matches!(ext, Some("yaml" | "yml" | "json"))
+                            !hidden && f.is_file() && matches!(ext, Some("yaml" | "yml" | "json"))
                         })
                         .collect()
                 })
@@ -343,6 +345,15 @@ async fn kube_client(kubeconfig: Option<&Path>, timeout: Duration) -> Result<Cli
     Client::try_from(config).map_err(|e| invalid(&e))
 }
 
+fn sink_name(kind: SinkKind) -> &'static str {
+    match kind {
+        SinkKind::Node => "node",
+        SinkKind::Nodefeature => "nodefeature",
+        SinkKind::FeaturesFile => "features-file",
+        SinkKind::Stdout => "stdout",
+    }
+}
+
 fn sink_kind(publish: &PublishArgs, config: &Config) -> Result<SinkKind, Error> {
     if let Some(k) = publish.sink {
         return Ok(k);
@@ -376,7 +387,11 @@ fn node_name(publish: &PublishArgs, sink: &str) -> Result<String, Error> {
     }
 }
 
-async fn build_sink(publish: &PublishArgs, kind: SinkKind, timeout: Duration) -> Result<Sink, Error> {
+async fn build_sink(
+    publish: &PublishArgs,
+    kind: SinkKind,
+    timeout: Duration,
+) -> Result<Sink, Error> {
     Ok(match kind {
         SinkKind::Node => {
             let node = node_name(publish, "node")?;
@@ -431,7 +446,8 @@ struct Daemon {
     interval: Duration,
     /// What was last reported, so that a steady problem is logged once, not every cycle.
     last_warnings: Vec<String>,
-    last_problems: Vec<String>,
+    /// (notes, rule errors and rejected labels) of the last evaluation that was reported.
+    last_report: Option<(Vec<String>, Vec<String>)>,
 }
 
 impl Daemon {
@@ -491,6 +507,13 @@ impl Daemon {
         self.health.beat();
         if self.inputs.reload(force_reload, &self.health) {
             self.set_interval();
+            let wanted = sink_kind(&self.publish, &self.inputs.config).map(sink_name);
+            if wanted.is_ok_and(|w| w != self.sink.name()) {
+                tracing::warn!(
+                    "config publish.sink changed; the sink ({}) changes on the next start",
+                    self.sink.name()
+                );
+            }
         }
         let started = Instant::now();
         let features = self.scan().await?;
@@ -506,20 +529,32 @@ impl Daemon {
         metrics
             .rejected_labels
             .inc_by(evaluated.rejected.len() as u64);
-        let problems: Vec<String> = evaluated
-            .errors
-            .iter()
-            .chain(&evaluated.rejected)
-            .cloned()
-            .collect();
-        if problems != self.last_problems {
-            for n in &evaluated.notes {
+        let report = (
+            evaluated.notes.clone(),
+            evaluated
+                .errors
+                .iter()
+                .chain(&evaluated.rejected)
+                .cloned()
+                .collect::<Vec<String>>(),
+        );
+        if self.last_report.as_ref() != Some(&report) {
+            for n in &report.0 {
                 tracing::info!("{n}");
             }
-            for p in &problems {
+            for p in &report.1 {
                 tracing::warn!("{p}");
             }
-            self.last_problems = problems;
+            let out = &evaluated.output;
+            if matches!(self.sink, Sink::Node(_))
+                && (!out.taints.is_empty() || !out.extended_resources.is_empty())
+            {
+                tracing::warn!(
+                    "rules produced taints or extended resources; they are not published (the node \
+                     sink writes labels and annotations only)"
+                );
+            }
+            self.last_report = Some(report);
         }
 
         let dry_run = self.publish.dry_run;
@@ -564,7 +599,11 @@ impl Daemon {
                 }
                 Err(e) => {
                     let d = backoff.next_delay();
-                    tracing::warn!("{} ({}); attempt {attempt}, retrying in {d:.1?}", e.message, e.reason);
+                    tracing::warn!(
+                        "{} ({}); attempt {attempt}, retrying in {d:.1?}",
+                        e.message,
+                        e.reason
+                    );
                     tokio::time::sleep(d).await;
                     attempt += 1;
                 }
@@ -633,7 +672,6 @@ impl Signals {
             hup: signal(SignalKind::hangup())?,
         })
     }
-
 }
 
 /// Waits for SIGTERM or SIGINT; says which.
@@ -686,7 +724,7 @@ async fn run_async(
         health: health.clone(),
         interval: every,
         last_warnings: Vec::new(),
-        last_problems: Vec::new(),
+        last_report: None,
     };
     daemon.set_interval();
     let Some(signals) = signals.as_mut() else {
@@ -769,8 +807,17 @@ mod tests {
 
     #[test]
     fn request_timeout_is_half_the_interval_within_bounds() {
-        assert_eq!(request_timeout(Duration::from_secs(1)), Duration::from_secs(2));
-        assert_eq!(request_timeout(Duration::from_secs(20)), Duration::from_secs(10));
-        assert_eq!(request_timeout(Duration::from_secs(600)), Duration::from_secs(30));
+        assert_eq!(
+            request_timeout(Duration::from_secs(1)),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            request_timeout(Duration::from_secs(20)),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            request_timeout(Duration::from_secs(600)),
+            Duration::from_secs(30)
+        );
     }
 }

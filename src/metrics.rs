@@ -133,7 +133,11 @@ impl Metrics {
             reload_errors.clone(),
         );
         let gpus = Family::<GpuLabel, Gauge>::default();
-        registry.register("gpus", "GPUs on this node by vendor and product", gpus.clone());
+        registry.register(
+            "gpus",
+            "GPUs on this node by vendor and product",
+            gpus.clone(),
+        );
         let nvml_status = Family::<StatusLabel, Gauge>::default();
         registry.register(
             "nvml_status",
@@ -248,7 +252,8 @@ impl Health {
     }
 
     pub fn set_stale_after(&self, d: Duration) {
-        self.stale_after.store(d.as_secs().max(1), Ordering::Relaxed);
+        self.stale_after
+            .store(d.as_secs().max(1), Ordering::Relaxed);
     }
 
     pub fn set_ready(&self) {
@@ -344,10 +349,7 @@ mod tests {
         m.published("written");
         m.publish_error("server");
         let text = m.encode();
-        assert!(
-            text.contains("gpu_labeler_build_info{version=\""),
-            "{text}"
-        );
+        assert!(text.contains("gpu_labeler_build_info{version=\""), "{text}");
         assert!(
             text.contains("gpu_labeler_publishes_total{result=\"written\"} 1"),
             "{text}"
@@ -402,9 +404,15 @@ mod tests {
             respond(&h, &Method::GET, "/readyz").status(),
             StatusCode::SERVICE_UNAVAILABLE
         );
-        assert_eq!(respond(&h, &Method::GET, "/healthz").status(), StatusCode::OK);
+        assert_eq!(
+            respond(&h, &Method::GET, "/healthz").status(),
+            StatusCode::OK
+        );
         h.set_ready();
-        assert_eq!(respond(&h, &Method::GET, "/readyz").status(), StatusCode::OK);
+        assert_eq!(
+            respond(&h, &Method::GET, "/readyz").status(),
+            StatusCode::OK
+        );
         assert_eq!(
             respond(&h, &Method::GET, "/nope").status(),
             StatusCode::NOT_FOUND
@@ -424,6 +432,9 @@ mod tests {
             StatusCode::SERVICE_UNAVAILABLE
         );
         h.beat();
-        assert_eq!(respond(&h, &Method::GET, "/healthz").status(), StatusCode::OK);
+        assert_eq!(
+            respond(&h, &Method::GET, "/healthz").status(),
+            StatusCode::OK
+        );
     }
 }

@@ -98,11 +98,12 @@ fn assert_aspeed_skipped(tree: &Tree, path: &Path, message: &str) {
             warn(format!("{}: {message}; PCI device skipped", path.display())),
         ]
     );
-    assert_eq!(
-        out.features,
-        without_pci_device(golden_features(NFD), ASPEED)
+    assert_json_eq(
+        &out.features,
+        &without_pci_device(golden_features(NFD), ASPEED),
+        "features",
     );
-    assert_eq!(out.labels, nfd_labels_without_aspeed());
+    assert_json_eq(&out.labels, &nfd_labels_without_aspeed(), "labels");
 }
 
 #[test]
@@ -152,8 +153,8 @@ fn entry_that_is_not_a_pci_address_is_skipped() {
             )),
         ]
     );
-    assert_eq!(out.features, golden_features(NFD));
-    assert_eq!(out.labels, golden_labels(NFD));
+    assert_json_eq(&out.features, &golden_features(NFD), "features");
+    assert_json_eq(&out.labels, &golden_labels(NFD), "labels");
 }
 
 #[test]
@@ -245,20 +246,21 @@ fn garbage_optional_attributes_are_left_out_with_a_warning() {
             left_out(&width, "not a number: \"x16\""),
         ]
     );
-    assert_eq!(
-        out.features,
-        dell_without(
+    assert_json_eq(
+        &out.features,
+        &dell_without(
             &[
                 "revision",
                 "numa_node",
                 "sriov_numvfs",
                 "link_speed",
-                "max_link_width"
+                "max_link_width",
             ],
-            &["numa_node"]
-        )
+            &["numa_node"],
+        ),
+        "features",
     );
-    assert_eq!(out.labels, golden_labels(DELL));
+    assert_json_eq(&out.labels, &golden_labels(DELL), "labels");
 }
 
 #[test]
@@ -280,11 +282,12 @@ fn binary_and_very_large_optional_attributes_are_left_out_with_a_warning() {
             )),
         ]
     );
-    assert_eq!(
-        out.features,
-        dell_without(&["numa_node", "link_width"], &["numa_node"])
+    assert_json_eq(
+        &out.features,
+        &dell_without(&["numa_node", "link_width"], &["numa_node"]),
+        "features",
     );
-    assert_eq!(out.labels, golden_labels(DELL));
+    assert_json_eq(&out.labels, &golden_labels(DELL), "labels");
 }
 
 /// The Dell features when no PCI function could be read: kernel modules and DMI still there.
@@ -310,8 +313,8 @@ fn unreadable_bus_pci_devices_gives_no_pci_devices_and_the_rest() {
             devices.display()
         ))]
     );
-    assert_eq!(out.features, dell_without_pci());
-    assert_eq!(out.labels, json!({"labels": {}}));
+    assert_json_eq(&out.features, &dell_without_pci(), "features");
+    assert_json_eq(&out.labels, &json!({"labels": {}}), "labels");
 }
 
 #[test]
@@ -327,8 +330,8 @@ fn missing_bus_pci_devices_gives_no_pci_devices_and_the_rest() {
             devices.display()
         ))]
     );
-    assert_eq!(out.features, dell_without_pci());
-    assert_eq!(out.labels, json!({"labels": {}}));
+    assert_json_eq(&out.features, &dell_without_pci(), "features");
+    assert_json_eq(&out.labels, &json!({"labels": {}}), "labels");
 }
 
 /// Several broken functions at once: each reported, the intact ones all discovered.
@@ -370,7 +373,7 @@ fn many_broken_functions_do_not_stop_the_others() {
     }
     expected["attributes"]["gpu.node"]["elements"]["count"] = json!("5");
     expected["attributes"]["gpu.node"]["elements"]["count_nvidia"] = json!("5");
-    assert_eq!(out.features, expected);
+    assert_json_eq(&out.features, &expected, "features");
     // The other five H100s still give the same labels.
-    assert_eq!(out.labels, golden_labels(DELL));
+    assert_json_eq(&out.labels, &golden_labels(DELL), "labels");
 }

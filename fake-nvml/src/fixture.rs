@@ -45,12 +45,17 @@ pub const KNOWN_FUNCTIONS: &[&str] = &[
     "nvmlDeviceGetBoardPartNumber",
     "nvmlDeviceGetSerial",
     "nvmlDeviceGetGridLicensableFeatures_v4",
+    "nvmlDeviceGetGpuInstanceProfileInfo",
+    "nvmlDeviceGetGpuInstanceById",
+    "nvmlGpuInstanceGetInfo",
 ];
 
 /// Handles are addresses in a fixed table, so a fixture may not describe more than this.
 pub const MAX_GPUS: usize = 64;
 /// Real GPUs have at most 7 MIG devices.
 pub const MAX_MIG_DEVICES: usize = 8;
+/// GPU instance ids are small (A100/H100: 1-14); handles exist for ids below this.
+pub const MAX_GPU_INSTANCE_ID: usize = 32;
 /// What `nvmlDeviceGetMaxMigDeviceCount` reports for a MIG-capable GPU when the fixture does not
 /// say: A100, H100, H200 and B200 allow 7 MIG devices (A30 allows 4).
 pub const DEFAULT_MAX_MIG_DEVICE_COUNT: u32 = 7;
@@ -132,7 +137,38 @@ pub struct Device {
     pub minor_number: Option<u32>,
     #[serde(default)]
     pub mig_devices: Vec<MigDevice>,
+    /// `nvmlDeviceGetGpuInstanceProfileInfo`'s table (as `nvidia-smi mig -lgip` lists it):
+    /// profiles left out answer `NVML_ERROR_NOT_SUPPORTED`.
+    #[serde(default)]
+    pub gpu_instance_profiles: Vec<GpuInstanceProfile>,
     pub grid_licensable_features: Option<GridLicensableFeatures>,
+}
+
+/// One GPU instance profile a MIG-capable GPU supports.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuInstanceProfile {
+    /// The `NVML_GPU_INSTANCE_PROFILE_*` index it answers to (`1_SLICE_REV1` = 7).
+    pub profile: u32,
+    /// Its id (`nvidia-smi mig -lgip`'s ID column, e.g. 20 for `1g.5gb+me`).
+    pub id: u32,
+    pub slice_count: u32,
+    #[serde(default)]
+    pub instance_count: u32,
+    #[serde(default)]
+    pub multiprocessor_count: u32,
+    #[serde(default)]
+    pub copy_engine_count: u32,
+    #[serde(default)]
+    pub decoder_count: u32,
+    #[serde(default)]
+    pub encoder_count: u32,
+    #[serde(default)]
+    pub jpeg_count: u32,
+    #[serde(default)]
+    pub ofa_count: u32,
+    #[serde(default)]
+    pub memory_size_mb: u64,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -148,6 +184,8 @@ pub struct MigDevice {
     pub name: Option<String>,
     pub uuid: Option<String>,
     pub gpu_instance_id: Option<u32>,
+    /// The id of its GPU instance's profile (`nvmlGpuInstanceGetInfo`'s `profileId`).
+    pub gpu_instance_profile_id: Option<u32>,
     pub compute_instance_id: Option<u32>,
     pub memory_total_bytes: Option<u64>,
     #[serde(default)]
@@ -416,6 +454,13 @@ impl Fixture {
                 return bad(format!(
                     "device {i}: more MIG devices than max_mig_device_count"
                 ));
+            }
+            for m in &d.mig_devices {
+                if m.gpu_instance_id.is_some_and(|id| id as usize >= MAX_GPU_INSTANCE_ID) {
+                    return bad(format!(
+                        "device {i}: gpu_instance_id must be below {MAX_GPU_INSTANCE_ID}"
+                    ));
+                }
             }
             if let Some(g) = &d.grid_licensable_features
                 && g.features.len() > 3

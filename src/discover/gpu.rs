@@ -1,5 +1,15 @@
-//! `gpu.device`, `gpu.mig`, `gpu.node` and `gpu.driver`: GPUs from PCI, enriched by NVML (NVIDIA),
-//! KFD/amdgpu (AMD) and DRM (Intel) sysfs.
+//! `gpu.device`, `gpu.mig`, `gpu.migprofile`, `gpu.node` and `gpu.driver`: GPUs from PCI,
+//! enriched by NVML (NVIDIA), KFD/amdgpu (AMD), DRM (Intel) sysfs and PCI configuration space
+//! (NVIDIA vGPU guests).
+//!
+//! Virtualisation: a GPU is `is_vf` when it is an SR-IOV virtual function, seen from the host
+//! (`physfn` exists; `physfn` then names the PF) or from a guest, where the VF looks like a plain
+//! function and only its device id tells (the AMD MxGPU VFs of [`GUEST_VF_IDS`], e.g. the
+//! MI300X VF `74b5` of Azure's ND MI300X v5). A PF with VFs enabled carries `sriov_numvfs` and
+//! `sriov_totalvfs`. An NVIDIA GPU whose configuration space was read carries
+//! `vgpu_capability` (`present`, `absent`, or `unknown` when only the 64-byte header was readable,
+//! as for an unprivileged reader) and, for a vGPU guest, `vgpu_host_driver_version` and
+//! `vgpu_host_driver_branch`.
 //!
 //! A GPU is a PCI function of base class `03` or `12`, or class `0b40`, from NVIDIA, AMD, Intel or
 //! Habana; BMC and virtual display adapters (ASPEED, Matrox, virtio...) are other vendors and so
@@ -19,10 +29,12 @@ use crate::sysfs::Sysfs;
 use super::Warnings;
 use super::nvml::{NvmlGpu, NvmlMigDevice, NvmlScan};
 use super::pci::{PciAddress, PciDevice};
-use super::{amd, intel};
+use super::{amd, intel, vgpu};
 
 pub const GPU_DEVICE: &str = "gpu.device";
 pub const GPU_MIG: &str = "gpu.mig";
+/// MIG profile (as NVIDIA names it, `1g.10gb+me`) -> number of MIG devices with it.
+pub const GPU_MIGPROFILE: &str = "gpu.migprofile";
 pub const GPU_NODE: &str = "gpu.node";
 pub const GPU_DRIVER: &str = "gpu.driver";
 
@@ -77,26 +89,73 @@ pub fn nvidia_family(major: i32, minor: i32) -> &'static str {
         8 => "ada-lovelace",
         9 => "hopper",
         10 | 12 => "blackwell",
+        13 => "rubin",
         _ => "undefined",
     }
 }
 
-/// A MIG profile name as NVIDIA's tools write it (`1g.10gb`, `1c.3g.20gb`): memory in GB is
-/// the instance's share of the whole GPU rounded up to eighths, times the GPU's GB (go-nvlib).
-pub fn mig_profile(mig: &NvmlMigDevice, gpu_memory_bytes: u64) -> String {
+/// SR-IOV virtual functions as a guest sees them: no `physfn`, only the device id says VF.
+/// From the PCI ID database (pci-ids 0.2.6): AMD MxGPU functions, named `... VF` or `MxGPU`.
+pub const GUEST_VF_IDS: &[(u16, u16)] = &[
+    (0x1002, 0x686c), // Vega 10 [Instinct MI25 MxGPU/MI25x2 MxGPU/V340 MxGPU/V340L MxGPU]
+    (0x1002, 0x73ae), // Navi 21 [Radeon Pro V620 MxGPU]
+    (0x1002, 0x73ce), // Navi 22-XL SRIOV MxGPU
+    (0x1002, 0x74b5), // Aqua Vanjaram [Instinct MI300X VF]
+    (0x1002, 0x74b9), // Aqua Vanjaram [Instinct MI325X VF]
+];
+
+/// A GPU instance profile (`NVML_GPU_INSTANCE_PROFILE_*` index): its slice count and the suffix
+/// go-nvlib gives its name (`+me`, `+me.all`, `+gfx`, `-me`). `None` for an index go-nvlib does
+/// not know.
+pub fn gi_profile_shape(profile: u32) -> Option<(u32, &'static str)> {
+    Some(match profile {
+        0 => (1, ""),
+        1 => (2, ""),
+        2 => (3, ""),
+        3 => (4, ""),
+        4 => (7, ""),
+        5 => (8, ""),
+        6 => (6, ""),
+        7 => (1, "+me"),       // 1_SLICE_REV1
+        8 => (2, "+me"),       // 2_SLICE_REV1
+        9 => (1, ""),          // 1_SLICE_REV2
+        10 => (1, "+gfx"),     // 1_SLICE_GFX
+        11 => (2, "+gfx"),     // 2_SLICE_GFX
+        12 => (4, "+gfx"),     // 4_SLICE_GFX
+        13 => (1, "-me"),      // 1_SLICE_NO_ME
+        14 => (2, "-me"),      // 2_SLICE_NO_ME
+        15 => (1, "+me.all"),  // 1_SLICE_ALL_ME
+        16 => (2, "+me.all"),  // 2_SLICE_ALL_ME
+        _ => return None,
+    })
+}
+
+/// A MIG device's memory in GB as go-nvlib names it: its share of the whole GPU rounded up to
+/// eighths, times the GPU's memory in GB rounded up.
+pub fn mig_memory_gb(mig_memory_mb: u64, gpu_memory_bytes: u64) -> u64 {
     const GB: u64 = 1 << 30;
-    let gb = if gpu_memory_bytes == 0 {
-        mig.memory_size_mb.div_ceil(1024)
+    if gpu_memory_bytes == 0 {
+        return mig_memory_mb.div_ceil(1024);
+    }
+    let frac = (mig_memory_mb as f64 * (1u64 << 20) as f64) / gpu_memory_bytes as f64;
+    let frac = (frac * 8.0).ceil() / 8.0;
+    let total_gb = gpu_memory_bytes.div_ceil(GB) as f64;
+    (frac * total_gb).round() as u64
+}
+
+/// A MIG profile name as NVIDIA's tools write it (`1g.10gb`, `1c.3g.20gb`, `1g.10gb+me`), built
+/// as go-nvlib's `MigProfileInfo.String`: `<C>c.` only when the compute instance is smaller than
+/// the GPU instance; the suffix from the GPU instance profile when NVML gave it.
+pub fn mig_profile(mig: &NvmlMigDevice, gpu_memory_bytes: u64) -> String {
+    let gb = mig_memory_gb(mig.memory_size_mb, gpu_memory_bytes);
+    let shape = mig.gi_profile.and_then(gi_profile_shape);
+    let g = shape.map_or(mig.slices_gi, |(slices, _)| slices);
+    let suffix = shape.map_or("", |(_, suffix)| suffix);
+    let c = mig.slices_ci;
+    if c == g || c == 0 {
+        format!("{g}g.{gb}gb{suffix}")
     } else {
-        let frac = (mig.memory_size_mb as f64 * (1u64 << 20) as f64) / gpu_memory_bytes as f64;
-        let frac = (frac * 8.0).ceil() / 8.0;
-        let total_gb = gpu_memory_bytes.div_ceil(GB) as f64;
-        (frac * total_gb).round() as u64
-    };
-    if mig.slices_ci == mig.slices_gi || mig.slices_ci == 0 {
-        format!("{}g.{}gb", mig.slices_gi, gb)
-    } else {
-        format!("{}c.{}g.{}gb", mig.slices_ci, mig.slices_gi, gb)
+        format!("{c}c.{g}g.{gb}gb{suffix}")
     }
 }
 
@@ -150,6 +209,7 @@ pub fn discover(
                 a.insert(key.into(), v.to_string());
             }
         }
+        virtualization(sysfs, dev, &mut a, warnings);
         if let Some(n) = ids.device_name(dev.vendor_id, dev.device_id) {
             a.insert("product".into(), n.to_string());
         }
@@ -166,6 +226,7 @@ pub fn discover(
                 if let Some(n) = nvml_by_addr.remove(&dev.sort_key) {
                     apply_nvml(&mut gpu, n);
                 }
+                apply_config_space(dev, &mut gpu.attributes, warnings);
             }
             Vendor::Amd => gpu
                 .attributes
@@ -232,12 +293,90 @@ pub fn discover(
         }
     }
 
+    let mut profiles: BTreeMap<String, usize> = BTreeMap::new();
+    for gpu in &gpus {
+        for m in &gpu.mig {
+            *profiles
+                .entry(mig_profile(m, gpu.memory_bytes.unwrap_or(0)))
+                .or_default() += 1;
+        }
+    }
+    for (profile, n) in profiles {
+        features.insert_attribute(GPU_MIGPROFILE, profile, n.to_string());
+    }
+
     let drivers = driver_versions(sysfs, &gpus, nvml, warnings);
     for (k, v) in &drivers {
         features.insert_attribute(GPU_DRIVER, k.clone(), v.clone());
     }
     for (k, v) in node_attributes(&gpus, &drivers, nvml) {
         features.insert_attribute(GPU_NODE, k, v);
+    }
+}
+
+/// SR-IOV: `physfn` of a VF, the VF counts of a PF with VFs enabled, and VFs a guest sees.
+fn virtualization(
+    sysfs: &Sysfs,
+    dev: &PciDevice,
+    a: &mut BTreeMap<String, String>,
+    warnings: &mut Warnings,
+) {
+    if dev.attr("is_vf") == Some("true") {
+        match sysfs.link_name(&dev.path.join("physfn")) {
+            Ok(Some(pf)) => {
+                a.insert("physfn".into(), pf);
+            }
+            Ok(None) => {}
+            Err(e) => warnings.push(format!("{e}; physfn left out")),
+        }
+    } else if GUEST_VF_IDS.contains(&(dev.vendor_id, dev.device_id)) {
+        a.insert("is_vf".into(), "true".into());
+    }
+    let numvfs = dev.attr("sriov_numvfs").and_then(|v| v.parse::<u64>().ok());
+    if numvfs.is_some_and(|n| n > 0) {
+        for key in ["sriov_numvfs", "sriov_totalvfs"] {
+            if let Some(v) = dev.attr(key) {
+                a.insert(key.into(), v.to_string());
+            }
+        }
+    }
+}
+
+/// NVIDIA vGPU guests from PCI configuration space (see `vgpu`). A missing `config` file
+/// (a trimmed sysfs) says nothing and adds nothing.
+fn apply_config_space(dev: &PciDevice, a: &mut BTreeMap<String, String>, warnings: &mut Warnings) {
+    let space = match vgpu::read(&dev.path) {
+        Ok(Some(s)) => s,
+        Ok(None) => return,
+        Err(e) => {
+            warnings.push(format!("{e}; vGPU capability left out"));
+            return;
+        }
+    };
+    a.insert("vgpu_capability".into(), space.capability().into());
+    match space {
+        vgpu::ConfigSpace::Vgpu(host) => {
+            a.insert("vgpu".into(), "true".into());
+            if let Some(h) = host {
+                for (k, v) in [
+                    ("vgpu_host_driver_version", h.version),
+                    ("vgpu_host_driver_branch", h.branch),
+                ] {
+                    if !v.is_empty() {
+                        a.insert(k.into(), v);
+                    }
+                }
+            }
+        }
+        vgpu::ConfigSpace::NotVgpu => {
+            a.entry("vgpu".into()).or_insert_with(|| "false".into());
+        }
+        vgpu::ConfigSpace::HeaderOnly { len } => {
+            tracing::debug!(
+                "{}/config: {len} bytes readable, the capability list is not (unprivileged)",
+                dev.path.display()
+            );
+        }
     }
 }
 
@@ -444,6 +583,7 @@ mod tests {
             engines_encoder: 0,
             engines_jpeg: 0,
             engines_ofa: 0,
+            gi_profile: None,
         }
     }
 
@@ -457,6 +597,29 @@ mod tests {
         assert_eq!(mig_profile(&mig(1, 1, 9728), a100_80), "1g.10gb");
         assert_eq!(mig_profile(&mig(1, 1, 19968), a100_80), "1g.20gb");
         assert_eq!(mig_profile(&mig(3, 1, 19968), a100_40), "1c.3g.20gb");
+    }
+
+    #[test]
+    fn gpu_instance_profiles_give_the_suffix() {
+        // H200 (mig-parted#120): 16 GiB of 143771 MiB is 1g.18gb; profile 7 is 1_SLICE_REV1.
+        let h200 = 143771u64 << 20;
+        let with = |p: u32, gi, ci, mb| NvmlMigDevice {
+            gi_profile: Some(p),
+            ..mig(gi, ci, mb)
+        };
+        assert_eq!(mig_profile(&with(7, 1, 1, 16384), h200), "1g.18gb+me");
+        assert_eq!(mig_profile(&with(0, 1, 1, 16384), h200), "1g.18gb");
+        assert_eq!(mig_profile(&with(2, 3, 3, 71168), h200), "3g.71gb");
+        assert_eq!(mig_profile(&with(13, 1, 1, 16384), h200), "1g.18gb-me");
+        assert_eq!(mig_profile(&with(15, 1, 1, 16384), h200), "1g.18gb+me.all");
+        assert_eq!(mig_profile(&with(2, 3, 1, 71168), h200), "1c.3g.71gb");
+        // An index go-nvlib does not know: the slice counts alone.
+        assert_eq!(mig_profile(&with(17, 3, 3, 71168), h200), "3g.71gb");
+        // A100-80GB PCIe, 7g (gpu-operator#687: GFD labels it mig-7g.80gb).
+        assert_eq!(
+            mig_profile(&with(4, 7, 7, 81152), 81920u64 << 20),
+            "7g.80gb"
+        );
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub mod intel;
 pub mod kernel;
 pub mod nvml;
 pub mod pci;
+pub mod sharing;
+pub mod vgpu;
 
 pub const PCI_DEVICE: &str = "pci.device";
 
@@ -43,6 +45,17 @@ pub struct Discovery {
 /// Discovers everything this node has. NVML is asked only when PCI shows an NVIDIA function
 /// (or PCI could not be read), so AMD and Intel nodes never load it.
 pub fn discover(opts: &DiscoveryOptions, nvml: &mut dyn nvml::NvmlProbe) -> Discovery {
+    discover_with(opts, nvml, &mut sharing::SharingSource::new())
+}
+
+/// As `discover`, with the sharing configuration that was last read successfully: a daemon
+/// keeps one `SharingSource` across scans so that a sharing file that turns bad keeps its
+/// previous value in force (reported as a warning) instead of dropping `gpu.sharing`.
+pub fn discover_with(
+    opts: &DiscoveryOptions,
+    nvml: &mut dyn nvml::NvmlProbe,
+    sharing_source: &mut sharing::SharingSource,
+) -> Discovery {
     let sysfs = Sysfs::new(&opts.sysfs_root);
     let proc = Sysfs::new(&opts.proc_root);
     let mut warnings = Warnings::new();
@@ -87,6 +100,12 @@ pub fn discover(opts: &DiscoveryOptions, nvml: &mut dyn nvml::NvmlProbe) -> Disc
         &mut warnings,
     );
 
+    sharing::discover(
+        sharing_source,
+        &opts.config.sources.sharing,
+        &mut features,
+        &mut warnings,
+    );
     kernel::discover(&proc, &mut features, &mut warnings);
     dmi::discover(&sysfs, &mut features, &mut warnings);
 

@@ -49,6 +49,9 @@ pub struct NvmlMigDevice {
     pub engines_encoder: u32,
     pub engines_jpeg: u32,
     pub engines_ofa: u32,
+    /// The GPU instance profile (`NVML_GPU_INSTANCE_PROFILE_*`, e.g. 7 for `1_SLICE_REV1`, the
+    /// `+me` one), when NVML says: it decides the profile name's `+me`/`-me`/`+gfx` suffix.
+    pub gi_profile: Option<u32>,
 }
 
 /// One GPU, as NVML describes it. `None` fields: NVML could not say (older driver, not supported).
@@ -201,7 +204,7 @@ fn scan_nvml(nvml: &Nvml) -> NvmlScan {
     for index in 0..count {
         // One failing GPU (e.g. "GPU is lost") does not stop the others.
         match nvml.device_by_index(index) {
-            Ok(dev) => gpus.push(read_gpu(index, &dev, &mut warnings)),
+            Ok(dev) => gpus.push(read_gpu(nvml, index, &dev, &mut warnings)),
             Err(e) => warnings.push(format!("NVML GPU {index}: {e}; left to sysfs")),
         }
     }
@@ -214,7 +217,12 @@ fn scan_nvml(nvml: &Nvml) -> NvmlScan {
     }
 }
 
-fn read_gpu(index: u32, dev: &nvml_wrapper::Device, warnings: &mut Vec<String>) -> NvmlGpu {
+fn read_gpu(
+    nvml: &Nvml,
+    index: u32,
+    dev: &nvml_wrapper::Device,
+    warnings: &mut Vec<String>,
+) -> NvmlGpu {
     let mut w = Vec::new();
     let address = optional("PCI info", dev.pci_info(), &mut w).and_then(|p| {
         parse_bus_id(&p.bus_id).or(Some(PciAddress {
@@ -246,29 +254,100 @@ fn read_gpu(index: u32, dev: &nvml_wrapper::Device, warnings: &mut Vec<String>) 
     if mig_enabled == Some(true) {
         let max = optional("MIG device count", dev.mig_device_count(), &mut w).unwrap_or(0);
         for i in 0..max {
-            // Slots may be empty, and a MIG device may vanish mid-scan: both are skipped.
-            let Ok(mig) = dev.mig_device_by_index(i) else {
-                continue;
-            };
-            let Some(a) = optional("MIG attributes", mig.attributes(), &mut w) else {
-                continue;
-            };
-            gpu.mig_devices.push(NvmlMigDevice {
-                uuid: mig.uuid().ok(),
-                memory_size_mb: a.memory_size_mb,
-                multiprocessors: a.multiprocessor_count,
-                slices_gi: a.gpu_instance_slice_count,
-                slices_ci: a.compute_instance_slice_count,
-                engines_copy: a.shared_copy_engine_count,
-                engines_decoder: a.shared_decoder_count,
-                engines_encoder: a.shared_encoder_count,
-                engines_jpeg: a.shared_jpeg_count,
-                engines_ofa: a.shared_ofa_count,
-            });
+            if let Some(m) = read_mig(nvml, dev, i, &mut w) {
+                gpu.mig_devices.push(m);
+            }
         }
     }
     warnings.extend(w.into_iter().map(|m| format!("GPU {index}: {m}")));
     gpu
+}
+
+/// MIG device slot `i`. Slots may be empty, and a MIG device may vanish between listing and
+/// reading (reconfigured by mig-parted, say): both are skipped quietly; other failures warn.
+fn read_mig(
+    nvml: &Nvml,
+    parent: &nvml_wrapper::Device,
+    i: u32,
+    w: &mut Vec<String>,
+) -> Option<NvmlMigDevice> {
+    let vanished = |e: &NvmlError| matches!(e, NvmlError::NotFound | NvmlError::InvalidArg);
+    let mig = match parent.mig_device_by_index(i) {
+        Ok(m) => m,
+        Err(e) if vanished(&e) => return None,
+        Err(e) => {
+            w.push(format!("MIG device {i}: {e}"));
+            return None;
+        }
+    };
+    let a = match mig.attributes() {
+        Ok(a) => a,
+        Err(e) if vanished(&e) => {
+            tracing::debug!("MIG device {i} vanished while being read: {e}");
+            return None;
+        }
+        Err(e) => {
+            optional::<()>(&format!("MIG device {i} attributes"), Err(e), w);
+            return None;
+        }
+    };
+    Some(NvmlMigDevice {
+        uuid: mig.uuid().ok(),
+        memory_size_mb: a.memory_size_mb,
+        multiprocessors: a.multiprocessor_count,
+        slices_gi: a.gpu_instance_slice_count,
+        slices_ci: a.compute_instance_slice_count,
+        engines_copy: a.shared_copy_engine_count,
+        engines_decoder: a.shared_decoder_count,
+        engines_encoder: a.shared_encoder_count,
+        engines_jpeg: a.shared_jpeg_count,
+        engines_ofa: a.shared_ofa_count,
+        gi_profile: gpu_instance_profile(nvml, parent, &mig),
+    })
+}
+
+/// `NVML_GPU_INSTANCE_PROFILE_COUNT` of current drivers: profile indices are `0..18`.
+pub const GPU_INSTANCE_PROFILE_COUNT: u32 = 18;
+
+/// The GPU instance profile (an `NVML_GPU_INSTANCE_PROFILE_*` index) of a MIG device, found
+/// as go-nvlib's `MigDevice.GetProfile` finds it: the GPU instance's profile id, matched
+/// against the parent's profile table. nvml-wrapper does not wrap these calls; the library's
+/// own symbols are used, each checked for presence first. `None` when any step fails (an older
+/// driver, no MIG monitor permission): the name is then built from the slice counts alone.
+fn gpu_instance_profile(
+    nvml: &Nvml,
+    parent: &nvml_wrapper::Device,
+    mig: &nvml_wrapper::Device,
+) -> Option<u32> {
+    const SUCCESS: u32 = 0;
+    let lib = nvml.lib();
+    let instance_id = lib.nvmlDeviceGetGpuInstanceId.as_ref().ok()?;
+    let instance_by_id = lib.nvmlDeviceGetGpuInstanceById.as_ref().ok()?;
+    let instance_info = lib.nvmlGpuInstanceGetInfo.as_ref().ok()?;
+    let profile_info = lib.nvmlDeviceGetGpuInstanceProfileInfo.as_ref().ok()?;
+    // SAFETY: the symbols come from the loaded library with nvml.h's signatures (bindgen); the
+    // handles are live for the duration of the scan; every out-parameter is a local of the
+    // type the signature names, zero-initialised plain C data.
+    unsafe {
+        let (parent, mig) = (parent.handle(), mig.handle());
+        let mut gi_id = 0;
+        if instance_id(mig, &mut gi_id) != SUCCESS {
+            return None;
+        }
+        let mut gi = std::ptr::null_mut();
+        if instance_by_id(parent, gi_id, &mut gi) != SUCCESS || gi.is_null() {
+            return None;
+        }
+        let mut info = std::mem::zeroed();
+        if instance_info(gi, &mut info) != SUCCESS {
+            return None;
+        }
+        let profile_id: u32 = info.profileId;
+        (0..GPU_INSTANCE_PROFILE_COUNT).find(|&p| {
+            let mut pi = std::mem::zeroed();
+            profile_info(parent, p, &mut pi) == SUCCESS && pi.id == profile_id
+        })
+    }
 }
 
 /// NVML's bus ids have an 8-digit domain (`00000000:19:00.0`); sysfs has 4 or more.

@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::features::FeatureSet;
 use crate::rules::RuleSet;
 
+pub mod gfd;
 pub mod pci;
 pub mod validate;
 
@@ -58,19 +59,36 @@ pub struct Evaluated {
     pub notes: Vec<String>,
 }
 
-/// Features -> labels: NFD's built-in PCI labels, then the rules (which win on the same key, as
-/// in nfd-master). Pure: the same inputs always give the same output.
+/// Features -> labels: NFD's built-in PCI labels, the labels of the compatibility profiles in
+/// `profiles` (`nvidia-gfd`), then the rules (which win on the same key, as in nfd-master).
+/// Pure: the same inputs always give the same output.
 pub fn evaluate_node(features: &FeatureSet, config: &Config, rules: &RuleSet) -> Evaluated {
     let (mut labels, notes) = pci::builtin_labels(features, &config.sources.pci);
+    let mut rejected = Vec::new();
+    if config.profiles.iter().any(|p| p == gfd::PROFILE) {
+        // Profile labels obey the same namespace policy as rule labels (`denyLabelNs`).
+        for (key, value) in gfd::labels(features, config) {
+            match validate::validate_label(&key, &value, &config.labels) {
+                Ok(key) => {
+                    labels.insert(key, value);
+                }
+                Err(e) => rejected.push(format!(
+                    "label \"{key}={value}\" from profile {:?} rejected: {e}",
+                    gfd::PROFILE
+                )),
+            }
+        }
+    }
     let eval = rules.evaluate(features, &config.labels);
     labels.extend(eval.output.labels);
+    rejected.extend(eval.rejected.iter().map(ToString::to_string));
     Evaluated {
         output: NodeOutput {
             labels,
             ..eval.output
         },
         errors: eval.errors.iter().map(ToString::to_string).collect(),
-        rejected: eval.rejected.iter().map(ToString::to_string).collect(),
+        rejected,
         notes,
     }
 }

@@ -168,9 +168,12 @@ mod tests {
     fn parse_reads_key_value_lines() {
         assert_eq!(
             parse("# header\na=1\n\nb\n"),
-            [("a".to_string(), "1".to_string()), ("b".to_string(), "true".to_string())]
-                .into_iter()
-                .collect()
+            [
+                ("a".to_string(), "1".to_string()),
+                ("b".to_string(), "true".to_string())
+            ]
+            .into_iter()
+            .collect()
         );
     }
 }

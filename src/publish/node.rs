@@ -339,7 +339,11 @@ fn predicted_conflicts(node: &Node, own: &Ownership, want: &Owned) -> Vec<Confli
     let mut out = Vec::new();
     for (kind, wanted, current) in [
         (FieldKind::Label, &want.labels, meta.labels.as_ref()),
-        (FieldKind::Annotation, &want.annotations, meta.annotations.as_ref()),
+        (
+            FieldKind::Annotation,
+            &want.annotations,
+            meta.annotations.as_ref(),
+        ),
     ] {
         for (k, v) in wanted {
             let Some(cur) = current.and_then(|c| c.get(k)) else {
@@ -578,11 +582,7 @@ mod tests {
     }
 
     /// A Node as the API server returns it: labels plus managedFields per manager.
-    fn node_json(
-        name: &str,
-        labels: &[(&str, &str)],
-        managers: &[(&str, &str, &[&str])],
-    ) -> Value {
+    fn node_json(name: &str, labels: &[(&str, &str)], managers: &[(&str, &str, &[&str])]) -> Value {
         let mf: Vec<Value> = managers
             .iter()
             .map(|(m, op, keys)| {
@@ -682,7 +682,10 @@ mod tests {
         let node = node_json(
             "n1",
             &[("team", "a"), ("gpu", "8")],
-            &[("kubectl", "Update", &["team"]), (FIELD_MANAGER, "Apply", &["gpu"])],
+            &[
+                ("kubectl", "Update", &["team"]),
+                (FIELD_MANAGER, "Apply", &["gpu"]),
+            ],
         );
         let (out, reqs) = with_mock(vec![(200, node)], |c| async move {
             let mut sink = NodeSink::new(c, "n1", Duration::from_secs(5));
@@ -766,7 +769,10 @@ mod tests {
         let node = node_json(
             "n1",
             &[("gpu", "8"), ("owned", "theirs")],
-            &[(FIELD_MANAGER, "Apply", &["gpu"]), ("ops", "Update", &["owned"])],
+            &[
+                (FIELD_MANAGER, "Apply", &["gpu"]),
+                ("ops", "Update", &["owned"]),
+            ],
         );
         let (out, reqs) = with_mock(vec![(200, node)], |c| async move {
             let mut sink = NodeSink::new(c, "n1", Duration::from_secs(5));

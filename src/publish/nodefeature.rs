@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::node::{FIELD_MANAGER, LabelDiff, Outcome, OutcomeKind, PublishError};
@@ -164,9 +164,12 @@ mod tests {
     fn object_has_nfds_shape() {
         let mut f = FeatureSet::default();
         f.insert_attribute("gpu.node", "count", "8");
-        let labels: LabelMap = [("feature.node.kubernetes.io/gpu.count".to_string(), "8".to_string())]
-            .into_iter()
-            .collect();
+        let labels: LabelMap = [(
+            "feature.node.kubernetes.io/gpu.count".to_string(),
+            "8".to_string(),
+        )]
+        .into_iter()
+        .collect();
         assert_eq!(
             object("n1", "nfd", &f, &labels),
             json!({

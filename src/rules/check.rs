@@ -68,9 +68,7 @@ pub fn check(sources: &[RuleSource], known_features: &[&str]) -> CheckReport {
     let mut all: Vec<(String, ObjectSpec)> = Vec::new();
     for src in sources {
         let (objects, errors) = read_source(src);
-        report
-            .errors
-            .extend(errors.iter().map(ToString::to_string));
+        report.errors.extend(errors.iter().map(ToString::to_string));
         all.extend(objects.into_iter().map(|o| (src.name.clone(), o)));
     }
     all.sort_by(|a, b| a.1.name.cmp(&b.1.name));
@@ -95,7 +93,10 @@ pub fn check(sources: &[RuleSource], known_features: &[&str]) -> CheckReport {
             if rule.name.is_empty() {
                 r.error(rule.pos, "rule name cannot be empty");
             } else if !names.insert(rule.name.as_str()) {
-                r.warning(rule.pos, format!("another rule in this object is also named {:?}", rule.name));
+                r.warning(
+                    rule.pos,
+                    format!("another rule in this object is also named {:?}", rule.name),
+                );
             }
             check_rule(&mut r, rule, known_features);
         }
@@ -128,6 +129,7 @@ fn check_rule(r: &mut Reporter<'_>, rule: &RuleSpec, known: &[&str]) {
         if let Some(e) = parsed.parse_error() {
             r.error(t.pos, e.to_string());
         }
+        check_template_data(r, rule, &t.text, t.pos);
         for f in unsupported_functions(&t.text) {
             r.warning(
                 t.pos,
@@ -149,14 +151,24 @@ fn check_rule(r: &mut Reporter<'_>, rule: &RuleSpec, known: &[&str]) {
         if let Some(spec) = l.value.strip_prefix('@') {
             check_dynamic(r, l.pos, &l.value, spec, known);
         } else if let Err(e) = label_value(&l.value) {
-            r.error(l.pos, format!("label {full:?}: invalid value {:?}: {e}", l.value));
+            r.error(
+                l.pos,
+                format!("label {full:?}: invalid value {:?}: {e}", l.value),
+            );
             continue;
         }
-        let probe = if l.value.starts_with('@') { "x" } else { l.value.as_str() };
+        let probe = if l.value.starts_with('@') {
+            "x"
+        } else {
+            l.value.as_str()
+        };
         if let Err(e) = validate_label(&full, probe, &strict) {
             r.warning(
                 l.pos,
-                format!("label {full:?}: {e}; it is rejected unless {:?} is in extraLabelNs", namespace(&full)),
+                format!(
+                    "label {full:?}: {e}; it is rejected unless {:?} is in extraLabelNs",
+                    namespace(&full)
+                ),
             );
         }
     }
@@ -187,15 +199,107 @@ fn check_rule(r: &mut Reporter<'_>, rule: &RuleSpec, known: &[&str]) {
     }
 }
 
+/// A template runs with the elements of one matcher (`matchFeatures`, or one `matchAny`
+/// element) as data; a `.domain.feature` that matcher has no term for is a missing key, which
+/// fails the rule.
+fn check_template_data(r: &mut Reporter<'_>, rule: &RuleSpec, text: &str, pos: Pos) {
+    let refs = root_references(text);
+    let covers = |terms: &[TermSpec], d: &str, n: &str| {
+        terms
+            .iter()
+            .any(|t| t.feature.split_once('.') == Some((d, n)))
+    };
+    let mut matchers: Vec<(String, &[TermSpec], &str)> = Vec::new();
+    if !rule.match_features.is_empty() {
+        matchers.push((
+            "matchFeatures".to_string(),
+            &rule.match_features,
+            "the rule matches",
+        ));
+    }
+    for (i, m) in rule.match_any.iter().enumerate() {
+        matchers.push((format!("matchAny[{i}]"), &m.terms, "that element matches"));
+    }
+    for (d, n) in &refs {
+        for (name, terms, when) in &matchers {
+            if !covers(terms, d, n) {
+                r.warning(
+                    pos,
+                    format!("the template reads .{d}.{n}, which is not in the data of {name}; the rule fails with a missing key whenever {when}"),
+                );
+            }
+        }
+    }
+}
+
+/// `.domain.feature` field chains read from the template's data root (`.a.b` or `$.a.b`).
+fn root_references(text: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let end = after.find("}}").unwrap_or(after.len());
+        let action = &after[..end];
+        rest = &after[end..];
+        let b = action.as_bytes();
+        let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+        let mut i = 0;
+        while i < b.len() {
+            let at_root = b[i] == b'.'
+                && (i == 0 || !(ident(b[i - 1]) || b[i - 1] == b')' || b[i - 1] == b'.'));
+            if at_root {
+                let word = |from: usize| {
+                    let mut j = from;
+                    while j < b.len() && ident(b[j]) {
+                        j += 1;
+                    }
+                    j
+                };
+                let e1 = word(i + 1);
+                if e1 > i + 1 && e1 < b.len() && b[e1] == b'.' {
+                    let e2 = word(e1 + 1);
+                    if e2 > e1 + 1 {
+                        let pair = (
+                            action[i + 1..e1].to_string(),
+                            action[e1 + 1..e2].to_string(),
+                        );
+                        if !out.contains(&pair) {
+                            out.push(pair);
+                        }
+                    }
+                    i = e2.max(e1);
+                    continue;
+                }
+                i = e1.max(i + 1);
+                continue;
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
 fn check_dynamic(r: &mut Reporter<'_>, pos: Pos, value: &str, spec: &str, known: &[&str]) {
     let parts: Vec<&str> = spec.splitn(3, '.').collect();
     if parts.len() != 3 || parts.iter().any(|p| p.is_empty()) {
-        r.error(pos, format!("dynamic value {value:?} is not in the form '@domain.feature.element'"));
+        r.error(
+            pos,
+            format!("dynamic value {value:?} is not in the form '@domain.feature.element'"),
+        );
         return;
     }
     let feature = format!("{}.{}", parts[0], parts[1]);
-    if !known.is_empty() && feature != super::eval::RULE_MATCHED && !known.contains(&feature.as_str()) {
-        r.warning(pos, format!("dynamic value {value:?} reads unknown feature {feature:?}{}", suggest(&feature, known)));
+    if !known.is_empty()
+        && feature != super::eval::RULE_MATCHED
+        && !known.contains(&feature.as_str())
+    {
+        r.warning(
+            pos,
+            format!(
+                "dynamic value {value:?} reads unknown feature {feature:?}{}",
+                suggest(&feature, known)
+            ),
+        );
     }
 }
 
@@ -208,9 +312,21 @@ fn suggest(feature: &str, known: &[&str]) -> String {
 fn check_term(r: &mut Reporter<'_>, term: &TermSpec, known: &[&str]) {
     let f = term.feature.as_str();
     if f.split('.').count() != 2 || f.split('.').any(str::is_empty) {
-        r.error(term.pos, format!("invalid feature name {f:?} (not <domain>.<feature>)"));
-    } else if !known.is_empty() && f != super::eval::RULE_MATCHED && !known.contains(&f.to_lowercase().as_str()) {
-        r.warning(term.pos, format!("unknown feature {f:?}{}; the term can never match", suggest(f, known)));
+        r.error(
+            term.pos,
+            format!("invalid feature name {f:?} (not <domain>.<feature>)"),
+        );
+    } else if !known.is_empty()
+        && f != super::eval::RULE_MATCHED
+        && !known.contains(&f.to_lowercase().as_str())
+    {
+        r.warning(
+            term.pos,
+            format!(
+                "unknown feature {f:?}{}; the term can never match",
+                suggest(f, known)
+            ),
+        );
     }
     let exprs = term
         .match_expressions
@@ -288,7 +404,10 @@ fn check_back_references(report: &mut CheckReport, all: &[(String, ObjectSpec)])
                         column: e.pos.column,
                         object: Some(obj.name.clone()),
                         rule: Some(rule.name.clone()),
-                        message: format!("rule.matched: no earlier rule produces {:?}{later}", e.key),
+                        message: format!(
+                            "rule.matched: no earlier rule produces {:?}{later}",
+                            e.key
+                        ),
                     }
                     .to_string(),
                 );

@@ -231,9 +231,17 @@ fn saphyr_error(e: &serde_saphyr::Error, offset: u32) -> SyntaxError {
             )
         })
         .unwrap_or(Pos::new(offset + 1, 1));
+    // The parser's message repeats a position relative to the document; the position is
+    // reported separately, relative to the file.
+    let msg = first_line(&e.to_string());
+    let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+    let msg = match msg.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((_, rest)) => rest,
+        None => msg,
+    };
     SyntaxError {
         pos,
-        message: first_line(&e.to_string()),
+        message: msg.to_string(),
     }
 }
 
@@ -340,7 +348,8 @@ mod tests {
         assert_eq!(docs.len(), 2);
         assert_eq!(map_get(&docs[1], "c").pos.line, 7);
         assert_eq!(errs.len(), 1);
-        assert_eq!(errs[0].pos.line, 4, "{errs:?}");
+        assert_eq!(errs[0].pos, Pos::new(3, 4), "{errs:?}");
+        assert_eq!(errs[0].message, "unclosed bracket '['");
     }
 
     #[test]
@@ -357,7 +366,7 @@ mod tests {
         let (docs, errs) = parse_documents(text);
         assert_eq!(errs, vec![]);
         assert_eq!(map_get(map_get(&docs[0], "a"), "b").val.kind(), "list");
-        let (_, errs) = parse_documents("{\n  \"a\": \n}");
+        let (_, errs) = parse_documents("{\n  \"a\": [\n}");
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].pos.line, 3);
     }

@@ -112,7 +112,11 @@ impl<'f> View<'f> {
 
     /// Feeds a rule's output back for later rules, as nfd-master does after every rule that
     /// ran without error (matched or not; the feature exists from then on).
-    pub fn insert_rule_matched(&mut self, labels: &BTreeMap<String, String>, vars: &BTreeMap<String, String>) {
+    pub fn insert_rule_matched(
+        &mut self,
+        labels: &BTreeMap<String, String>,
+        vars: &BTreeMap<String, String>,
+    ) {
         let m = self.rule_matched.get_or_insert_with(BTreeMap::new);
         m.extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         m.extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -146,7 +150,12 @@ pub struct Index<'f> {
 }
 
 impl<'f> Index<'f> {
-    fn lookup(&mut self, feature: &str, key: &str, instances: &'f [Instance]) -> &HashMap<&'f str, Vec<u32>> {
+    fn lookup(
+        &mut self,
+        feature: &str,
+        key: &str,
+        instances: &'f [Instance],
+    ) -> &HashMap<&'f str, Vec<u32>> {
         let per_feature = self.by_feature.entry(feature.to_string()).or_default();
         per_feature.entry(key.to_string()).or_insert_with(|| {
             let mut m: HashMap<&'f str, Vec<u32>> = HashMap::new();
@@ -226,6 +235,20 @@ pub struct ExprTrace {
     pub source: &'static str,
     pub seen: Seen,
     pub outcome: Result<bool, String>,
+    /// For an absent element: the present element whose name is closest (a likely typo).
+    pub closest: Option<String>,
+}
+
+/// The name among `names` closest to an absent `key`, for `explain`.
+fn closest_name<'a>(
+    key: &str,
+    input: Input<'_>,
+    names: impl Iterator<Item = &'a String>,
+) -> Option<String> {
+    if input != Input::Absent {
+        return None;
+    }
+    super::closest(key, names.map(String::as_str)).map(str::to_string)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -337,7 +360,7 @@ pub fn execute_rule<'f>(
     if !rule.match_features.is_empty() {
         let mut mt = trace.as_ref().map(|_| MatcherTrace::default());
         let result = match_terms(&rule.match_features, view, index, mt.as_mut());
-        if let (Some(t), Some(mt)) = (trace.as_deref_mut(), mt) {
+        if let (Some(t), Some(mt)) = (trace, mt) {
             t.match_features = Some(mt);
         }
         let Some(m) = result? else {
@@ -476,7 +499,7 @@ fn match_term_inner<'a, 'f: 'a>(
     }
     if matched && let Some(e) = &term.name_expr {
         let names = match_names(e, flags, attrs, insts);
-        if let Some(t) = trace.as_deref_mut() {
+        if let Some(t) = trace {
             t.name_matches = Some(names.as_ref().map_err(Clone::clone).map(|els| {
                 els.iter()
                     .map(|el| match el {
@@ -517,7 +540,10 @@ fn match_flags_attrs<'a>(
                     Input::Absent
                 };
                 let r = e.eval(input);
-                record(&mut trace, i, "flag", input, &r);
+                if trace.is_some() {
+                    let hint = closest_name(&e.key, input, keys.keys());
+                    record(&mut trace, i, "flag", input, &r, hint);
+                }
                 match r {
                     Ok(true) => {
                         mk = true;
@@ -530,12 +556,18 @@ fn match_flags_attrs<'a>(
                     }
                 }
             }
-            if !failed && !errored && let Some(values) = attrs {
+            if !failed
+                && !errored
+                && let Some(values) = attrs
+            {
                 let input = values
                     .get(&e.key)
                     .map_or(Input::Absent, |v| Input::Value(v.as_str()));
                 let r = e.eval(input);
-                record(&mut trace, i, "attribute", input, &r);
+                if trace.is_some() {
+                    let hint = closest_name(&e.key, input, values.keys());
+                    record(&mut trace, i, "attribute", input, &r, hint);
+                }
                 match r {
                     Ok(true) => {
                         mv = true;
@@ -573,9 +605,17 @@ fn match_flags_attrs<'a>(
     Ok((true, elems))
 }
 
-fn record(trace: &mut Option<&mut TermTrace>, expr: usize, source: &'static str, input: Input<'_>, r: &Result<bool, String>) {
+fn record(
+    trace: &mut Option<&mut TermTrace>,
+    expr: usize,
+    source: &'static str,
+    input: Input<'_>,
+    r: &Result<bool, String>,
+    closest: Option<String>,
+) {
     if let Some(t) = trace.as_deref_mut() {
         t.kv.push(ExprTrace {
+            closest,
             expr,
             source,
             seen: Seen::of(input),
@@ -618,6 +658,7 @@ fn match_instances<'a, 'f: 'a>(
                     source: "instance",
                     seen: Seen::of(input),
                     outcome: r.clone(),
+                    closest: closest_name(&e.key, input, inst.attributes.keys()),
                 });
             }
             match r {
@@ -666,10 +707,15 @@ fn match_instances<'a, 'f: 'a>(
     Ok((!elems.is_empty(), elems))
 }
 
-/// The instances that can satisfy the most selective well-formed `In` expression of the term;
-/// the others fail it, so (a failure winning over errors) they cannot match.
-fn candidates<'f>(term: &Term, exprs: &[Expr], insts: &'f [Instance], index: &mut Index<'f>) -> Option<Vec<u32>> {
-    let mut best: Option<Vec<u32>> = None;
+/// The instances that satisfy every well-formed `In` expression of the term, in instance
+/// order; the others fail one of them, so (a failure winning over errors) they cannot match.
+fn candidates<'f>(
+    term: &Term,
+    exprs: &[Expr],
+    insts: &'f [Instance],
+    index: &mut Index<'f>,
+) -> Option<Vec<u32>> {
+    let mut result: Option<Vec<u32>> = None;
     for e in exprs {
         let Some(values) = e.in_values() else {
             continue;
@@ -685,11 +731,32 @@ fn candidates<'f>(term: &Term, exprs: &[Expr], insts: &'f [Instance], index: &mu
             c.sort_unstable();
             c.dedup();
         }
-        if best.as_ref().is_none_or(|b| c.len() < b.len()) {
-            best = Some(c);
+        result = Some(match result {
+            None => c,
+            Some(prev) => intersect(&prev, &c),
+        });
+        if result.as_ref().is_some_and(Vec::is_empty) {
+            break;
         }
     }
-    best
+    result
+}
+
+fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(a.len().min(b.len()));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
 }
 
 /// NFD's `MatchNamesMulti`: the expression applied to element names; instances match when

@@ -43,7 +43,11 @@ pub fn explain(set: &RuleSet, features: &FeatureSet, rule: Option<&str>) -> Stri
                 let names: Vec<String> = set
                     .objects
                     .iter()
-                    .flat_map(|o| o.rules.iter().map(move |r| format!("{}/{}", o.name, r.name)))
+                    .flat_map(|o| {
+                        o.rules
+                            .iter()
+                            .map(move |r| format!("{}/{}", o.name, r.name))
+                    })
                     .collect();
                 let hint = closest(want, names.iter().map(String::as_str))
                     .or_else(|| {
@@ -85,7 +89,9 @@ pub fn explain(set: &RuleSet, features: &FeatureSet, rule: Option<&str>) -> Stri
         let status = match &rec.result {
             Ok(Some(_)) => "MATCHED".to_string(),
             Ok(None) => "not matched".to_string(),
-            Err(e) => format!("FAILED: {e} (the rule produced nothing; the other rules still apply)"),
+            Err(e) => {
+                format!("FAILED: {e} (the rule produced nothing; the other rules still apply)")
+            }
         };
         let _ = writeln!(
             out,
@@ -95,11 +101,21 @@ pub fn explain(set: &RuleSet, features: &FeatureSet, rule: Option<&str>) -> Stri
         );
         explain_rule(&mut out, rule, rec);
         if let Ok(Some(output)) = &rec.result {
-            explain_output(&mut out, (&obj.name, &rule.name), rec, output, &eval, &winners);
+            explain_output(
+                &mut out,
+                (&obj.name, &rule.name),
+                rec,
+                output,
+                &eval,
+                &winners,
+            );
         }
         out.push('\n');
     }
-    let matched = chosen.iter().filter(|r| matches!(r.result, Ok(Some(_)))).count();
+    let matched = chosen
+        .iter()
+        .filter(|r| matches!(r.result, Ok(Some(_))))
+        .count();
     let failed = chosen.iter().filter(|r| r.result.is_err()).count();
     let _ = writeln!(
         out,
@@ -121,7 +137,10 @@ fn label_winners(records: &[RuleRecord]) -> BTreeMap<String, (usize, usize)> {
     let mut w = BTreeMap::new();
     for rec in records {
         if let Ok(Some(out)) = &rec.result {
-            for k in super::namespaced(&out.labels, FEATURE_NS).into_iter().map(|(k, _)| k) {
+            for k in super::namespaced(&out.labels, FEATURE_NS)
+                .into_iter()
+                .map(|(k, _)| k)
+            {
                 w.insert(k, (rec.object, rec.rule));
             }
         }
@@ -131,7 +150,10 @@ fn label_winners(records: &[RuleRecord]) -> BTreeMap<String, (usize, usize)> {
 
 fn explain_rule(out: &mut String, rule: &CompiledRule, rec: &RuleRecord) {
     if rule.match_any.is_empty() && rule.match_features.is_empty() {
-        let _ = writeln!(out, "    no matchFeatures or matchAny: the rule always matches");
+        let _ = writeln!(
+            out,
+            "    no matchFeatures or matchAny: the rule always matches"
+        );
         return;
     }
     for (i, terms) in rule.match_any.iter().enumerate() {
@@ -139,7 +161,10 @@ fn explain_rule(out: &mut String, rule: &CompiledRule, rec: &RuleRecord) {
         match rec.trace.match_any.get(i).and_then(Option::as_ref) {
             Some(mt) => explain_matcher(out, terms, mt, "      "),
             None => {
-                let _ = writeln!(out, "not evaluated (an earlier matchAny element matched, or the rule failed)");
+                let _ = writeln!(
+                    out,
+                    "not evaluated (an earlier matchAny element matched, or the rule failed)"
+                );
             }
         }
     }
@@ -148,7 +173,10 @@ fn explain_rule(out: &mut String, rule: &CompiledRule, rec: &RuleRecord) {
         match &rec.trace.match_features {
             Some(mt) => explain_matcher(out, &rule.match_features, mt, "      "),
             None => {
-                let _ = writeln!(out, "not evaluated (no matchAny element matched, or the rule failed)");
+                let _ = writeln!(
+                    out,
+                    "not evaluated (no matchAny element matched, or the rule failed)"
+                );
             }
         }
     }
@@ -205,7 +233,10 @@ fn explain_term(out: &mut String, i: usize, term: &Term, tt: &TermTrace, indent:
     let inner = format!("{indent}  ");
     if let Some(exprs) = &term.exprs {
         if exprs.is_empty() {
-            let _ = writeln!(out, "{inner}matchExpressions is empty: matches when the feature has any element");
+            let _ = writeln!(
+                out,
+                "{inner}matchExpressions is empty: matches when the feature has any element"
+            );
         }
         if tt.flags.is_some() || tt.attributes.is_some() {
             for e in &tt.kv {
@@ -217,7 +248,11 @@ fn explain_term(out: &mut String, i: usize, term: &Term, tt: &TermTrace, indent:
                 let _ = writeln!(
                     out,
                     "{inner}flags/attributes: {}",
-                    if tt.kv_matched { "all expressions hold" } else { "no match" }
+                    if tt.kv_matched {
+                        "all expressions hold"
+                    } else {
+                        "no match"
+                    }
                 );
             }
         }
@@ -244,17 +279,32 @@ fn explain_term(out: &mut String, i: usize, term: &Term, tt: &TermTrace, indent:
     }
 }
 
-fn explain_instances(out: &mut String, term: &Term, exprs: &[Expr], tt: &TermTrace, total: usize, indent: &str) {
+fn explain_instances(
+    out: &mut String,
+    term: &Term,
+    exprs: &[Expr],
+    tt: &TermTrace,
+    total: usize,
+    indent: &str,
+) {
     let matched = tt
         .instance_results
         .iter()
         .filter(|r| r.outcome == Ok(true))
         .count();
-    let errors = tt.instance_results.iter().filter(|r| r.outcome.is_err()).count();
+    let errors = tt
+        .instance_results
+        .iter()
+        .filter(|r| r.outcome.is_err())
+        .count();
     let _ = writeln!(
         out,
         "{indent}instances: {matched} of {total} matched{}",
-        if errors > 0 { format!(", {errors} with errors") } else { String::new() }
+        if errors > 0 {
+            format!(", {errors} with errors")
+        } else {
+            String::new()
+        }
     );
     // Matches first, then errors, then the misses, each in instance order.
     let mut ordered: Vec<_> = tt.instance_results.iter().collect();
@@ -266,17 +316,37 @@ fn explain_instances(out: &mut String, term: &Term, exprs: &[Expr], tt: &TermTra
     for r in ordered.iter().take(MAX_INSTANCES) {
         let (verdict, shown): (&str, Vec<&ExprTrace>) = match &r.outcome {
             Ok(true) => ("matched", r.exprs.iter().collect()),
-            Ok(false) => ("no", r.exprs.iter().filter(|e| e.outcome != Ok(true)).collect()),
-            Err(_) => ("error", r.exprs.iter().filter(|e| e.outcome.is_err()).collect()),
+            Ok(false) => (
+                "no",
+                r.exprs.iter().filter(|e| e.outcome != Ok(true)).collect(),
+            ),
+            Err(_) => (
+                "error",
+                r.exprs.iter().filter(|e| e.outcome.is_err()).collect(),
+            ),
         };
         let parts: Vec<String> = shown
             .iter()
-            .filter_map(|e| exprs.get(e.expr).map(|x| expr_line(&term.feature, x, e, Some(r.index))))
+            .filter_map(|e| {
+                exprs
+                    .get(e.expr)
+                    .map(|x| expr_line(&term.feature, x, e, Some(r.index)))
+            })
             .collect();
-        let _ = writeln!(out, "{indent}  {}[{}]: {verdict}: {}", term.feature, r.index, parts.join("; "));
+        let _ = writeln!(
+            out,
+            "{indent}  {}[{}]: {verdict}: {}",
+            term.feature,
+            r.index,
+            parts.join("; ")
+        );
     }
     if ordered.len() > MAX_INSTANCES {
-        let _ = writeln!(out, "{indent}  ... {} more instance(s) not shown", ordered.len() - MAX_INSTANCES);
+        let _ = writeln!(
+            out,
+            "{indent}  ... {} more instance(s) not shown",
+            ordered.len() - MAX_INSTANCES
+        );
     }
 }
 
@@ -286,9 +356,14 @@ fn expr_line(feature: &str, expr: &Expr, t: &ExprTrace, instance: Option<usize>)
         Some(i) => format!("{feature}[{i}].{}", expr.key),
         None => format!("{feature}.{}", expr.key),
     };
+    let hint = t
+        .closest
+        .as_ref()
+        .map(|c| format!(" (did you mean {c:?}?)"))
+        .unwrap_or_default();
     let seen = match (&t.seen, t.source) {
-        (Seen::Absent, "flag") => format!("{place}: no such flag"),
-        (Seen::Absent, _) => format!("{place}: absent"),
+        (Seen::Absent, "flag") => format!("{place}: no such flag{hint}"),
+        (Seen::Absent, _) => format!("{place}: absent{hint}"),
         (Seen::Flag, _) => format!("{place}: flag present"),
         (Seen::Value(v), _) => format!("{place} = {v:?}"),
     };
@@ -298,7 +373,9 @@ fn expr_line(feature: &str, expr: &Expr, t: &ExprTrace, instance: Option<usize>)
             (Seen::Absent, _) if !matches!(expr.op, super::expression::Op::Exists) => {
                 "no (the element is absent)".to_string()
             }
-            (Seen::Flag, _) => "no (a flag has no value; only Exists/DoesNotExist apply)".to_string(),
+            (Seen::Flag, _) => {
+                "no (a flag has no value; only Exists/DoesNotExist apply)".to_string()
+            }
             _ => "no".to_string(),
         },
         Err(e) => format!("error: {e}"),
@@ -320,9 +397,13 @@ fn explain_output(
             .iter()
             .find(|r| r.kind == kind && r.key == key && r.object == object && r.rule == rule)
     };
-    let labels = super::namespaced(&output.labels, FEATURE_NS);
-    if labels.is_empty() && output.vars.is_empty() && output.annotations.is_empty()
-        && output.extended_resources.is_empty() && output.taints.is_empty()
+    let mut labels = super::namespaced(&output.labels, FEATURE_NS);
+    labels.sort();
+    if labels.is_empty()
+        && output.vars.is_empty()
+        && output.annotations.is_empty()
+        && output.extended_resources.is_empty()
+        && output.taints.is_empty()
     {
         let _ = writeln!(out, "    produced nothing");
         return;

@@ -195,7 +195,12 @@ impl Expr {
             Op::Gt | Op::Ge | Op::Lt | Op::Le | Op::GtLt | Op::GeLe => self.compare(value),
             Op::IsTrue | Op::IsFalse => {
                 self.want_no_values()?;
-                Ok(value == if self.op == Op::IsTrue { "true" } else { "false" })
+                Ok(value
+                    == if self.op == Op::IsTrue {
+                        "true"
+                    } else {
+                        "false"
+                    })
             }
             Op::Exists | Op::DoesNotExist => Ok(false),
         }
@@ -455,12 +460,8 @@ pub fn parse_version(s: &str) -> Result<Version, String> {
             .parse::<u64>()
             .map_err(|e| format!("error parsing version segment: {e}"))?;
     }
-    let ident_ok = |seg: &str| {
-        !seg.is_empty()
-            && seg
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-    };
+    let ident_ok =
+        |seg: &str| !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
     if let Some(pre) = pre {
         for seg in pre.split('.') {
             if !ident_ok(seg) {
@@ -493,7 +494,10 @@ mod tests {
             pos: Pos::default(),
             op: op.into(),
             op_pos: Pos::default(),
-            values: values.iter().map(|v| (v.to_string(), Pos::default())).collect(),
+            values: values
+                .iter()
+                .map(|v| (v.to_string(), Pos::default()))
+                .collect(),
             value_type: value_type.into(),
             type_pos: Pos::default(),
         })
@@ -509,7 +513,13 @@ mod tests {
     /// Every operator against an absent element, a flag and a value; `Ok(bool)` or an error.
     #[test]
     fn operator_table() {
-        type Case = (&'static str, &'static [&'static str], &'static str, Input<'static>, Option<bool>);
+        type Case = (
+            &'static str,
+            &'static [&'static str],
+            &'static str,
+            Input<'static>,
+            Option<bool>,
+        );
         let cases: &[Case] = &[
             ("In", &["1", "2"], "", A, Some(false)),
             ("In", &["1", "2"], "", F, Some(false)),
@@ -525,7 +535,13 @@ mod tests {
             ("NotIn", &[], "", v("2"), None),
             ("InRegexp", &["^val-[0-9]$"], "", v("val-1"), Some(true)),
             ("InRegexp", &["^val-[0-9]$"], "", v("val-12"), Some(false)),
-            ("InRegexp", &["val-[0-9]$", "al-[1-9]"], "", v("val-12"), Some(true)),
+            (
+                "InRegexp",
+                &["val-[0-9]$", "al-[1-9]"],
+                "",
+                v("val-12"),
+                Some(true),
+            ),
             ("InRegexp", &["0"], "", v("10de"), Some(true)), // unanchored, as RE2
             ("InRegexp", &["^03"], "", A, Some(false)),
             ("InRegexp", &["^03"], "", F, Some(false)),
@@ -591,15 +607,33 @@ mod tests {
             ("Gt", &["2"], "version", v("3"), Some(true)),
             ("Gt", &["2"], "version", A, Some(false)),
             ("Gt", &["2"], "version", F, Some(false)),
-            ("Gt", &["5.14"], "version", v("5.15.0-91-generic"), Some(true)),
+            (
+                "Gt",
+                &["5.14"],
+                "version",
+                v("5.15.0-91-generic"),
+                Some(true),
+            ),
             ("Ge", &["550.54.15"], "version", v("550.54.15"), Some(true)),
             ("Ge", &["2.0.1"], "version", v("2.0.0"), Some(false)),
             ("Ge", &["2.0.1"], "version", v("str"), None),
             ("Lt", &["2.0.1"], "version", v("2.0.1-rc1"), Some(false)), // pre-release dropped
             ("Lt", &["12.4"], "version", v("v12.3"), Some(true)),
             ("Le", &["2.0"], "version", v("2.0.0+build.5"), Some(true)),
-            ("GtLt", &["1.0.1", "10.0.1"], "version", v("1.0.2"), Some(true)),
-            ("GtLt", &["1.0.1", "10.0.1"], "version", v("10.0.1"), Some(false)),
+            (
+                "GtLt",
+                &["1.0.1", "10.0.1"],
+                "version",
+                v("1.0.2"),
+                Some(true),
+            ),
+            (
+                "GtLt",
+                &["1.0.1", "10.0.1"],
+                "version",
+                v("10.0.1"),
+                Some(false),
+            ),
             ("GeLe", &["1", "10"], "version", v("10"), Some(true)),
             ("GeLe", &["1", "10"], "version", v("-11"), None),
             ("GeLe", &["1", "x"], "version", v("5"), None),
@@ -610,15 +644,24 @@ mod tests {
             let got = e.eval(*input);
             match want {
                 Some(b) => assert_eq!(got, Ok(*b), "{op} {values:?} {ty} on {input:?}"),
-                None => assert!(got.is_err(), "{op} {values:?} {ty} on {input:?}: want error, got {got:?}"),
+                None => assert!(
+                    got.is_err(),
+                    "{op} {values:?} {ty} on {input:?}: want error, got {got:?}"
+                ),
             }
         }
     }
 
     #[test]
     fn error_messages() {
-        assert_eq!(expr("Gt", &["2"], "").eval(v("abc")), Err("not a number \"abc\"".into()));
-        assert_eq!(expr("Gt", &["x"], "").eval(v("1")), Err("not a number \"x\"".into()));
+        assert_eq!(
+            expr("Gt", &["2"], "").eval(v("abc")),
+            Err("not a number \"abc\"".into())
+        );
+        assert_eq!(
+            expr("Gt", &["x"], "").eval(v("1")),
+            Err("not a number \"x\"".into())
+        );
         assert_eq!(
             expr("InRegexp", &["("], "").eval(v("x")).unwrap_err(),
             "invalid regexp \"(\": regex parse error: ( ^ error: unclosed group"
@@ -629,7 +672,10 @@ mod tests {
         );
         assert_eq!(
             expr("Exists", &["1"], "").eval(A),
-            Err("invalid expression, 'value' field must be empty for Op \"Exists\" (have [\"1\"])".into())
+            Err(
+                "invalid expression, 'value' field must be empty for Op \"Exists\" (have [\"1\"])"
+                    .into()
+            )
         );
     }
 
@@ -638,7 +684,11 @@ mod tests {
         let ok = |s: &str, t: (u64, u64, u64)| {
             assert_eq!(
                 parse_version(s),
-                Ok(Version { major: t.0, minor: t.1, patch: t.2 }),
+                Ok(Version {
+                    major: t.0,
+                    minor: t.1,
+                    patch: t.2
+                }),
                 "{s}"
             )
         };
@@ -648,7 +698,21 @@ mod tests {
         ok("01.02.03", (1, 2, 3));
         ok("6.8.0-1015-nvidia", (6, 8, 0));
         ok("1.2.3-alpha.1+meta.x", (1, 2, 3));
-        for bad in ["", "v", "1.", "1..2", "1.2.3.4", "a.b", "1.2.3-", "1.2.3-01", "1.2.3+", "1.2.3-a..b", "-1", "1.2.3 ", "99999999999999999999"] {
+        for bad in [
+            "",
+            "v",
+            "1.",
+            "1..2",
+            "1.2.3.4",
+            "a.b",
+            "1.2.3-",
+            "1.2.3-01",
+            "1.2.3+",
+            "1.2.3-a..b",
+            "-1",
+            "1.2.3 ",
+            "99999999999999999999",
+        ] {
             assert!(parse_version(bad).is_err(), "{bad:?}");
         }
     }
@@ -656,24 +720,52 @@ mod tests {
     #[test]
     fn static_problems_table() {
         let msgs = |e: Expr| -> Vec<String> {
-            e.static_problems().into_iter().map(|(_, s, m)| format!("{s:?}: {m}")).collect()
+            e.static_problems()
+                .into_iter()
+                .map(|(_, s, m)| format!("{s:?}: {m}"))
+                .collect()
         };
         assert_eq!(msgs(expr("In", &["a"], "")), Vec::<String>::new());
-        assert_eq!(msgs(expr("In", &[], "")), vec!["Error: In needs at least one value"]);
-        assert_eq!(msgs(expr("Exists", &["a"], "")), vec!["Error: Exists takes no values (has 1)"]);
-        assert_eq!(msgs(expr("Gt", &["1", "2"], "")), vec!["Error: Gt needs exactly one value (has 2)"]);
+        assert_eq!(
+            msgs(expr("In", &[], "")),
+            vec!["Error: In needs at least one value"]
+        );
+        assert_eq!(
+            msgs(expr("Exists", &["a"], "")),
+            vec!["Error: Exists takes no values (has 1)"]
+        );
+        assert_eq!(
+            msgs(expr("Gt", &["1", "2"], "")),
+            vec!["Error: Gt needs exactly one value (has 2)"]
+        );
         assert_eq!(
             msgs(expr("Gt", &["1.5"], "")),
-            vec!["Error: Gt needs an integer, got \"1.5\" (add `type: version` to compare versions)"]
+            vec![
+                "Error: Gt needs an integer, got \"1.5\" (add `type: version` to compare versions)"
+            ]
         );
-        assert_eq!(msgs(expr("GtLt", &["10", "1"], "")), vec!["Error: GtLt bounds are inverted: 10 is not less than 1"]);
+        assert_eq!(
+            msgs(expr("GtLt", &["10", "1"], "")),
+            vec!["Error: GtLt bounds are inverted: 10 is not less than 1"]
+        );
         assert_eq!(
             msgs(expr("GeLe", &["2.0", "1.0"], "version")),
-            vec!["Error: GeLe bounds are inverted: \"2.0\" is not less than \"1.0\"; nothing can match"]
+            vec![
+                "Error: GeLe bounds are inverted: \"2.0\" is not less than \"1.0\"; nothing can match"
+            ]
         );
-        assert_eq!(msgs(expr("Lt", &["x"], "version")), vec!["Error: Lt needs a version, got \"x\": invalid semantic version"]);
-        assert_eq!(msgs(expr("Lt", &["1"], "semver")), vec!["Error: unknown type \"semver\" (the only type is \"version\")"]);
-        assert_eq!(msgs(expr("In", &["1"], "version")), vec!["Warning: type \"version\" is ignored by In"]);
+        assert_eq!(
+            msgs(expr("Lt", &["x"], "version")),
+            vec!["Error: Lt needs a version, got \"x\": invalid semantic version"]
+        );
+        assert_eq!(
+            msgs(expr("Lt", &["1"], "semver")),
+            vec!["Error: unknown type \"semver\" (the only type is \"version\")"]
+        );
+        assert_eq!(
+            msgs(expr("In", &["1"], "version")),
+            vec!["Warning: type \"version\" is ignored by In"]
+        );
         assert_eq!(
             msgs(expr("InRegexp", &["ok", "(x"], "")),
             vec!["Error: invalid regexp \"(x\": regex parse error: (x ^ error: unclosed group"]

@@ -237,9 +237,9 @@ impl RuleSet {
                             .filter_map(|e| e.ok().map(|e| e.path()))
                             .filter(|p| {
                                 p.is_file()
-                                    && p.extension().and_then(|x| x.to_str()).is_some_and(|x| {
-                                        matches!(x, "yaml" | "yml" | "json")
-                                    })
+                                    && p.extension()
+                                        .and_then(|x| x.to_str())
+                                        .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"))
                             })
                             .collect();
                         files.sort();
@@ -275,7 +275,12 @@ impl RuleSet {
     pub fn objects(&self) -> Vec<(&str, Vec<&str>)> {
         self.objects
             .iter()
-            .map(|o| (o.name.as_str(), o.rules.iter().map(|r| r.name.as_str()).collect()))
+            .map(|o| {
+                (
+                    o.name.as_str(),
+                    o.rules.iter().map(|r| r.name.as_str()).collect(),
+                )
+            })
             .collect()
     }
 
@@ -344,7 +349,12 @@ impl RuleSet {
             }
         }
 
-        let reject = |eval: &mut Evaluation, kind, key: &str, value: &str, who: (usize, usize), reason: String| {
+        let reject = |eval: &mut Evaluation,
+                      kind,
+                      key: &str,
+                      value: &str,
+                      who: (usize, usize),
+                      reason: String| {
             let obj = &self.objects[who.0];
             let rule = &obj.rules[who.1];
             let r = RejectedLabel {
@@ -375,15 +385,19 @@ impl RuleSet {
             }
         }
         for (key, (value, who)) in resources {
-            match resolve(&value)
-                .and_then(|v| validate_extended_resource(&key, &v).map(|k| (k, v)))
+            match resolve(&value).and_then(|v| validate_extended_resource(&key, &v).map(|k| (k, v)))
             {
                 Ok((k, v)) => {
                     eval.output.extended_resources.insert(k, v);
                 }
-                Err(reason) => {
-                    reject(&mut eval, OutputKind::ExtendedResource, &key, &value, who, reason)
-                }
+                Err(reason) => reject(
+                    &mut eval,
+                    OutputKind::ExtendedResource,
+                    &key,
+                    &value,
+                    who,
+                    reason,
+                ),
             }
         }
         for (key, (value, who)) in annotations {
@@ -406,7 +420,14 @@ impl RuleSet {
                 }
                 Err(reason) => {
                     let value = format!("{}:{}", taint.value, taint.effect);
-                    reject(&mut eval, OutputKind::Taint, &taint.key, &value, who, reason)
+                    reject(
+                        &mut eval,
+                        OutputKind::Taint,
+                        &taint.key,
+                        &value,
+                        who,
+                        reason,
+                    )
                 }
             }
         }
@@ -529,33 +550,53 @@ fn compile_rule(r: &model::RuleSpec) -> CompiledRule {
             })
             .collect(),
         match_features: compile_terms(&r.match_features),
-        match_any: r.match_any.iter().map(|m| compile_terms(&m.terms)).collect(),
+        match_any: r
+            .match_any
+            .iter()
+            .map(|m| compile_terms(&m.terms))
+            .collect(),
     }
 }
 
-/// The candidate closest to `word` by edit distance, when it is close enough to be a typo.
-pub(crate) fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    let limit = (word.chars().count() / 3).max(1);
+/// The candidate closest to `word` (ignoring case; a transposition counts as one edit), when
+/// it is close enough to be a typo: at most one edit per three characters.
+pub(crate) fn closest<'a>(
+    word: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let limit = word.chars().count() / 3;
+    let w = word.to_lowercase();
     candidates
-        .map(|c| (edit_distance(&word.to_lowercase(), &c.to_lowercase()), c))
-        .filter(|(d, _)| *d <= limit)
+        .map(|c| (edit_distance(&w, &c.to_lowercase()), c))
+        .filter(|(d, c)| *d <= limit && *c != word)
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
 
+/// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
     }
-    prev[b.len()]
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 #[cfg(test)]

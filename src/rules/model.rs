@@ -138,7 +138,10 @@ impl Cx {
         match &node.val {
             Val::Map(entries) => Some(entries),
             other => {
-                self.err(node.pos, format!("{path} must be a map, got {}", other.kind()));
+                self.err(
+                    node.pos,
+                    format!("{path} must be a map, got {}", other.kind()),
+                );
                 None
             }
         }
@@ -148,7 +151,10 @@ impl Cx {
         match &node.val {
             Val::Seq(items) => Some(items),
             other => {
-                self.err(node.pos, format!("{path} must be a list, got {}", other.kind()));
+                self.err(
+                    node.pos,
+                    format!("{path} must be a list, got {}", other.kind()),
+                );
                 None
             }
         }
@@ -167,12 +173,15 @@ impl Cx {
             Val::Bool(b) => {
                 self.err(
                     node.pos,
-                    format!("{path} must be a string, got boolean {b} (quote it: \"{b}\")"),
+                    format!("{path} must be a string, got boolean {b} (quote the value: YAML reads unquoted true/false, yes/no, on/off, y/n as booleans)"),
                 );
                 None
             }
             other => {
-                self.err(node.pos, format!("{path} must be a string, got {}", other.kind()));
+                self.err(
+                    node.pos,
+                    format!("{path} must be a string, got {}", other.kind()),
+                );
                 None
             }
         }
@@ -309,7 +318,10 @@ fn read_object(doc: &Node) -> (Option<ObjectSpec>, Vec<Problem>) {
         }
     }
     match &api_version {
-        None => cx.err(doc.pos, format!("apiVersion is required (\"{API_VERSION}\")")),
+        None => cx.err(
+            doc.pos,
+            format!("apiVersion is required (\"{API_VERSION}\")"),
+        ),
         Some((v, pos)) if v != API_VERSION => cx.err(
             *pos,
             format!("unsupported apiVersion \"{v}\" (expected \"{API_VERSION}\")"),
@@ -318,16 +330,14 @@ fn read_object(doc: &Node) -> (Option<ObjectSpec>, Vec<Problem>) {
     }
     match &kind {
         None => cx.err(doc.pos, format!("kind is required (\"{KIND}\")")),
-        Some((k, pos)) if k != KIND => {
-            cx.err(*pos, format!("unsupported kind \"{k}\" (expected \"{KIND}\")"))
-        }
+        Some((k, pos)) if k != KIND => cx.err(
+            *pos,
+            format!("unsupported kind \"{k}\" (expected \"{KIND}\")"),
+        ),
         _ => {}
     }
     if name.as_deref().is_none_or(str::is_empty) {
-        cx.err(
-            metadata_pos.unwrap_or(doc.pos),
-            "metadata.name is required",
-        );
+        cx.err(metadata_pos.unwrap_or(doc.pos), "metadata.name is required");
     }
     if !spec_seen {
         cx.err(doc.pos, "spec is required");
@@ -412,20 +422,16 @@ fn read_rule(cx: &mut Cx, node: &Node, index: usize) -> RuleSpec {
             "labels" => rule.labels = cx.string_map(v, "labels"),
             "annotations" => rule.annotations = cx.string_map(v, "annotations"),
             "vars" => rule.vars = cx.string_map(v, "vars"),
-            "extendedResources" => {
-                rule.extended_resources = cx.string_map(v, "extendedResources")
-            }
+            "extendedResources" => rule.extended_resources = cx.string_map(v, "extendedResources"),
             "labelsTemplate" if !null => {
-                rule.labels_template = cx.string(v, "labelsTemplate").map(|text| Text {
-                    text,
-                    pos: v.pos,
-                })
+                rule.labels_template = cx
+                    .string(v, "labelsTemplate")
+                    .map(|text| Text { text, pos: v.pos })
             }
             "varsTemplate" if !null => {
-                rule.vars_template = cx.string(v, "varsTemplate").map(|text| Text {
-                    text,
-                    pos: v.pos,
-                })
+                rule.vars_template = cx
+                    .string(v, "varsTemplate")
+                    .map(|text| Text { text, pos: v.pos })
             }
             "labelsTemplate" | "varsTemplate" => {}
             "taints" if !null => rule.taints = read_taints(cx, v),
@@ -550,7 +556,8 @@ fn read_terms(cx: &mut Cx, node: &Node, path: &str) -> Vec<TermSpec> {
                             let Some(key) = cx.key(ek, &p) else {
                                 continue;
                             };
-                            if let Some(e) = read_expr(cx, ev, ek.pos, &key, &format!("{p}.{key}")) {
+                            if let Some(e) = read_expr(cx, ev, ek.pos, &key, &format!("{p}.{key}"))
+                            {
                                 exprs.push(e);
                             }
                         }
@@ -619,7 +626,10 @@ fn read_expr(cx: &mut Cx, node: &Node, pos: Pos, key: &str, path: &str) -> Optio
                     };
                     cx.err(
                         v.pos,
-                        format!("{path}.value must be a list of strings, got {}{hint}", other.kind()),
+                        format!(
+                            "{path}.value must be a list of strings, got {}{hint}",
+                            other.kind()
+                        ),
                     );
                     ok = false;
                 }
@@ -730,11 +740,21 @@ spec:
         assert_eq!(objects[0].name, "obj");
         assert_eq!(r.name, "r1");
         assert_eq!(r.pos, Pos::new(7, 7));
-        assert_eq!(r.labels, vec![Entry { key: "a".into(), value: "1".into(), pos: Pos::new(8, 16) }]);
+        assert_eq!(
+            r.labels,
+            vec![Entry {
+                key: "a".into(),
+                value: "1".into(),
+                pos: Pos::new(8, 16)
+            }]
+        );
         let t = &r.match_features[0];
         assert_eq!(t.feature, "pci.device");
         let e = &t.match_expressions.as_ref().unwrap()[1];
-        assert_eq!((e.key.as_str(), e.op.as_str(), e.value_type.as_str()), ("class", "Gt", "version"));
+        assert_eq!(
+            (e.key.as_str(), e.op.as_str(), e.value_type.as_str()),
+            ("class", "Gt", "version")
+        );
         assert_eq!(e.pos, Pos::new(18, 13));
         assert_eq!(t.match_name.as_ref().unwrap().op, "Exists");
         assert_eq!(r.match_any[0].terms[0].match_expressions, Some(vec![]));
@@ -769,12 +789,12 @@ spec:
             messages(&problems),
             vec![
                 "8:7: r1: unknown field \"lables\" in a rule (did you mean \"labels\"?); known fields: name, labels, labelsTemplate, annotations, vars, varsTemplate, taints, extendedResources, matchFeatures, matchAny",
-                "12:26: r1: spec.rules[0].matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Equals\"; supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse",
-                "13:38: r1: spec.rules[0].matchFeatures[0].matchExpressions.class.value must be a list of strings, got string (write value: [\"0300\"])",
-                "13:25: r1: spec.rules[0].matchFeatures[0].matchExpressions.class.op: unknown operator \"in\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse",
-                "14:37: r1: spec.rules[0].matchFeatures[0].matchExpressions.device.value[0] must be a string, got number 10 (quote it: \"10\")",
-                "16:19: r2: labels.a must be a string, got boolean true (quote it: \"true\")",
-                "18:11: r2: spec.rules[1].matchFeatures[0].feature is required",
+                "12:26: r1: matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Equals\"; supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse",
+                "13:36: r1: matchFeatures[0].matchExpressions.class.value must be a list of strings, got string (write value: [\"0300\"])",
+                "13:25: r1: matchFeatures[0].matchExpressions.class.op: unknown operator \"in\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse",
+                "14:38: r1: matchFeatures[0].matchExpressions.device.value[0] must be a string, got number 10 (quote it: \"10\")",
+                "16:19: r2: labels.a must be a string, got boolean true (quote the value: YAML reads unquoted true/false, yes/no, on/off, y/n as booleans)",
+                "18:11: r2: matchFeatures[0].feature is required",
             ]
         );
     }
@@ -787,12 +807,14 @@ spec:
             messages(&p),
             vec![
                 "4:1: : unknown field \"data\" in the object; known fields: apiVersion, kind, metadata, spec",
-                "1:14: : unsupported apiVersion \"v1\" (expected \"nfd.k8s-sigs.io/v1alpha1\")",
+                "1:13: : unsupported apiVersion \"v1\" (expected \"nfd.k8s-sigs.io/v1alpha1\")",
                 "2:7: : unsupported kind \"ConfigMap\" (expected \"NodeFeatureRule\")",
                 "1:1: : spec is required",
             ]
         );
-        let (o, p) = read("apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nspec:\n  rules: []\n");
+        let (o, p) = read(
+            "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nspec:\n  rules: []\n",
+        );
         assert!(!o[0].admitted);
         assert_eq!(messages(&p), vec!["1:1: : metadata.name is required"]);
     }

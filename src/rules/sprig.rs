@@ -438,7 +438,10 @@ fn substr(a: &[Value]) -> R {
     } else {
         (start.min(end), end)
     };
-    Ok(chars[lo as usize..hi as usize].iter().collect::<String>().into())
+    Ok(chars[lo as usize..hi as usize]
+        .iter()
+        .collect::<String>()
+        .into())
 }
 
 fn repeat(a: &[Value]) -> R {
@@ -446,7 +449,9 @@ fn repeat(a: &[Value]) -> R {
     let n = usize::try_from(i(&a[0])).unwrap_or(0);
     let text = s(&a[1]);
     if n.saturating_mul(text.len()) > 1_000_000 {
-        return Err(fail("repeat: the result would be longer than 1000000 bytes"));
+        return Err(fail(
+            "repeat: the result would be longer than 1000000 bytes",
+        ));
     }
     Ok(text.repeat(n).into())
 }
@@ -606,19 +611,26 @@ fn cat(a: &[Value]) -> R {
         .into())
 }
 
-fn indent_by(n: i64, text: &str) -> String {
-    let pad = " ".repeat(usize::try_from(n).unwrap_or(0).min(10_000));
-    format!("{pad}{}", text.replace('\n', &format!("\n{pad}")))
+fn indent_by(n: i64, text: &str) -> Result<String, FuncError> {
+    let width = usize::try_from(n).unwrap_or(0);
+    let lines = text.matches('\n').count() + 1;
+    if width.saturating_mul(lines).saturating_add(text.len()) > 1_000_000 {
+        return Err(fail(
+            "indent: the result would be longer than 1000000 bytes",
+        ));
+    }
+    let pad = " ".repeat(width);
+    Ok(format!("{pad}{}", text.replace('\n', &format!("\n{pad}"))))
 }
 
 fn indent(a: &[Value]) -> R {
     want(a, "indent", 2)?;
-    Ok(indent_by(i(&a[0]), &s(&a[1])).into())
+    Ok(indent_by(i(&a[0]), &s(&a[1]))?.into())
 }
 
 fn nindent(a: &[Value]) -> R {
     want(a, "nindent", 2)?;
-    Ok(format!("\n{}", indent_by(i(&a[0]), &s(&a[1]))).into())
+    Ok(format!("\n{}", indent_by(i(&a[0]), &s(&a[1]))?).into())
 }
 
 fn replace(a: &[Value]) -> R {
@@ -639,7 +651,10 @@ fn sha256sum(a: &[Value]) -> R {
     use sha2::{Digest, Sha256};
     want(a, "sha256sum", 1)?;
     let d = Sha256::digest(s(&a[0]).as_bytes());
-    Ok(d.iter().map(|b| format!("{b:02x}")).collect::<String>().into())
+    Ok(d.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()
+        .into())
 }
 
 fn to_string(a: &[Value]) -> R {
@@ -738,7 +753,11 @@ const MAX_LIST: i64 = 10_000;
 fn until(a: &[Value]) -> R {
     want(a, "until", 1)?;
     let n = i(&a[0]);
-    until_step(&[Value::from(0i64), Value::from(n), Value::from(if n < 0 { -1i64 } else { 1 })])
+    until_step(&[
+        Value::from(0i64),
+        Value::from(n),
+        Value::from(if n < 0 { -1i64 } else { 1 }),
+    ])
 }
 
 fn until_step(a: &[Value]) -> R {
@@ -1266,7 +1285,9 @@ fn values(a: &[Value]) -> R {
     let m = map_of(&a[0], "values")?;
     let mut pairs: Vec<_> = m.iter().collect();
     pairs.sort_by(|x, y| x.0.cmp(y.0));
-    Ok(Value::Array(pairs.into_iter().map(|(_, v)| v.clone()).collect()))
+    Ok(Value::Array(
+        pairs.into_iter().map(|(_, v)| v.clone()).collect(),
+    ))
 }
 
 fn dig(a: &[Value]) -> R {
@@ -1298,12 +1319,18 @@ fn prepend(a: &[Value]) -> R {
 
 fn first(a: &[Value]) -> R {
     want(a, "first", 1)?;
-    Ok(list_of(&a[0], "first")?.first().cloned().unwrap_or(Value::Nil))
+    Ok(list_of(&a[0], "first")?
+        .first()
+        .cloned()
+        .unwrap_or(Value::Nil))
 }
 
 fn last(a: &[Value]) -> R {
     want(a, "last", 1)?;
-    Ok(list_of(&a[0], "last")?.last().cloned().unwrap_or(Value::Nil))
+    Ok(list_of(&a[0], "last")?
+        .last()
+        .cloned()
+        .unwrap_or(Value::Nil))
 }
 
 fn rest(a: &[Value]) -> R {
@@ -1315,9 +1342,7 @@ fn rest(a: &[Value]) -> R {
 fn initial(a: &[Value]) -> R {
     want(a, "initial", 1)?;
     let l = list_of(&a[0], "initial")?;
-    Ok(Value::Array(
-        l[..l.len().saturating_sub(1)].to_vec(),
-    ))
+    Ok(Value::Array(l[..l.len().saturating_sub(1)].to_vec()))
 }
 
 fn reverse(a: &[Value]) -> R {
@@ -1481,12 +1506,19 @@ fn semver(a: &[Value]) -> R {
 fn constraint_holds(c: &str, v: &SemVer) -> Result<bool, String> {
     use std::cmp::Ordering::*;
     let c = c.trim();
-    let (op, rest) = ["!=", ">=", "<=", "=>", "=<", "==", ">", "<", "=", "~>", "~", "^"]
-        .iter()
-        .find_map(|op| c.strip_prefix(op).map(|r| (*op, r.trim())))
-        .unwrap_or(("", c));
+    let (op, rest) = [
+        "!=", ">=", "<=", "=>", "=<", "==", ">", "<", "=", "~>", "~", "^",
+    ]
+    .iter()
+    .find_map(|op| c.strip_prefix(op).map(|r| (*op, r.trim())))
+    .unwrap_or(("", c));
     let rest = rest.strip_prefix('v').unwrap_or(rest);
-    let nums: Vec<&str> = rest.split(['-', '+']).next().unwrap_or("").split('.').collect();
+    let nums: Vec<&str> = rest
+        .split(['-', '+'])
+        .next()
+        .unwrap_or("")
+        .split('.')
+        .collect();
     let wild = |p: Option<&&str>| p.is_none_or(|p| matches!(*p, "x" | "X" | "*" | ""));
     let n = |p: Option<&&str>| -> Result<u64, String> {
         match p {
@@ -1516,11 +1548,24 @@ fn constraint_holds(c: &str, v: &SemVer) -> Result<bool, String> {
     }
     let upper = |level: u8| -> SemVer {
         match level {
-            0 => SemVer { major: maj + 1, minor: 0, patch: 0, pre: String::new(), meta: String::new() },
-            _ => SemVer { major: maj, minor: min + 1, patch: 0, pre: String::new(), meta: String::new() },
+            0 => SemVer {
+                major: maj.saturating_add(1),
+                minor: 0,
+                patch: 0,
+                pre: String::new(),
+                meta: String::new(),
+            },
+            _ => SemVer {
+                major: maj,
+                minor: min.saturating_add(1),
+                patch: 0,
+                pre: String::new(),
+                meta: String::new(),
+            },
         }
     };
-    let in_range = |lo: &SemVer, hi: &SemVer| cmp_semver(v, lo) != Less && cmp_semver(v, hi) == Less;
+    let in_range =
+        |lo: &SemVer, hi: &SemVer| cmp_semver(v, lo) != Less && cmp_semver(v, hi) == Less;
     let o = cmp_semver(v, &base);
     Ok(match op {
         "" | "=" | "==" => {
@@ -1740,8 +1785,16 @@ mod tests {
             (lower, vec![v("A1")], "a1"),
             (title, vec![v("hello world")], "Hello World"),
             (untitle, vec![v("Hello World")], "hello world"),
-            (substr, vec![Value::from(1), Value::from(3), v("abcdef")], "bc"),
-            (substr, vec![Value::from(2), Value::from(-1), v("abcdef")], "cdef"),
+            (
+                substr,
+                vec![Value::from(1), Value::from(3), v("abcdef")],
+                "bc",
+            ),
+            (
+                substr,
+                vec![Value::from(2), Value::from(-1), v("abcdef")],
+                "cdef",
+            ),
             (trunc, vec![Value::from(3), v("abcdef")], "abc"),
             (trunc, vec![Value::from(-2), v("abcdef")], "ef"),
             (trunc, vec![Value::from(10), v("abc")], "abc"),
@@ -1758,13 +1811,21 @@ mod tests {
             (has_suffix, vec![v("de"), v("10de")], "true"),
             (quote, vec![v("a"), v("b\"")], "\"a\" \"b\\\"\""),
             (squote, vec![v("a")], "'a'"),
-            (cat, vec![v("a"), Value::from(1), Value::Nil, v("b")], "a 1 b"),
+            (
+                cat,
+                vec![v("a"), Value::from(1), Value::Nil, v("b")],
+                "a 1 b",
+            ),
             (indent, vec![Value::from(2), v("a\nb")], "  a\n  b"),
             (nindent, vec![Value::from(1), v("a")], "\n a"),
             (replace, vec![v(" "), v("-"), v("a b c")], "a-b-c"),
             (plural, vec![v("gpu"), v("gpus"), Value::from(1)], "gpu"),
             (plural, vec![v("gpu"), v("gpus"), Value::from(2)], "gpus"),
-            (sha256sum, vec![v("abc")], "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            (
+                sha256sum,
+                vec![v("abc")],
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+            ),
             (to_string, vec![Value::from(42)], "42"),
             (b64enc, vec![v("hello")], "aGVsbG8="),
             (b64dec, vec![v("aGVsbG8=")], "hello"),
@@ -1785,19 +1846,39 @@ mod tests {
             (float64, vec![v("1.5")], "1.5"),
             (split_list, vec![v("."), v("550.54.15")], "[550 54 15]"),
             (split, vec![v("/"), v("a/b")], "map[_0:a _1:b]"),
-            (splitn, vec![v("/"), Value::from(2), v("a/b/c")], "map[_0:a _1:b/c]"),
+            (
+                splitn,
+                vec![v("/"), Value::from(2), v("a/b/c")],
+                "map[_0:a _1:b/c]",
+            ),
             (join, vec![v(","), l(&["a", "b"])], "a,b"),
             (sort_alpha, vec![l(&["b", "a"])], "[a b]"),
             (until, vec![Value::from(3)], "[0 1 2]"),
-            (until_step, vec![Value::from(0), Value::from(6), Value::from(2)], "[0 2 4]"),
+            (
+                until_step,
+                vec![Value::from(0), Value::from(6), Value::from(2)],
+                "[0 2 4]",
+            ),
             (add, vec![Value::from(1), v("2"), Value::from(3)], "6"),
             (add1, vec![Value::from(1)], "2"),
             (sub, vec![Value::from(5), Value::from(2)], "3"),
-            (mul, vec![Value::from(2), Value::from(3), Value::from(4)], "24"),
+            (
+                mul,
+                vec![Value::from(2), Value::from(3), Value::from(4)],
+                "24",
+            ),
             (div, vec![Value::from(7), Value::from(2)], "3"),
-            (div, vec![Value::from(7), Value::from(0)], "error: div: integer divide by zero"),
+            (
+                div,
+                vec![Value::from(7), Value::from(0)],
+                "error: div: integer divide by zero",
+            ),
             (modulo, vec![Value::from(7), Value::from(2)], "1"),
-            (max, vec![Value::from(1), Value::from(9), Value::from(3)], "9"),
+            (
+                max,
+                vec![Value::from(1), Value::from(9), Value::from(3)],
+                "9",
+            ),
             (min, vec![Value::from(4), Value::from(2)], "2"),
             (floor, vec![v("1.7")], "1"),
             (ceil, vec![v("1.2")], "2"),
@@ -1813,8 +1894,16 @@ mod tests {
             (uniq, vec![l(&["a", "b", "a"])], "[a b]"),
             (without, vec![l(&["a", "b", "c"]), v("b")], "[a c]"),
             (has, vec![v("b"), l(&["a", "b"])], "true"),
-            (slice, vec![l(&["a", "b", "c"]), Value::from(1), Value::from(2)], "[b]"),
-            (chunk, vec![Value::from(2), l(&["a", "b", "c"])], "[[a b] [c]]"),
+            (
+                slice,
+                vec![l(&["a", "b", "c"]), Value::from(1), Value::from(2)],
+                "[b]",
+            ),
+            (
+                chunk,
+                vec![Value::from(2), l(&["a", "b", "c"])],
+                "[[a b] [c]]",
+            ),
             (compact, vec![l(&["a", "", "b"])], "[a b]"),
             (default, vec![v("d"), v("")], "d"),
             (default, vec![v("d"), v("x")], "x"),
@@ -1860,10 +1949,31 @@ mod tests {
     fn regex_functions() {
         assert_eq!(call(regex_match, &[v("^[0-9]+$"), v("123")]), "true");
         assert_eq!(call(regex_find, &[v("[0-9]+"), v("ab12cd34")]), "12");
-        assert_eq!(call(regex_find_all, &[v("[0-9]+"), v("ab12cd34"), Value::from(-1)]), "[12 34]");
-        assert_eq!(call(regex_replace_all, &[v("a(x*)b"), v("-ab-axxb-"), v("${1}W")]), "-W-xxW-");
-        assert_eq!(call(regex_replace_all_literal, &[v("a(x*)b"), v("-ab-"), v("$1")]), "-$1-");
-        assert_eq!(call(regex_split, &[v("z+"), v("pizza"), Value::from(-1)]), "[pi a]");
+        assert_eq!(
+            call(
+                regex_find_all,
+                &[v("[0-9]+"), v("ab12cd34"), Value::from(-1)]
+            ),
+            "[12 34]"
+        );
+        assert_eq!(
+            call(
+                regex_replace_all,
+                &[v("a(x*)b"), v("-ab-axxb-"), v("${1}W")]
+            ),
+            "-W-xxW-"
+        );
+        assert_eq!(
+            call(
+                regex_replace_all_literal,
+                &[v("a(x*)b"), v("-ab-"), v("$1")]
+            ),
+            "-$1-"
+        );
+        assert_eq!(
+            call(regex_split, &[v("z+"), v("pizza"), Value::from(-1)]),
+            "[pi a]"
+        );
         assert_eq!(call(regex_quote_meta, &[v("1.2")]), "1\\.2");
         assert!(call(regex_match, &[v("("), v("x")]).starts_with("error: invalid regexp"));
     }
@@ -1891,7 +2001,11 @@ mod tests {
             ("*", "9.9.9", true),
         ];
         for (c, ver, want) in cases {
-            assert_eq!(call(semver_compare, &[v(c), v(ver)]), want.to_string(), "{c} {ver}");
+            assert_eq!(
+                call(semver_compare, &[v(c), v(ver)]),
+                want.to_string(),
+                "{c} {ver}"
+            );
         }
         assert!(call(semver_compare, &[v(">=1"), v("not")]).starts_with("error: "));
         let sv = semver(&[v("v1.2.3-rc.1+b5")]).unwrap();

@@ -8,7 +8,7 @@
 //! reports it then. Missing keys are errors because every map in the data is handed to the
 //! engine as a struct-like object, for which a missing field is an error.
 
-use gtmpl_ng::{Context, Template, Value};
+use gtmpl_ng::{Context, ExecError, ParseError, StructuredError, Template, Value};
 
 use super::document::Pos;
 use super::sprig;
@@ -54,7 +54,7 @@ impl RuleTemplate {
             .map_err(|e| format!("failed to parse template: {e}"))?;
         let out = tmpl
             .render(&Context::from(data.clone()))
-            .map_err(|e| format!("failed to expand template: {e}"))?;
+            .map_err(|e| format!("failed to expand template: {}", exec_message(&e)))?;
         expand_lines(&out).map_err(|e| format!("failed to expand template: {e}"))
     }
 }
@@ -70,9 +70,38 @@ fn parse(source: &str) -> Result<Template, String> {
     for (name, func) in sprig::registry() {
         tmpl.add_func(name, func);
     }
-    tmpl.parse(source)
-        .map_err(|e| format!("invalid template: {e}"))?;
+    tmpl.parse(source).map_err(|e| {
+        let m = match &e {
+            ParseError::WithContext(ctx, msg) => {
+                format!("line {}, column {}: {msg}", ctx.line, ctx.col)
+            }
+            other => other.to_string(),
+        };
+        format!("invalid template: {m}")
+    })?;
     Ok(tmpl)
+}
+
+fn exec_message(e: &ExecError) -> String {
+    match e {
+        ExecError::Structured(s) => structured_message(s),
+        other => other.to_string(),
+    }
+}
+
+/// `line 1, column 6: error calling date: ...` from the engine's error chain.
+fn structured_message(s: &StructuredError) -> String {
+    let messages: Vec<&str> = s
+        .chain()
+        .map(|c| c.message.trim())
+        .filter(|m| !m.is_empty())
+        .collect();
+    format!(
+        "line {}, column {}: {}",
+        s.context.line,
+        s.context.col,
+        messages.join(": ")
+    )
 }
 
 /// NFD's `ExpandMap`: trimmed non-empty lines, each `key=value` (split at the first `=`).
@@ -123,10 +152,13 @@ pub fn unsupported_functions(source: &str) -> Vec<String> {
                 }
                 word.push(c);
             } else {
-                if !word.is_empty() && word_prev != '.' && word_prev != '$' {
-                    if sprig::UNSUPPORTED.contains(&word.as_str()) && !found.contains(&word) {
-                        found.push(word.clone());
-                    }
+                if !word.is_empty()
+                    && word_prev != '.'
+                    && word_prev != '$'
+                    && sprig::UNSUPPORTED.contains(&word.as_str())
+                    && !found.contains(&word)
+                {
+                    found.push(word.clone());
                 }
                 word.clear();
                 if c == '"' || c == '`' || c == '\'' {
@@ -174,20 +206,26 @@ mod tests {
     }
 
     fn pairs(p: &[(&str, &str)]) -> Result<Vec<(String, String)>, String> {
-        Ok(p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        Ok(p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect())
     }
 
     #[test]
     fn ranges_over_matched_elements() {
         assert_eq!(
-            expand("{{ range .pci.device }}gpu.intel.com/device-id.{{ .class }}-{{ .device }}.present=true\n{{ end }}"),
+            expand(
+                "{{ range .pci.device }}gpu.intel.com/device-id.{{ .class }}-{{ .device }}.present=true\n{{ end }}"
+            ),
             pairs(&[
                 ("gpu.intel.com/device-id.0300-9a49.present", "true"),
                 ("gpu.intel.com/device-id.0380-56c0.present", "true")
             ])
         );
         assert_eq!(
-            expand("gpu.intel.com/device-id.0300-{{ (index .pci.device 0).device }}.count={{ len .pci.device }}"),
+            expand(
+                "gpu.intel.com/device-id.0300-{{ (index .pci.device 0).device }}.count={{ len .pci.device }}"
+            ),
             pairs(&[("gpu.intel.com/device-id.0300-9a49.count", "2")])
         );
         assert_eq!(
@@ -195,7 +233,10 @@ mod tests {
             pairs(&[("kernel-version.major", "6")])
         );
         assert_eq!(expand("  \n\n a=b=c \n"), pairs(&[("a", "b=c")]));
-        assert_eq!(expand("{{ if gt (len .pci.device) 5 }}x=1{{ end }}"), pairs(&[]));
+        assert_eq!(
+            expand("{{ if gt (len .pci.device) 5 }}x=1{{ end }}"),
+            pairs(&[])
+        );
     }
 
     #[test]
@@ -213,22 +254,38 @@ mod tests {
             Err("failed to expand template: missing value in expanded template line \"novalue\", (format must be '<key>=<value>')".into())
         );
         let t = RuleTemplate::parse("{{ range .pci.device }}", Pos::default());
-        assert!(t.parse_error().unwrap().starts_with("invalid template: "), "{t:?}");
-        assert!(t.expand(&data()).unwrap_err().starts_with("failed to parse template: invalid template: "));
+        assert!(
+            t.parse_error().unwrap().starts_with("invalid template: "),
+            "{t:?}"
+        );
+        assert!(
+            t.expand(&data())
+                .unwrap_err()
+                .starts_with("failed to parse template: invalid template: ")
+        );
         let t = RuleTemplate::parse("{{ env \"HOME\" }}", Pos::default());
         assert!(t.parse_error().is_some(), "env is removed, as in NFD");
         let big = "x".repeat(MAX_TEMPLATE_SIZE + 1);
-        assert!(RuleTemplate::parse(&big, Pos::default()).parse_error().unwrap().starts_with("template exceeds maximum allowed size"));
+        assert!(
+            RuleTemplate::parse(&big, Pos::default())
+                .parse_error()
+                .unwrap()
+                .starts_with("template exceeds maximum allowed size")
+        );
     }
 
     #[test]
     fn sprig_functions_in_templates() {
         assert_eq!(
-            expand("{{ range .pci.device }}{{ .device | upper | printf \"dev-%s\" }}={{ trimPrefix \"03\" .class }}\n{{ end }}"),
+            expand(
+                "{{ range .pci.device }}{{ .device | upper | printf \"dev-%s\" }}={{ trimPrefix \"03\" .class }}\n{{ end }}"
+            ),
             pairs(&[("dev-9A49", "00"), ("dev-56C0", "80")])
         );
         assert_eq!(
-            expand("a={{ \"NVIDIA A100-SXM4\" | replace \" \" \"-\" | lower }}\nb={{ default \"none\" \"\" }}\nc={{ splitList \".\" \"550.54.15\" | first }}"),
+            expand(
+                "a={{ \"NVIDIA A100-SXM4\" | replace \" \" \"-\" | lower }}\nb={{ default \"none\" \"\" }}\nc={{ splitList \".\" \"550.54.15\" | first }}"
+            ),
             pairs(&[("a", "nvidia-a100-sxm4"), ("b", "none"), ("c", "550")])
         );
         assert_eq!(
@@ -237,14 +294,16 @@ mod tests {
         );
         assert_eq!(
             expand("x={{ date \"2006\" 0 }}").unwrap_err(),
-            "failed to expand template: template: :1:5: executing \"\" at <date>: error calling date: template function \"date\" is not supported by gpu-labeler"
+            "failed to expand template: line 1, column 6: template function \"date\" is not supported by gpu-labeler"
         );
     }
 
     #[test]
     fn finds_unsupported_functions() {
         assert_eq!(
-            unsupported_functions("{{ now | date \"x\" }} {{ .date }} {{ \"uuidv4\" }} {{ upper .x }}"),
+            unsupported_functions(
+                "{{ now | date \"x\" }} {{ .date }} {{ \"uuidv4\" }} {{ upper .x }}"
+            ),
             vec!["now".to_string(), "date".to_string()]
         );
     }

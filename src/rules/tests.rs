@@ -14,11 +14,23 @@ fn features() -> FeatureSet {
     let mut f = FeatureSet::default();
     f.insert_flag("test.flag", "f1");
     f.insert_flag("test.flag", "f2");
-    for (k, v) in [("num", "5"), ("yes", "true"), ("no", "false"), ("str", "abc"), ("ver", "5.15.0-91-generic")] {
+    for (k, v) in [
+        ("num", "5"),
+        ("enabled", "true"),
+        ("disabled", "false"),
+        ("str", "abc"),
+        ("ver", "5.15.0-91-generic"),
+    ] {
         f.insert_attribute("test.attr", k, v);
     }
-    f.push_instance("test.inst", inst(&[("name", "i0"), ("num", "5"), ("str", "abc")]));
-    f.push_instance("test.inst", inst(&[("name", "i1"), ("num", "7"), ("str", "xyz"), ("extra", "1")]));
+    f.push_instance(
+        "test.inst",
+        inst(&[("name", "i0"), ("num", "5"), ("str", "abc")]),
+    );
+    f.push_instance(
+        "test.inst",
+        inst(&[("name", "i1"), ("num", "7"), ("str", "xyz"), ("extra", "1")]),
+    );
     f.push_instance("test.inst", inst(&[("name", "i2")]));
     f.insert_flag("multi.feat", "k1");
     f.insert_attribute("multi.feat", "a1", "v1");
@@ -77,30 +89,182 @@ fn outcome(feature: &str, key: &str, expr: &str) -> Option<bool> {
 #[test]
 fn operators_against_absent_flag_attribute_and_instances() {
     // (expression, on absent attribute key, on flag f1, on attribute, on instances)
-    let cases: &[(&str, &str, Option<bool>, Option<bool>, Option<bool>, Option<bool>)] = &[
-        ("{op: In, value: [\"5\"]}", "num", Some(false), Some(false), Some(true), Some(true)),
-        ("{op: In, value: [\"6\"]}", "num", Some(false), Some(false), Some(false), Some(false)),
-        ("{op: NotIn, value: [\"5\"]}", "num", Some(false), Some(false), Some(false), Some(true)),
-        ("{op: InRegexp, value: [\"^ab\"]}", "str", Some(false), Some(false), Some(true), Some(true)),
-        ("{op: InRegexp, value: [\"(\"]}", "str", Some(false), Some(false), None, None),
-        ("{op: Exists}", "num", Some(false), Some(true), Some(true), Some(true)),
-        ("{op: DoesNotExist}", "num", Some(true), Some(false), Some(false), Some(true)),
-        ("{op: Gt, value: [\"4\"]}", "num", Some(false), Some(false), Some(true), Some(true)),
-        ("{op: Gt, value: [\"6\"]}", "num", Some(false), Some(false), Some(false), Some(true)),
-        ("{op: Ge, value: [\"5\"]}", "num", Some(false), Some(false), Some(true), Some(true)),
-        ("{op: Lt, value: [\"5\"]}", "num", Some(false), Some(false), Some(false), Some(false)),
-        ("{op: Le, value: [\"5\"]}", "num", Some(false), Some(false), Some(true), Some(true)),
-        ("{op: GtLt, value: [\"4\", \"6\"]}", "num", Some(false), Some(false), Some(true), Some(true)),
-        ("{op: GeLe, value: [\"6\", \"7\"]}", "num", Some(false), Some(false), Some(false), Some(true)),
-        ("{op: GtLt, value: [\"6\", \"4\"]}", "num", Some(false), Some(false), None, None),
-        ("{op: Gt, value: [\"1\"]}", "str", Some(false), Some(false), None, None),
-        ("{op: Gt, value: [\"x\"]}", "num", Some(false), Some(false), None, None),
-        ("{op: Gt, value: [\"5.14\"], type: version}", "ver", Some(false), Some(false), Some(true), Some(false)),
-        ("{op: IsTrue}", "yes", Some(false), Some(false), Some(true), Some(false)),
-        ("{op: IsFalse}", "no", Some(false), Some(false), Some(true), Some(false)),
+    type Case = (
+        &'static str,
+        &'static str,
+        Option<bool>,
+        Option<bool>,
+        Option<bool>,
+        Option<bool>,
+    );
+    let cases: &[Case] = &[
+        (
+            "{op: In, value: [\"5\"]}",
+            "num",
+            Some(false),
+            Some(false),
+            Some(true),
+            Some(true),
+        ),
+        (
+            "{op: In, value: [\"6\"]}",
+            "num",
+            Some(false),
+            Some(false),
+            Some(false),
+            Some(false),
+        ),
+        (
+            "{op: NotIn, value: [\"5\"]}",
+            "num",
+            Some(false),
+            Some(false),
+            Some(false),
+            Some(true),
+        ),
+        (
+            "{op: InRegexp, value: [\"^ab\"]}",
+            "str",
+            Some(false),
+            Some(false),
+            Some(true),
+            Some(true),
+        ),
+        (
+            "{op: InRegexp, value: [\"(\"]}",
+            "str",
+            Some(false),
+            Some(false),
+            None,
+            None,
+        ),
+        (
+            "{op: Exists}",
+            "num",
+            Some(false),
+            Some(true),
+            Some(true),
+            Some(true),
+        ),
+        (
+            "{op: DoesNotExist}",
+            "num",
+            Some(true),
+            Some(false),
+            Some(false),
+            Some(true),
+        ),
+        (
+            "{op: Gt, value: [\"4\"]}",
+            "num",
+            Some(false),
+            Some(false),
+            Some(true),
+            Some(true),
+        ),
+        (
+            "{op: Gt, value: [\"6\"]}",
+            "num",
+            Some(false),
+            Some(false),
+            Some(false),
+            Some(true),
+        ),
+        (
+            "{op: Ge, value: [\"5\"]}",
+            "num",
+            Some(false),
+            Some(false),
+            Some(true),
+            Some(true),
+        ),
+        (
+            "{op: Lt, value: [\"5\"]}",
+            "num",
+            Some(false),
+            Some(false),
+            Some(false),
+            Some(false),
+        ),
+        (
+            "{op: Le, value: [\"5\"]}",
+            "num",
+            Some(false),
+            Some(false),
+            Some(true),
+            Some(true),
+        ),
+        (
+            "{op: GtLt, value: [\"4\", \"6\"]}",
+            "num",
+            Some(false),
+            Some(false),
+            Some(true),
+            Some(true),
+        ),
+        (
+            "{op: GeLe, value: [\"6\", \"7\"]}",
+            "num",
+            Some(false),
+            Some(false),
+            Some(false),
+            Some(true),
+        ),
+        (
+            "{op: GtLt, value: [\"6\", \"4\"]}",
+            "num",
+            Some(false),
+            Some(false),
+            None,
+            None,
+        ),
+        (
+            "{op: Gt, value: [\"1\"]}",
+            "str",
+            Some(false),
+            Some(false),
+            None,
+            None,
+        ),
+        (
+            "{op: Gt, value: [\"x\"]}",
+            "num",
+            Some(false),
+            Some(false),
+            None,
+            None,
+        ),
+        (
+            "{op: Gt, value: [\"5.14\"], type: version}",
+            "ver",
+            Some(false),
+            Some(false),
+            Some(true),
+            Some(false),
+        ),
+        (
+            "{op: IsTrue}",
+            "enabled",
+            Some(false),
+            Some(false),
+            Some(true),
+            Some(false),
+        ),
+        (
+            "{op: IsFalse}",
+            "disabled",
+            Some(false),
+            Some(false),
+            Some(true),
+            Some(false),
+        ),
     ];
     for (expr, key, absent, flag, attr, insts) in cases {
-        assert_eq!(outcome("test.attr", "nosuchkey", expr), *absent, "absent: {expr}");
+        assert_eq!(
+            outcome("test.attr", "nosuchkey", expr),
+            *absent,
+            "absent: {expr}"
+        );
         assert_eq!(outcome("test.flag", "f1", expr), *flag, "flag: {expr}");
         assert_eq!(outcome("test.attr", key, expr), *attr, "attribute: {expr}");
         assert_eq!(outcome("test.inst", key, expr), *insts, "instances: {expr}");
@@ -110,17 +274,31 @@ fn operators_against_absent_flag_attribute_and_instances() {
 #[test]
 fn absent_feature_and_empty_expressions() {
     assert_eq!(outcome("no.such", "x", "{op: DoesNotExist}"), Some(false));
-    assert_eq!(outcome("TEST.attr", "num", "{op: In, value: [\"5\"]}"), Some(true), "feature names are looked up lower-cased");
+    assert_eq!(
+        outcome("TEST.attr", "num", "{op: In, value: [\"5\"]}"),
+        Some(true),
+        "feature names are looked up lower-cased"
+    );
     let rules = "    - name: r\n      labels: {x: \"y\"}\n      matchFeatures:\n        - feature: FEATURE\n          matchExpressions: {}\n";
     let mut f = features();
     f.instances.insert("empty.inst".into(), Default::default());
-    for (feature, want) in [("test.flag", true), ("test.attr", true), ("test.inst", true), ("empty.inst", false), ("no.such", false)] {
+    for (feature, want) in [
+        ("test.flag", true),
+        ("test.attr", true),
+        ("test.inst", true),
+        ("empty.inst", false),
+        ("no.such", false),
+    ] {
         let e = run(&rules.replace("FEATURE", feature), &f);
         assert_eq!(e.output.labels.is_empty(), !want, "{feature}");
     }
     // No matchExpressions at all: the feature exists.
     let rules = "    - name: r\n      labels: {x: \"y\"}\n      matchFeatures:\n        - feature: FEATURE\n";
-    for (feature, want) in [("test.inst", true), ("empty.inst", true), ("no.such", false)] {
+    for (feature, want) in [
+        ("test.inst", true),
+        ("empty.inst", true),
+        ("no.such", false),
+    ] {
         let e = run(&rules.replace("FEATURE", feature), &f);
         assert_eq!(e.output.labels.is_empty(), !want, "{feature}");
     }
@@ -130,12 +308,24 @@ fn absent_feature_and_empty_expressions() {
 fn multi_type_features_are_a_union() {
     // Flags and attributes of one feature: an expression may match in either.
     assert_eq!(outcome("multi.feat", "k1", "{op: Exists}"), Some(true));
-    assert_eq!(outcome("multi.feat", "a1", "{op: In, value: [\"v1\"]}"), Some(true));
-    assert_eq!(outcome("multi.feat", "i1", "{op: In, value: [\"iv1\"]}"), Some(true));
+    assert_eq!(
+        outcome("multi.feat", "a1", "{op: In, value: [\"v1\"]}"),
+        Some(true)
+    );
+    assert_eq!(
+        outcome("multi.feat", "i1", "{op: In, value: [\"iv1\"]}"),
+        Some(true)
+    );
     // DoesNotExist must hold in flags and attributes; an instance without the key still matches.
-    assert_eq!(outcome("multi.feat", "k1", "{op: DoesNotExist}"), Some(true));
+    assert_eq!(
+        outcome("multi.feat", "k1", "{op: DoesNotExist}"),
+        Some(true)
+    );
     let rules = "    - name: r\n      labels: {x: \"y\"}\n      matchFeatures:\n        - feature: multi.feat\n          matchExpressions:\n            k1: {op: Exists}\n            a1: {op: Exists}\n";
-    assert_eq!(run(rules, &features()).output.labels, labels(&[(&fl("x"), "y")]));
+    assert_eq!(
+        run(rules, &features()).output.labels,
+        labels(&[(&fl("x"), "y")])
+    );
 }
 
 #[test]
@@ -144,7 +334,10 @@ fn instances_are_matched_whole() {
     let rules = "    - name: r\n      labels: {x: \"y\"}\n      matchFeatures:\n        - feature: test.inst\n          matchExpressions:\n            num: {op: In, value: [\"5\"]}\n            str: {op: In, value: [\"xyz\"]}\n";
     assert_eq!(run(rules, &features()).output.labels, labels(&[]));
     let rules = rules.replace("\"xyz\"", "\"abc\"");
-    assert_eq!(run(&rules, &features()).output.labels, labels(&[(&fl("x"), "y")]));
+    assert_eq!(
+        run(&rules, &features()).output.labels,
+        labels(&[(&fl("x"), "y")])
+    );
 }
 
 #[test]
@@ -193,10 +386,13 @@ fn match_any_and_match_features() {
         - feature: test.flag
           matchExpressions: {f1: {op: Exists}}
         - feature: test.attr
-          matchExpressions: {yes: {op: IsTrue}}
+          matchExpressions: {enabled: {op: IsTrue}}
 "#;
     let e = run(rules, &features());
-    assert_eq!(e.output.labels, labels(&[(&fl("and"), "yes"), (&fl("any"), "yes")]));
+    assert_eq!(
+        e.output.labels,
+        labels(&[(&fl("and"), "yes"), (&fl("any"), "yes")])
+    );
     assert_eq!(e.errors, vec![]);
 }
 
@@ -214,9 +410,18 @@ fn match_any_stops_at_the_first_match_without_templates() {
               matchExpressions: {str: {op: Gt, value: ["1"]}}
 "#;
     let e = run(rules, &features());
-    assert_eq!((e.output.labels, e.errors), (labels(&[(&fl("x"), "y")]), vec![]));
+    assert_eq!(
+        (e.output.labels, e.errors),
+        (labels(&[(&fl("x"), "y")]), vec![])
+    );
     // With a template every element is evaluated, and the error fails the rule.
-    let e = run(&rules.replace("      labels: {x: \"y\"}\n", "      labelsTemplate: \"x=y\"\n"), &features());
+    let e = run(
+        &rules.replace(
+            "      labels: {x: \"y\"}\n",
+            "      labelsTemplate: \"x=y\"\n",
+        ),
+        &features(),
+    );
     assert_eq!(e.output.labels, labels(&[]));
     assert_eq!(e.errors.len(), 1);
 }
@@ -248,7 +453,6 @@ fn match_name() {
     assert_eq!(
         e.output.labels,
         labels(&[
-            (&fl("attr-no"), "false"),
             (&fl("attr-num"), "5"),
             (&fl("flag-f2"), "true"),
             (&fl("inst-i1"), "found"),
@@ -300,8 +504,13 @@ fn static_label_overrides_template_and_invalid_values_are_rejected() {
     let e = run(rules, &features());
     assert_eq!(e.output.labels, labels(&[(&fl("count"), "static")]));
     assert_eq!(
-        e.rejected.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        vec!["label \"feature.node.kubernetes.io/bad=a b\" from rule \"r\" (NodeFeatureRule \"obj\", t.yaml:7:7) rejected: invalid value \"a b\": a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"]
+        e.rejected
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec![
+            "label \"feature.node.kubernetes.io/bad=a b\" from rule \"r\" (NodeFeatureRule \"obj\", t.yaml:7:7) rejected: invalid value \"a b\": a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+        ]
     );
 }
 
@@ -311,6 +520,7 @@ fn template_errors_fail_the_rule() {
       labelsTemplate: "{{ range .test.inst }}x={{ .nosuch }}{{ end }}"
       matchFeatures:
         - feature: test.inst
+          matchExpressions: {}
     - name: not-key-value
       labelsTemplate: "just text"
       matchFeatures:
@@ -332,15 +542,23 @@ fn template_errors_fail_the_rule() {
     assert_eq!(failed, vec!["missing-key", "not-key-value", "parse-error"]);
     assert_eq!(
         e.errors[1].to_string(),
-        "rule \"not-key-value\" (NodeFeatureRule \"obj\", t.yaml:11:7) failed: failed to expand template: missing value in expanded template line \"just text\", (format must be '<key>=<value>')"
+        "rule \"not-key-value\" (NodeFeatureRule \"obj\", t.yaml:12:7) failed: failed to expand template: missing value in expanded template line \"just text\", (format must be '<key>=<value>')"
     );
-    assert!(e.errors[2].message.starts_with("failed to parse template: invalid template: "), "{}", e.errors[2]);
+    assert!(
+        e.errors[2]
+            .message
+            .starts_with("failed to parse template: invalid template: "),
+        "{}",
+        e.errors[2]
+    );
 }
 
 #[test]
 fn back_references_follow_evaluation_order() {
     // Objects run in metadata.name order whatever the file order; rules in file order.
-    let later = doc("b-second", r#"    - name: uses-earlier
+    let later = doc(
+        "b-second",
+        r#"    - name: uses-earlier
       labels: {chained: "true"}
       matchFeatures:
         - feature: rule.matched
@@ -348,8 +566,11 @@ fn back_references_follow_evaluation_order() {
             first: {op: IsTrue}
             v1: {op: In, value: ["one"]}
             vendor.io/prefixed: {op: Exists}
-"#);
-    let earlier = doc("a-first", r#"    - name: produces
+"#,
+    );
+    let earlier = doc(
+        "a-first",
+        r#"    - name: produces
       labels: {first: "true", vendor.io/prefixed: "x"}
       vars: {v1: "one"}
       matchFeatures:
@@ -360,12 +581,17 @@ fn back_references_follow_evaluation_order() {
       matchFeatures:
         - feature: rule.matched
           matchExpressions: {chained: {op: Exists}}
-"#);
+"#,
+    );
     let set = load(&[("b.yaml", later), ("a.yaml", earlier)]);
     let e = set.evaluate(&features(), &LabelPolicy::default());
     assert_eq!(
         e.output.labels,
-        labels(&[(&fl("chained"), "true"), (&fl("first"), "true"), ("vendor.io/prefixed", "x")])
+        labels(&[
+            (&fl("chained"), "true"),
+            (&fl("first"), "true"),
+            ("vendor.io/prefixed", "x")
+        ])
     );
 }
 
@@ -384,7 +610,10 @@ fn rule_matched_exists_once_a_rule_ran() {
 "#;
     // The first rule sees no rule.matched feature at all; after it ran (matched or not) the
     // feature exists, so DoesNotExist holds for the second.
-    assert_eq!(run(rules, &features()).output.labels, labels(&[(&fl("b"), "1")]));
+    assert_eq!(
+        run(rules, &features()).output.labels,
+        labels(&[(&fl("b"), "1")])
+    );
 }
 
 #[test]
@@ -400,9 +629,19 @@ fn dynamic_values() {
         bad: "@test.attr.str"
 "#;
     let e = run(rules, &features());
-    assert_eq!(e.output.labels, labels(&[(&fl("kernel"), "5.15.0-91-generic")]));
-    assert_eq!(e.output.extended_resources, labels(&[("vendor.io/num", "5")]));
-    let reasons: Vec<(String, String)> = e.rejected.iter().map(|r| (r.key.clone(), r.reason.clone())).collect();
+    assert_eq!(
+        e.output.labels,
+        labels(&[(&fl("kernel"), "5.15.0-91-generic")])
+    );
+    assert_eq!(
+        e.output.extended_resources,
+        labels(&[("vendor.io/num", "5")])
+    );
+    let reasons: Vec<(String, String)> = e
+        .rejected
+        .iter()
+        .map(|r| (r.key.clone(), r.reason.clone()))
+        .collect();
     assert_eq!(
         reasons,
         vec![
@@ -439,7 +678,11 @@ fn namespaces_and_policy() {
             ("sub.feature.node.kubernetes.io/a", "1"),
         ])
     );
-    let rejected: Vec<String> = e.rejected.iter().map(|r| format!("{}: {}", r.key, r.reason)).collect();
+    let rejected: Vec<String> = e
+        .rejected
+        .iter()
+        .map(|r| format!("{}: {}", r.key, r.reason))
+        .collect();
     assert_eq!(
         rejected,
         vec![
@@ -452,11 +695,14 @@ fn namespaces_and_policy() {
 #[test]
 fn later_rules_override_earlier_labels() {
     let rules = r#"    - name: one
-      labels: {x: "1", y: "1"}
+      labels: {x: "1", z: "1"}
     - name: two
       labels: {x: "2"}
 "#;
-    assert_eq!(run(rules, &features()).output.labels, labels(&[(&fl("x"), "2"), (&fl("y"), "1")]));
+    assert_eq!(
+        run(rules, &features()).output.labels,
+        labels(&[(&fl("x"), "2"), (&fl("z"), "1")])
+    );
 }
 
 #[test]
@@ -482,9 +728,17 @@ fn annotations_extended_resources_and_taints() {
     assert_eq!(e.output.extended_resources, labels(&[(&fl("nons"), "123")]));
     assert_eq!(
         e.output.taints,
-        vec![Taint { key: fl("gpu"), value: "again".into(), effect: "NoSchedule".into() }]
+        vec![Taint {
+            key: fl("gpu"),
+            value: "again".into(),
+            effect: "NoSchedule".into()
+        }]
     );
-    let rejected: Vec<String> = e.rejected.iter().map(|r| format!("{} {}: {}", r.kind.as_str(), r.key, r.reason)).collect();
+    let rejected: Vec<String> = e
+        .rejected
+        .iter()
+        .map(|r| format!("{} {}: {}", r.kind.as_str(), r.key, r.reason))
+        .collect();
     assert_eq!(
         rejected,
         vec![
@@ -507,22 +761,44 @@ fn a_broken_object_does_not_stop_the_others() {
     let good = doc("good", "    - name: ok\n      labels: {ok: \"true\"}\n");
     let bad = format!(
         "{}\n---\n{}",
-        doc("bad", "    - name: typo\n      labels: {x: \"1\"}\n      matchFeatures:\n        - feature: test.attr\n          matchExpressions: {num: {op: Equal, value: [\"5\"]}}\n"),
-        doc("also-good", "    - name: ok2\n      labels: {ok2: \"true\"}\n")
+        doc(
+            "bad",
+            "    - name: typo\n      labels: {x: \"1\"}\n      matchFeatures:\n        - feature: test.attr\n          matchExpressions: {num: {op: Equal, value: [\"5\"]}}\n"
+        ),
+        doc(
+            "also-good",
+            "    - name: ok2\n      labels: {ok2: \"true\"}\n"
+        )
     );
     let broken_yaml = "apiVersion: [\n".to_string();
     let (set, errors) = RuleSet::load(vec![
-        RuleSource { name: "good.yaml".into(), text: good },
-        RuleSource { name: "bad.yaml".into(), text: bad },
-        RuleSource { name: "broken.yaml".into(), text: broken_yaml },
+        RuleSource {
+            name: "good.yaml".into(),
+            text: good,
+        },
+        RuleSource {
+            name: "bad.yaml".into(),
+            text: bad,
+        },
+        RuleSource {
+            name: "broken.yaml".into(),
+            text: broken_yaml,
+        },
     ]);
     let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
     assert_eq!(errors.len(), 2, "{errors:#?}");
-    assert!(errors[0].starts_with("bad.yaml:11:34: rule \"typo\" (NodeFeatureRule \"bad\"): spec.rules[0].matchFeatures[0].matchExpressions.num.op: unknown operator \"Equal\""), "{}", errors[0]);
-    assert!(errors[1].starts_with("broken.yaml:2:1: invalid YAML/JSON: "), "{}", errors[1]);
+    assert!(errors[0].starts_with("bad.yaml:11:40: rule \"typo\" (NodeFeatureRule \"bad\"): matchFeatures[0].matchExpressions.num.op: unknown operator \"Equal\""), "{}", errors[0]);
+    assert!(
+        errors[1].starts_with("broken.yaml:1:13: invalid YAML/JSON: unclosed bracket"),
+        "{}",
+        errors[1]
+    );
     assert_eq!(set.rule_count(), 2);
     let e = set.evaluate(&features(), &LabelPolicy::default());
-    assert_eq!(e.output.labels, labels(&[(&fl("ok"), "true"), (&fl("ok2"), "true")]));
+    assert_eq!(
+        e.output.labels,
+        labels(&[(&fl("ok"), "true"), (&fl("ok2"), "true")])
+    );
 }
 
 #[test]
@@ -536,11 +812,21 @@ fn load_paths_reads_files_and_directories() {
     let (sources, errors) = RuleSet::load_paths(&[dir.path().to_path_buf(), missing.clone()]);
     let names: Vec<String> = sources
         .iter()
-        .map(|s| std::path::Path::new(&s.name).file_name().unwrap().to_string_lossy().into_owned())
+        .map(|s| {
+            std::path::Path::new(&s.name)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     assert_eq!(names, vec!["a.yml", "b.yaml", "c.json"]);
     assert_eq!(errors.len(), 1);
-    assert!(errors[0].to_string().starts_with(&format!("{}: cannot read rule file: ", missing.display())));
+    assert!(
+        errors[0]
+            .to_string()
+            .starts_with(&format!("{}: cannot read rule file: ", missing.display()))
+    );
 }
 
 #[test]
@@ -604,14 +890,16 @@ Labels: 1
 
 #[test]
 fn check_reports_everything_at_once() {
-    let text = doc("obj", r#"    - name: regex
+    let text = doc(
+        "obj",
+        r#"    - name: regex
       labels: {x: "1"}
       matchFeatures:
         - feature: pci.devise
           matchExpressions:
             class: {op: InRegexp, value: ["^03", "(("]}
     - name: numbers
-      labels: {"bad key!": "1", y: "has space"}
+      labels: {"bad key!": "1", z: "has space"}
       matchFeatures:
         - feature: gpu.device
           matchExpressions:
@@ -623,28 +911,103 @@ fn check_reports_everything_at_once() {
       matchFeatures:
         - feature: rule.matched
           matchExpressions: {nobody: {op: Exists}}
-"#);
+"#,
+    );
     let report = check(
-        &[RuleSource { name: "r.yaml".into(), text }],
+        &[RuleSource {
+            name: "r.yaml".into(),
+            text,
+        }],
         &["pci.device", "gpu.device"],
     );
     assert_eq!(
         report.errors,
         vec![
-            "r.yaml:12:34: rule \"regex\" (NodeFeatureRule \"obj\"): pci.devise: class: invalid regexp \"((\": regex parse error: (( ^ error: unclosed group",
-            "r.yaml:14:15: rule \"numbers\" (NodeFeatureRule \"obj\"): invalid label key \"feature.node.kubernetes.io/bad key!\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-            "r.yaml:14:33: rule \"numbers\" (NodeFeatureRule \"obj\"): label \"feature.node.kubernetes.io/y\": invalid value \"has space\": a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-            "r.yaml:18:44: rule \"numbers\" (NodeFeatureRule \"obj\"): gpu.device: memory_mib: Gt needs an integer, got \"40GB\"",
+            "r.yaml:12:50: rule \"regex\" (NodeFeatureRule \"obj\"): pci.devise: class: invalid regexp \"((\": regex parse error: (( ^ error: unclosed group",
+            "r.yaml:18:42: rule \"numbers\" (NodeFeatureRule \"obj\"): gpu.device: memory_mib: Gt needs an integer, got \"40GB\"",
             "r.yaml:19:13: rule \"numbers\" (NodeFeatureRule \"obj\"): gpu.device: count: GtLt bounds are inverted: 8 is not less than 2",
-            "r.yaml:20:41: rule \"numbers\" (NodeFeatureRule \"obj\"): gpu.device: uuid: Exists takes no values (has 1)",
-            "r.yaml:22:23: rule \"templ\" (NodeFeatureRule \"obj\"): invalid template: template: :1:23: unexpected EOF",
+            "r.yaml:20:40: rule \"numbers\" (NodeFeatureRule \"obj\"): gpu.device: uuid: Exists takes no values (has 1)",
+            "r.yaml:14:16: rule \"numbers\" (NodeFeatureRule \"obj\"): invalid label key \"feature.node.kubernetes.io/bad key!\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+            "r.yaml:14:33: rule \"numbers\" (NodeFeatureRule \"obj\"): label \"feature.node.kubernetes.io/z\": invalid value \"has space\": a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+            "r.yaml:22:23: rule \"templ\" (NodeFeatureRule \"obj\"): invalid template: line 1, column 24: unexpected EOF",
         ]
     );
     assert_eq!(
         report.warnings,
         vec![
             "r.yaml:10:11: rule \"regex\" (NodeFeatureRule \"obj\"): unknown feature \"pci.devise\" (did you mean \"pci.device\"?); the term can never match",
-            "r.yaml:25:32: rule \"templ\" (NodeFeatureRule \"obj\"): rule.matched: no earlier rule produces \"nobody\"",
+            "r.yaml:22:23: rule \"templ\" (NodeFeatureRule \"obj\"): the template reads .gpu.device, which is not in the data of matchFeatures; the rule fails with a missing key whenever the rule matches",
+            "r.yaml:25:30: rule \"templ\" (NodeFeatureRule \"obj\"): rule.matched: no earlier rule produces \"nobody\"",
         ]
     );
+}
+
+#[test]
+fn malformed_input_is_reported_not_a_panic() {
+    let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+    let inputs = [
+        String::new(),
+        "---\n---\n".to_string(),
+        "[]".to_string(),
+        "42".to_string(),
+        "null".to_string(),
+        "spec: {rules: [null, 1, x]}".to_string(),
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata: {name: x}\nspec: {rules: [{name: r, matchFeatures: [{feature: a.b, matchExpressions: {k: null, j: {op: [1]}}}], matchAny: [{}, 3], taints: [{}, {key: 1}]}, {labels: [1]}]}".to_string(),
+        "{\"a\": ".to_string(),
+        "\t\tkey: [".to_string(),
+        "a: &x [1, *x]\nb: *x".to_string(),
+        deep,
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata: {name: x}\nspec:\n  rules:\n  - name: t\n    labelsTemplate: \"{{ range 100000000 }}x{{ end }}\"\n    matchFeatures: [{feature: test.attr}]\n  - name: u\n    labelsTemplate: \"{{ define \\\"a\\\" }}{{ template \\\"a\\\" }}{{ end }}{{ template \\\"a\\\" }}\"\n    matchFeatures: [{feature: test.attr}]\n".to_string(),
+    ];
+    for text in inputs {
+        let src = vec![RuleSource {
+            name: "m.yaml".into(),
+            text: text.clone(),
+        }];
+        let (set, errors) = RuleSet::load(src.clone());
+        let e = set.evaluate(&features(), &LabelPolicy::default());
+        let _ = explain(&set, &features(), None);
+        let report = check(&src, &["test.attr"]);
+        // Every input is either empty (nothing to load) or reported.
+        let reported = !errors.is_empty() || !report.errors.is_empty() || !e.errors.is_empty();
+        let blank = text.trim().is_empty() || text.trim() == "---\n---" || text == "null";
+        assert!(reported || blank || set.rule_count() == 0, "{text:?}");
+    }
+}
+
+#[test]
+fn runaway_templates_fail_their_rule() {
+    let rules = "    - name: t\n      labelsTemplate: \"{{ range 100000000 }}x{{ end }}\"\n      matchFeatures: [{feature: test.attr}]\n    - name: u\n      labelsTemplate: \"{{ define \\\"a\\\" }}{{ template \\\"a\\\" }}{{ end }}{{ template \\\"a\\\" }}\"\n      matchFeatures: [{feature: test.attr}]\n    - name: ok\n      labels: {ok: \"true\"}\n";
+    let e = run(rules, &features());
+    let failed: Vec<&str> = e.errors.iter().map(|x| x.rule.as_str()).collect();
+    assert_eq!(failed, vec!["t", "u"]);
+    assert_eq!(e.output.labels, labels(&[(&fl("ok"), "true")]));
+}
+
+#[test]
+fn rule_sets_can_be_shared_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<RuleSet>();
+    send_sync::<Evaluation>();
+}
+
+#[test]
+fn explain_suggests_the_element_a_typo_meant() {
+    let rules = "    - name: typo\n      labels: {x: \"1\"}\n      matchFeatures:\n        - feature: test.attr\n          matchExpressions: {nmu: {op: Gt, value: [\"1\"]}}\n        - feature: test.inst\n          matchExpressions: {nam: {op: In, value: [\"i1\"]}}\n";
+    let set = load(&[("t.yaml", doc("obj", rules))]);
+    let want = r#"NodeFeatureRule "obj" (t.yaml)
+  rule "typo" (t.yaml:7:7): not matched
+    matchFeatures (all terms must match): not matched
+      term 1 (line 10): feature "test.attr" (5 attribute(s)): not matched
+        test.attr.nmu: absent (did you mean "num"?): nmu Gt ["1"] -> no (the element is absent)
+        flags/attributes: no match
+      term 2 (line 12): feature "test.inst" (3 instance(s)): not matched
+        instances: 0 of 3 matched
+          test.inst[0]: no: test.inst[0].nam: absent (did you mean "name"?): nam In ["i1"] -> no (the element is absent)
+          test.inst[1]: no: test.inst[1].nam: absent (did you mean "name"?): nam In ["i1"] -> no (the element is absent)
+          test.inst[2]: no: test.inst[2].nam: absent (did you mean "name"?): nam In ["i1"] -> no (the element is absent)
+
+1 rule(s): 0 matched, 1 did not match, 0 failed.
+"#;
+    assert_eq!(explain(&set, &features(), Some("obj/typo")), want);
 }

@@ -402,10 +402,22 @@ impl State {
                 return self.handle_nodefeature(method, ns, name, query, ct, body);
             }
         }
-        status(404, "NotFound", &format!("the server could not find {path}"), None)
+        status(
+            404,
+            "NotFound",
+            &format!("the server could not find {path}"),
+            None,
+        )
     }
 
-    fn handle_node(&mut self, method: &str, name: &str, query: &str, ct: &str, body: &str) -> Reply {
+    fn handle_node(
+        &mut self,
+        method: &str,
+        name: &str,
+        query: &str,
+        ct: &str,
+        body: &str,
+    ) -> Reply {
         let not_found = || {
             status(
                 404,
@@ -495,7 +507,8 @@ impl State {
                 let Some(mut obj) = parse_body(ct, body) else {
                     return status(400, "BadRequest", "cannot parse the patch body", None);
                 };
-                if obj["metadata"]["name"] != json!(name) || obj["metadata"]["namespace"] != json!(ns)
+                if obj["metadata"]["name"] != json!(name)
+                    || obj["metadata"]["namespace"] != json!(ns)
                 {
                     return status(400, "BadRequest", "name or namespace does not match", None);
                 }
@@ -508,10 +521,7 @@ impl State {
                 obj["metadata"]
                     .as_object_mut()
                     .map(|m| m.remove("resourceVersion"));
-                let unchanged = self
-                    .nodefeatures
-                    .get(&key)
-                    .is_some_and(|e| e.object == obj);
+                let unchanged = self.nodefeatures.get(&key).is_some_and(|e| e.object == obj);
                 if !unchanged {
                     let rv = self.bump();
                     self.nodefeatures.insert(
@@ -611,7 +621,12 @@ async fn serve_one(state: Arc<Mutex<State>>, req: Request<Incoming>) -> Result<R
         // hyper closes the connection without an answer.
         Some("drop") => return Err("injected: connection dropped".into()),
         Some("500") => {
-            return Ok(status(500, "InternalError", "Internal error occurred: injected fault", None));
+            return Ok(status(
+                500,
+                "InternalError",
+                "Internal error occurred: injected fault",
+                None,
+            ));
         }
         Some("409") => {
             return Ok(status(
@@ -731,7 +746,10 @@ impl FakeApiServer {
             self.addr,
             "PATCH",
             &format!("/api/v1/nodes/{node}?fieldManager={manager}"),
-            Some(("application/merge-patch+json", &json!({"metadata": {"labels": l}}).to_string())),
+            Some((
+                "application/merge-patch+json",
+                &json!({"metadata": {"labels": l}}).to_string(),
+            )),
         )
         .expect("merge patch");
         assert_eq!(code, 200, "{body}");
@@ -770,7 +788,10 @@ pub fn http(
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     if let Some((ct, b)) = body {
-        req.push_str(&format!("Content-Type: {ct}\r\nContent-Length: {}\r\n", b.len()));
+        req.push_str(&format!(
+            "Content-Type: {ct}\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
     }
     req.push_str("\r\n");
     if let Some((_, b)) = body {
@@ -786,7 +807,10 @@ pub fn http(
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(body)
     } else {
         body.to_string()
@@ -914,6 +938,11 @@ impl Agent {
         self.child.id()
     }
 
+    /// Still running?
+    pub fn child_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     pub fn log(&self) -> Vec<String> {
         self.log.lock().expect("log").clone()
     }
@@ -958,7 +987,11 @@ impl Agent {
     /// Waits for the process to exit; returns its code.
     pub fn wait_exit(&mut self, timeout: Duration) -> i32 {
         let code = wait_for(timeout, || {
-            self.child.try_wait().ok().flatten().map(|s| s.code().unwrap_or(-1))
+            self.child
+                .try_wait()
+                .ok()
+                .flatten()
+                .map(|s| s.code().unwrap_or(-1))
         });
         let Some(code) = code else {
             let _ = self.child.kill();
@@ -1035,4 +1068,60 @@ pub fn run_args(kubeconfig: &Path, node: &str, extra: &[&str]) -> Vec<String> {
     );
     a.extend(extra.iter().map(|s| s.to_string()));
     a
+}
+
+/// A NodeFeatureRule file whose rules each label NVIDIA nodes: `(rule name, label name)`; the
+/// label gets NFD's prefix and the value `true`.
+pub fn rule_file(rules: &[(&str, &str)]) -> String {
+    let mut s = String::from(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: test-rules\nspec:\n  rules:\n",
+    );
+    for (name, label) in rules {
+        s.push_str(&format!(
+            "    - name: {name}\n      labels:\n        {label}: \"true\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {{op: In, value: [\"10de\"]}}\n"
+        ));
+    }
+    s
+}
+
+/// `feature.node.kubernetes.io/<name>` = `true` for each name.
+pub fn rule_labels(names: &[&str]) -> BTreeMap<String, String> {
+    names
+        .iter()
+        .map(|n| {
+            (
+                format!("feature.node.kubernetes.io/{n}"),
+                "true".to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Union of label maps.
+pub fn union(maps: &[&BTreeMap<String, String>]) -> BTreeMap<String, String> {
+    maps.iter()
+        .flat_map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())))
+        .collect()
+}
+
+/// The PATCH requests that reached the handler (faults excluded).
+pub fn writes(reqs: &[Recorded]) -> Vec<&Recorded> {
+    reqs.iter().filter(|r| r.is_write()).collect()
+}
+
+/// `GET path` on the agent's health server: (status, body).
+pub fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    http(addr, "GET", path, None).unwrap_or((0, String::new()))
+}
+
+/// The value of one sample line of /metrics (`name{labels}` exactly as printed).
+pub fn metric(addr: SocketAddr, series: &str) -> Option<f64> {
+    let (_, body) = get(addr, "/metrics");
+    body.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+        })
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
 }

@@ -378,3 +378,52 @@ fn dec(dir: &Path, attr: &str) -> u8 {
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0)
 }
+
+// ---------------------------------------------------------------------------------------------
+// Whole-value JSON comparison with a readable failure.
+
+/// The paths where two JSON values differ (`a.b[3].c: left != right`), at most `limit`.
+pub fn json_differences(left: &serde_json::Value, right: &serde_json::Value) -> Vec<String> {
+    fn walk(path: &str, l: &serde_json::Value, r: &serde_json::Value, out: &mut Vec<String>) {
+        use serde_json::Value;
+        match (l, r) {
+            (Value::Object(a), Value::Object(b)) => {
+                let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+                for k in keys {
+                    let p = format!("{path}.{k}");
+                    match (a.get(k), b.get(k)) {
+                        (Some(x), Some(y)) => walk(&p, x, y, out),
+                        (x, y) => out.push(format!("{p}: {x:?} != {y:?}")),
+                    }
+                }
+            }
+            (Value::Array(a), Value::Array(b)) => {
+                for i in 0..a.len().max(b.len()) {
+                    let p = format!("{path}[{i}]");
+                    match (a.get(i), b.get(i)) {
+                        (Some(x), Some(y)) => walk(&p, x, y, out),
+                        (x, y) => out.push(format!("{p}: {x:?} != {y:?}")),
+                    }
+                }
+            }
+            _ if l != r => out.push(format!("{path}: {l} != {r}")),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk("", left, right, &mut out);
+    out
+}
+
+/// `assert_eq!` on whole JSON values, listing only the differing paths on failure.
+#[track_caller]
+pub fn assert_json_eq(actual: &serde_json::Value, expected: &serde_json::Value, what: &str) {
+    if actual != expected {
+        let d = json_differences(actual, expected);
+        panic!(
+            "{what}: {} difference(s) (actual != expected):\n{}",
+            d.len(),
+            d.iter().take(40).cloned().collect::<Vec<_>>().join("\n")
+        );
+    }
+}

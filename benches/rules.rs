@@ -1,0 +1,197 @@
+//! Rule evaluation at scale: 1,000 rules over 2,000 `pci.device` instances must evaluate in
+//! under 100 ms (optimised build). Regular expressions and templates are compiled when the rule
+//! set is loaded, so loading is timed separately.
+//!
+//! Run with `cargo bench --bench rules`. In an unoptimised build (e.g. `cargo test
+//! --all-targets`) the times are printed but the budget is not enforced.
+
+use std::fmt::Write;
+use std::time::{Duration, Instant};
+
+use gpu_labeler::config::LabelPolicy;
+use gpu_labeler::features::{FeatureSet, Instance};
+use gpu_labeler::rules::{RuleSet, RuleSource};
+
+const RULES: usize = 1_000;
+const INSTANCES: usize = 2_000;
+const BUDGET: Duration = Duration::from_millis(100);
+
+/// A small deterministic generator, so every run sees the same node.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[(self.next() % items.len() as u64) as usize]
+    }
+}
+
+const VENDORS: [&str; 7] = ["10de", "1002", "8086", "15b3", "14e4", "1a03", "1d0f"];
+const CLASSES: [&str; 9] = [
+    "0302", "0300", "0380", "1200", "0200", "0108", "0604", "0880", "0c03",
+];
+
+fn node() -> FeatureSet {
+    let mut rng = Lcg(42);
+    let mut f = FeatureSet::default();
+    for i in 0..INSTANCES {
+        let vendor = rng.pick(&VENDORS);
+        let class = rng.pick(&CLASSES);
+        let device = format!("{:04x}", rng.next() % 64);
+        let mut attrs: Vec<(String, String)> = vec![
+            (
+                "address".into(),
+                format!("0000:{:02x}:{:02x}.{}", i / 256, (i / 8) % 32, i % 8),
+            ),
+            ("class".into(), class.into()),
+            ("vendor".into(), vendor.into()),
+            ("device".into(), device),
+            ("subsystem_vendor".into(), vendor.into()),
+            (
+                "subsystem_device".into(),
+                format!("{:04x}", rng.next() % 4096),
+            ),
+            ("revision".into(), format!("{:02x}", rng.next() % 4)),
+            ("numa_node".into(), (rng.next() % 2).to_string()),
+            (
+                "driver".into(),
+                rng.pick(&["nvidia", "amdgpu", "i915", "mlx5_core", "nvme", "pcieport"])
+                    .into(),
+            ),
+            (
+                "is_vf".into(),
+                rng.pick(&["true", "false", "false", "false"]).into(),
+            ),
+            (
+                "link_speed".into(),
+                rng.pick(&["2.5", "8.0", "16.0", "32.0"]).into(),
+            ),
+            ("link_width".into(), rng.pick(&["1", "4", "8", "16"]).into()),
+            ("max_link_speed".into(), "32.0".into()),
+            ("max_link_width".into(), "16".into()),
+        ];
+        if rng.next().is_multiple_of(5) {
+            attrs.push(("sriov_totalvfs".into(), (rng.next() % 64).to_string()));
+        }
+        f.push_instance("pci.device", attrs.into_iter().collect::<Instance>());
+    }
+    for m in [
+        "nvidia",
+        "nvidia_uvm",
+        "amdgpu",
+        "i915",
+        "mlx5_core",
+        "vfio_pci",
+    ] {
+        f.insert_flag("kernel.loadedmodule", m);
+    }
+    for (k, v) in [
+        ("count", "8"),
+        ("vendors", "nvidia"),
+        ("memory_mib_min", "81559"),
+    ] {
+        f.insert_attribute("gpu.node", k, v);
+    }
+    f
+}
+
+/// NodeFeatureRules of the shapes found in the wild: Intel's vendor/class/device lists, NFD's
+/// PCI templates, numeric comparisons, module checks, and back-references.
+fn rules() -> String {
+    let mut rng = Lcg(7);
+    let mut out = String::new();
+    let per_object = 100;
+    for obj in 0..RULES / per_object {
+        let _ = write!(
+            out,
+            "---\napiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: bench-{obj:02}\nspec:\n  rules:\n"
+        );
+        for r in 0..per_object {
+            let n = obj * per_object + r;
+            let vendor = rng.pick(&VENDORS);
+            let class = rng.pick(&CLASSES);
+            let devices: Vec<String> = (0..6)
+                .map(|_| format!("\"{:04x}\"", rng.next() % 64))
+                .collect();
+            let body = match n % 20 {
+                // Intel-style device lists (most rules).
+                0..=11 => format!(
+                    "      labels: {{\"vendor.io/dev-{n}\": \"true\"}}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {{op: In, value: [\"{vendor}\"]}}\n            class: {{op: In, value: [\"{class}\"]}}\n            device: {{op: In, value: [{}]}}\n",
+                    devices.join(", ")
+                ),
+                // NFD's PCI sample: regexps and a template over the matched devices.
+                12 => format!(
+                    "      labelsTemplate: |\n        {{{{ range .pci.device }}}}pci-{{{{ .class }}}}_{{{{ .vendor }}}}.present-{n}=true\n        {{{{ end }}}}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            class: {{op: InRegexp, value: [\"^{}\", \"^0b40\"]}}\n            vendor: {{op: In, value: [\"{vendor}\"]}}\n            sriov_totalvfs: {{op: Exists}}\n",
+                    &class[..2]
+                ),
+                // Numeric and version comparisons.
+                13..=15 => format!(
+                    "      labels: {{\"cmp-{n}\": \"true\"}}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {{op: In, value: [\"{vendor}\"]}}\n            link_width: {{op: Ge, value: [\"8\"]}}\n            numa_node: {{op: GeLe, value: [\"0\", \"1\"]}}\n            link_speed: {{op: Gt, value: [\"8.0\"], type: version}}\n"
+                ),
+                // Module flags and node attributes, matchAny.
+                16 | 17 => format!(
+                    "      vars: {{\"var-{n}\": \"yes\"}}\n      matchAny:\n        - matchFeatures:\n            - feature: kernel.loadedmodule\n              matchExpressions: {{nvidia: {{op: Exists}}}}\n        - matchFeatures:\n            - feature: gpu.node\n              matchExpressions: {{count: {{op: Gt, value: [\"4\"]}}}}\n"
+                ),
+                // Back-references to earlier rules.
+                _ => format!(
+                    "      labels: {{\"chained-{n}\": \"true\"}}\n      matchFeatures:\n        - feature: rule.matched\n          matchExpressions:\n            var-{}: {{op: In, value: [\"yes\"]}}\n",
+                    n - 2
+                ),
+            };
+            let _ = write!(out, "    - name: rule-{n}\n{body}");
+        }
+    }
+    out
+}
+
+fn main() {
+    let features = node();
+    let text = rules();
+
+    let start = Instant::now();
+    let (set, errors) = RuleSet::load(vec![RuleSource {
+        name: "bench.yaml".into(),
+        text,
+    }]);
+    let load_time = start.elapsed();
+    assert!(
+        errors.is_empty(),
+        "bench rules must load: {:?}",
+        errors.first()
+    );
+    assert_eq!(set.rule_count(), RULES);
+
+    let policy = LabelPolicy::default();
+    // Warm up, then take the median of several evaluations.
+    let first = set.evaluate(&features, &policy);
+    let mut times = Vec::new();
+    for _ in 0..9 {
+        let start = Instant::now();
+        let e = set.evaluate(&features, &policy);
+        times.push(start.elapsed());
+        assert_eq!(e.output, first.output, "evaluation is deterministic");
+    }
+    times.sort();
+    let median = times[times.len() / 2];
+    println!(
+        "rules bench: {RULES} rules over {INSTANCES} pci.device instances: load {load_time:.1?}, evaluate median {median:.1?} (min {:.1?}, max {:.1?}); {} labels, {} errors, {} rejected",
+        times[0],
+        times[times.len() - 1],
+        first.output.labels.len(),
+        first.errors.len(),
+        first.rejected.len()
+    );
+    if cfg!(debug_assertions) {
+        println!("rules bench: unoptimised build, the {BUDGET:?} budget is not enforced");
+    } else if median > BUDGET {
+        eprintln!("rules bench: evaluation took {median:?}, over the {BUDGET:?} budget");
+        std::process::exit(1);
+    }
+}

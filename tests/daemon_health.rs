@@ -1,0 +1,127 @@
+//! `/healthz`, `/readyz`, `/metrics` and the JSON logs of `gpu-labeler run`.
+
+mod apiserver;
+
+use std::time::Duration;
+
+use apiserver::*;
+
+const NODE: &str = "gpu-node-1";
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Rules with one good label, one rejected label and one rule that fails at evaluation.
+const RULES: &str = r#"apiVersion: nfd.k8s-sigs.io/v1alpha1
+kind: NodeFeatureRule
+metadata:
+  name: health
+spec:
+  rules:
+    - name: good
+      labels: {test.nvidia: "true"}
+      matchFeatures:
+        - feature: pci.device
+          matchExpressions:
+            vendor: {op: In, value: ["10de"]}
+    - name: rejected
+      labels: {test.bad: "not a valid value!"}
+      matchFeatures:
+        - feature: pci.device
+          matchExpressions:
+            vendor: {op: In, value: ["10de"]}
+    - name: failing
+      labels: {test.never: "true"}
+      matchFeatures:
+        - feature: pci.device
+          matchExpressions:
+            vendor: {op: Gt, value: ["5"]}
+"#;
+
+#[test]
+fn health_readiness_and_metrics_tell_what_happened() {
+    let server = FakeApiServer::start();
+    server.add_node(NODE, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = write_kubeconfig(dir.path(), &server.url());
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, RULES).unwrap();
+    let mut agent = Agent::start(
+        &run_args(&kc, NODE, &["--rules", rules.to_str().unwrap()]),
+        &[],
+    );
+    let addr = agent.health_addr();
+    assert_eq!(get(addr, "/healthz"), (200, "ok\n".to_string()));
+    let ok = wait_for(WAIT, || (get(addr, "/readyz").0 == 200).then_some(()));
+    assert!(ok.is_some(), "{}", agent.log_text());
+    assert_eq!(
+        server.labels(NODE),
+        union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])])
+    );
+    // Let a few unchanged cycles pass.
+    let ok = wait_for(WAIT, || {
+        (metric(addr, "gpu_labeler_publishes_total{result=\"unchanged\"}")? >= 2.0).then_some(())
+    });
+    assert!(ok.is_some(), "{}", get(addr, "/metrics").1);
+
+    let (code, text) = get(addr, "/metrics");
+    assert_eq!(code, 200);
+    let m = |series: &str| metric(addr, series);
+    assert_eq!(
+        m(&format!(
+            "gpu_labeler_build_info{{version=\"{}\"}}",
+            env!("CARGO_PKG_VERSION")
+        )),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        m("gpu_labeler_publishes_total{result=\"written\"}"),
+        Some(1.0)
+    );
+    let cycles = m("gpu_labeler_scan_duration_seconds_count").unwrap();
+    assert!(cycles >= 3.0, "{text}");
+    assert!(m("gpu_labeler_publish_duration_seconds_count").unwrap() >= 3.0);
+    // One failing rule and one rejected label per cycle.
+    let errors = m("gpu_labeler_rule_errors_total").unwrap();
+    let rejected = m("gpu_labeler_rejected_labels_total").unwrap();
+    assert!(errors >= 3.0 && rejected >= 3.0, "{text}");
+    assert_eq!(
+        m("gpu_labeler_gpus{vendor=\"nvidia\",product=\"GH100 [H100 SXM5 80GB]\"}"),
+        Some(8.0),
+        "{text}"
+    );
+    assert_eq!(
+        m("gpu_labeler_nvml_status{status=\"unavailable\"}"),
+        Some(1.0)
+    );
+    assert_eq!(m("gpu_labeler_nvml_status{status=\"ok\"}"), Some(0.0));
+    let last = m("gpu_labeler_last_publish_timestamp_seconds").unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!((now - last).abs() < 30.0, "{last} vs {now}");
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        assert!(line.starts_with("gpu_labeler_"), "{line}");
+    }
+    assert_eq!(get(addr, "/nope").0, 404);
+
+    assert_eq!(agent.stop(), 0);
+}
+
+#[test]
+fn log_json_writes_one_json_object_per_line() {
+    let server = FakeApiServer::start();
+    server.add_node(NODE, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = write_kubeconfig(dir.path(), &server.url());
+    let mut agent = Agent::start(&run_args(&kc, NODE, &["--log-json"]), &[]);
+    agent.wait_log("published to node", WAIT);
+    assert_eq!(agent.stop(), 0);
+    let lines = agent.log();
+    assert!(lines.len() >= 3, "{lines:?}");
+    for l in &lines {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        assert!(v["level"].is_string(), "{l}");
+        assert!(v["fields"]["message"].is_string(), "{l}");
+    }
+}

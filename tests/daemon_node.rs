@@ -1,0 +1,445 @@
+//! `gpu-labeler run` with the `node` sink against the fake API server: each promise of SPEC §6,
+//! end to end with the real binary.
+
+mod apiserver;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use apiserver::*;
+
+const NODE: &str = "gpu-node-1";
+const WAIT: Duration = Duration::from_secs(20);
+
+fn kubelet_labels() -> BTreeMap<String, String> {
+    map(&[
+        ("kubernetes.io/hostname", NODE),
+        ("kubernetes.io/os", "linux"),
+    ])
+}
+
+/// A server with our Node, kubelet's labels and one label from another controller.
+fn cluster() -> FakeApiServer {
+    let server = FakeApiServer::start();
+    server.add_node(
+        NODE,
+        &[
+            ("kubernetes.io/hostname", NODE),
+            ("kubernetes.io/os", "linux"),
+        ],
+    );
+    server.merge_patch_labels(NODE, "ops-controller", &[("team", Some("ml"))]);
+    server
+}
+
+fn foreign() -> BTreeMap<String, String> {
+    union(&[&kubelet_labels(), &map(&[("team", "ml")])])
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    kubeconfig: std::path::PathBuf,
+    rules: std::path::PathBuf,
+}
+
+fn setup(server_url: &str, rules: &[(&str, &str)]) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), server_url);
+    let rules_path = dir.path().join("rules.yaml");
+    std::fs::write(&rules_path, rule_file(rules)).unwrap();
+    Setup {
+        kubeconfig,
+        rules: rules_path,
+        dir,
+    }
+}
+
+fn start(s: &Setup, extra: &[&str]) -> Agent {
+    let mut extra_all = vec!["--rules", s.rules.to_str().unwrap()];
+    extra_all.extend_from_slice(extra);
+    Agent::start(&run_args(&s.kubeconfig, NODE, &extra_all), &[])
+}
+
+/// Waits until the Node's labels are exactly `want`.
+fn wait_labels(server: &FakeApiServer, agent: &Agent, want: &BTreeMap<String, String>) {
+    let ok = wait_for(WAIT, || (server.labels(NODE) == *want).then_some(()));
+    assert!(
+        ok.is_some(),
+        "labels never became {want:#?}\nthey are {:#?}\nlog:\n{}",
+        server.labels(NODE),
+        agent.log_text()
+    );
+}
+
+fn ready(agent: &Agent) {
+    let addr = agent.health_addr();
+    let ok = wait_for(WAIT, || (get(addr, "/readyz").0 == 200).then_some(()));
+    assert!(ok.is_some(), "never ready; log:\n{}", agent.log_text());
+}
+
+#[test]
+fn applies_labels_as_gpu_labeler_leaves_foreign_labels_and_writes_once() {
+    let server = cluster();
+    let s = setup(
+        &server.url(),
+        &[("nvidia", "test.nvidia"), ("h100", "test.h100")],
+    );
+    let mut agent = start(&s, &[]);
+    let ours = union(&[
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia", "test.h100"]),
+    ]);
+    wait_labels(&server, &agent, &union(&[&foreign(), &ours]));
+
+    let node = server.node(NODE);
+    assert_eq!(node.applied_by(MANAGER), ours.keys().cloned().collect());
+    let owners: BTreeMap<(String, String), Vec<String>> = node
+        .managers
+        .iter()
+        .map(|(k, m)| (k.clone(), m.labels.iter().cloned().collect()))
+        .collect();
+    assert_eq!(
+        owners,
+        BTreeMap::from([
+            (
+                ("gpu-labeler".to_string(), "Apply".to_string()),
+                ours.keys().cloned().collect()
+            ),
+            (
+                ("kubelet".to_string(), "Update".to_string()),
+                kubelet_labels().keys().cloned().collect()
+            ),
+            (
+                ("ops-controller".to_string(), "Update".to_string()),
+                vec!["team".to_string()]
+            ),
+        ])
+    );
+
+    // Steady state: three more cycles, no more writes, no more reads.
+    std::thread::sleep(Duration::from_millis(3500));
+    let reqs = server.requests();
+    let ours_only: Vec<(String, String)> = reqs
+        .iter()
+        .filter(|r| r.query.contains("gpu-labeler") || r.method == "GET")
+        .map(|r| (r.method.clone(), r.path.clone()))
+        .collect();
+    assert_eq!(
+        ours_only,
+        vec![
+            ("GET".to_string(), format!("/api/v1/nodes/{NODE}")),
+            ("PATCH".to_string(), format!("/api/v1/nodes/{NODE}")),
+        ]
+    );
+    let patch = writes(&reqs)
+        .into_iter()
+        .find(|r| r.query.contains("fieldManager=gpu-labeler"))
+        .unwrap()
+        .clone();
+    assert_eq!(patch.content_type, "application/apply-patch+yaml");
+    assert!(!patch.query.contains("force"), "{}", patch.query);
+    assert_eq!(
+        patch.body_json(),
+        serde_json::json!({"apiVersion": "v1", "kind": "Node",
+                           "metadata": {"name": NODE, "labels": ours}})
+    );
+
+    // SIGTERM: exit 0, labels stay.
+    assert_eq!(agent.stop(), 0);
+    assert_eq!(server.labels(NODE), union(&[&foreign(), &ours]));
+}
+
+#[test]
+fn a_rule_removed_from_the_file_removes_its_label_on_the_next_cycle() {
+    let server = cluster();
+    let s = setup(
+        &server.url(),
+        &[("nvidia", "test.nvidia"), ("h100", "test.h100")],
+    );
+    let agent = start(&s, &[]);
+    let both = union(&[
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia", "test.h100"]),
+    ]);
+    wait_labels(&server, &agent, &union(&[&foreign(), &both]));
+
+    std::fs::write(&s.rules, rule_file(&[("nvidia", "test.nvidia")])).unwrap();
+    let one = union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])]);
+    wait_labels(&server, &agent, &union(&[&foreign(), &one]));
+    assert_eq!(
+        server.node(NODE).applied_by(MANAGER),
+        one.keys().cloned().collect()
+    );
+    agent.wait_log("rules reloaded", WAIT);
+    agent.wait_log("-feature.node.kubernetes.io/test.h100", WAIT);
+}
+
+#[test]
+fn a_label_no_longer_produced_is_removed_across_a_restart() {
+    let server = cluster();
+    let s = setup(
+        &server.url(),
+        &[("nvidia", "test.nvidia"), ("h100", "test.h100")],
+    );
+    let mut agent = start(&s, &[]);
+    let both = union(&[
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia", "test.h100"]),
+    ]);
+    wait_labels(&server, &agent, &union(&[&foreign(), &both]));
+    assert_eq!(agent.stop(), 0);
+
+    std::fs::write(&s.rules, rule_file(&[("nvidia", "test.nvidia")])).unwrap();
+    let agent = start(&s, &[]);
+    let one = union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])]);
+    wait_labels(&server, &agent, &union(&[&foreign(), &one]));
+}
+
+#[test]
+fn a_restart_with_nothing_changed_reads_the_node_once_and_writes_nothing() {
+    let server = cluster();
+    let s = setup(&server.url(), &[("nvidia", "test.nvidia")]);
+    let mut agent = start(&s, &[]);
+    let want = union(&[
+        &foreign(),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    wait_labels(&server, &agent, &want);
+    assert_eq!(agent.stop(), 0);
+    let rv = server.node(NODE).resource_version;
+    server.clear_requests();
+
+    let agent = start(&s, &[]);
+    ready(&agent);
+    std::thread::sleep(Duration::from_millis(2500));
+    let reqs: Vec<(String, String)> = server
+        .requests()
+        .iter()
+        .map(|r| (r.method.clone(), r.path.clone()))
+        .collect();
+    assert_eq!(
+        reqs,
+        vec![("GET".to_string(), format!("/api/v1/nodes/{NODE}"))]
+    );
+    assert_eq!(server.node(NODE).resource_version, rv);
+    assert_eq!(server.labels(NODE), want);
+}
+
+#[test]
+fn an_api_server_down_at_start_is_retried_until_it_answers() {
+    let port = reserve_port();
+    let s = setup(
+        &format!("http://127.0.0.1:{port}"),
+        &[("nvidia", "test.nvidia")],
+    );
+    let mut agent = start(&s, &[]);
+    let addr = agent.health_addr();
+    agent.wait_log("retrying in", WAIT);
+    assert_eq!(get(addr, "/readyz").0, 503, "not ready before a publish");
+    assert_eq!(get(addr, "/healthz").0, 200, "alive while retrying");
+    assert!(agent.child_alive());
+
+    let server = FakeApiServer::start_on(port);
+    server.add_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+    let want = union(&[
+        &map(&[("kubernetes.io/hostname", NODE)]),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    wait_labels(&server, &agent, &want);
+    let ok = wait_for(WAIT, || (get(addr, "/readyz").0 == 200).then_some(()));
+    assert!(ok.is_some());
+    assert!(
+        metric(addr, "gpu_labeler_publish_errors_total{reason=\"network\"}").unwrap_or(0.0) >= 1.0,
+        "{}",
+        get(addr, "/metrics").1
+    );
+}
+
+#[test]
+fn errors_500_conflicts_409_dropped_connections_and_slow_answers_are_retried() {
+    let server = cluster();
+    server.set_faults(Faults {
+        drop: 1,
+        error_500: 1,
+        conflict_409: 1,
+        slow: 1,
+        // Longer than the 2 s request timeout of a 1 s interval.
+        slow_for: Duration::from_secs(4),
+        only_method: None,
+    });
+    let s = setup(&server.url(), &[("nvidia", "test.nvidia")]);
+    let mut agent = start(&s, &[]);
+    let want = union(&[
+        &foreign(),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    let ok = wait_for(Duration::from_secs(60), || {
+        (server.labels(NODE) == want).then_some(())
+    });
+    assert!(ok.is_some(), "log:\n{}", agent.log_text());
+    // The agent's requests (the set-up merge patch aside).
+    let faults: Vec<Option<&str>> = server
+        .requests()
+        .iter()
+        .filter(|r| !r.query.contains("ops-controller"))
+        .map(|r| r.fault)
+        .collect();
+    assert_eq!(
+        &faults[..4],
+        &[Some("drop"), Some("500"), Some("409"), Some("slow")]
+    );
+    let addr = agent.health_addr();
+    let m = |reason: &str| {
+        metric(
+            addr,
+            &format!("gpu_labeler_publish_errors_total{{reason=\"{reason}\"}}"),
+        )
+    };
+    assert_eq!(m("server"), Some(1.0));
+    assert_eq!(m("conflict"), Some(1.0));
+    assert_eq!(m("timeout"), Some(1.0));
+    assert!(m("network").unwrap_or(0.0) >= 1.0);
+    assert!(agent.child_alive());
+}
+
+#[test]
+fn a_key_owned_by_another_manager_is_reported_and_the_rest_applied() {
+    let server = cluster();
+    // Another controller already set one of our keys to another value.
+    let contested = "feature.node.kubernetes.io/pci-0302_10de.present";
+    server.merge_patch_labels(NODE, "ops-controller", &[(contested, Some("false"))]);
+    let s = setup(&server.url(), &[("nvidia", "test.nvidia")]);
+    let agent = start(&s, &[]);
+    let mut want = union(&[
+        &foreign(),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    want.insert(contested.to_string(), "false".to_string());
+    wait_labels(&server, &agent, &want);
+    agent.wait_log(
+        &format!("label {contested} is owned by field manager \"ops-controller\""),
+        WAIT,
+    );
+    let addr = agent.health_addr();
+    let ok = wait_for(WAIT, || {
+        (metric(addr, "gpu_labeler_label_conflicts_total") == Some(1.0)).then_some(())
+    });
+    assert!(ok.is_some(), "{}", get(addr, "/metrics").1);
+
+    // The same conflict found by the API server on apply (the other controller took over one
+    // of our keys after we read the Node): the rest is still applied.
+    server.merge_patch_labels(
+        NODE,
+        "ops-controller",
+        &[("feature.node.kubernetes.io/test.nvidia", Some("no"))],
+    );
+    std::fs::write(
+        &s.rules,
+        rule_file(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]),
+    )
+    .unwrap();
+    want.insert("feature.node.kubernetes.io/test.nvidia".into(), "no".into());
+    want.insert("feature.node.kubernetes.io/test.h100".into(), "true".into());
+    wait_labels(&server, &agent, &want);
+    agent.wait_log(
+        "label feature.node.kubernetes.io/test.nvidia is owned by field manager \"ops-controller\"",
+        WAIT,
+    );
+    let conflicts = server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.query.contains("gpu-labeler"))
+        .count();
+    assert_eq!(conflicts, 3, "first apply, then the 409 and its retry");
+}
+
+#[test]
+fn an_invalid_rules_file_is_reported_and_the_last_good_rules_kept() {
+    let server = cluster();
+    let s = setup(&server.url(), &[("nvidia", "test.nvidia")]);
+    let agent = start(&s, &[]);
+    let want = union(&[
+        &foreign(),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    wait_labels(&server, &agent, &want);
+    let writes_before = writes(&server.requests()).len();
+
+    // A ConfigMap-style update: a new file renamed over the old one.
+    let tmp = s.dir.path().join("rules.yaml.new");
+    std::fs::write(
+        &tmp,
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: broken\nspec:\n  rules:\n    - name: bad\n      labels: {x: \"y\"}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: Matches, value: [\"10de\"]}\n",
+    )
+    .unwrap();
+    std::fs::rename(&tmp, &s.rules).unwrap();
+    let line = agent.wait_log("keeping the last good rules", WAIT);
+    assert!(line.contains("ERROR"), "{line}");
+    let err = agent.wait_log("rules.yaml:", WAIT);
+    assert!(
+        err.contains(&format!("{}:12:", s.rules.display())),
+        "file:line:column in {err:?}"
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(server.labels(NODE), want);
+    assert_eq!(writes(&server.requests()).len(), writes_before);
+    // Reported once, not every cycle.
+    let reports = agent
+        .log()
+        .iter()
+        .filter(|l| l.contains("keeping the last good rules"))
+        .count();
+    assert_eq!(reports, 1, "{}", agent.log_text());
+}
+
+#[test]
+fn sighup_reloads_at_once() {
+    let server = cluster();
+    let s = setup(&server.url(), &[("nvidia", "test.nvidia")]);
+    // An hour's interval: nothing happens on its own within the test.
+    let mut args = run_args(&s.kubeconfig, NODE, &["--rules", s.rules.to_str().unwrap()]);
+    let i = args.iter().position(|a| a == "1s").unwrap();
+    args[i] = "1h".into();
+    let mut agent = Agent::start(&args, &[]);
+    agent.wait_log("first cycle in", WAIT);
+    agent.signal("HUP");
+    let one = union(&[
+        &foreign(),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    wait_labels(&server, &agent, &one);
+
+    std::fs::write(
+        &s.rules,
+        rule_file(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]),
+    )
+    .unwrap();
+    agent.signal("HUP");
+    let two = union(&[&one, &rule_labels(&["test.h100"])]);
+    wait_labels(&server, &agent, &two);
+    assert_eq!(agent.stop(), 0);
+}
+
+#[test]
+fn sigint_stops_cleanly_and_leaves_the_labels() {
+    let server = cluster();
+    let s = setup(&server.url(), &[("nvidia", "test.nvidia")]);
+    let mut agent = start(&s, &[]);
+    let want = union(&[
+        &foreign(),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    wait_labels(&server, &agent, &want);
+    server.clear_requests();
+    agent.signal("INT");
+    assert_eq!(agent.wait_exit(WAIT), 0);
+    assert_eq!(server.labels(NODE), want);
+    assert_eq!(writes(&server.requests()).len(), 0, "no cleanup on exit");
+}

@@ -1,0 +1,379 @@
+//! `gpu-labeler run` with the other sinks (`nodefeature`, `features-file`, `stdout`) and the
+//! modes `--oneshot` and `--dry-run`, end to end with the real binary.
+
+mod apiserver;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use apiserver::*;
+use serde_json::{Value, json};
+
+const NODE: &str = "gpu-node-1";
+const WAIT: Duration = Duration::from_secs(20);
+
+/// `gpu-labeler <command> <fixture args> ARGS`: stdout, asserting success.
+fn gpu_labeler(command: &str, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-labeler"))
+        .arg(command)
+        .args(fixture_args())
+        .args(args)
+        .env_remove("GPU_LABELER_CONFIG")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn rules_file(dir: &Path, rules: &[(&str, &str)]) -> String {
+    let p = dir.join("rules.yaml");
+    std::fs::write(&p, rule_file(rules)).unwrap();
+    p.display().to_string()
+}
+
+fn nodefeature(server: &FakeApiServer, ns: &str) -> Option<Value> {
+    server.with(|s| {
+        s.nodefeatures
+            .get(&(ns.to_string(), NODE.to_string()))
+            .map(|o| o.object.clone())
+    })
+}
+
+#[test]
+fn nodefeature_sink_writes_nfds_object_once_and_reads_it_after_a_restart() {
+    let server = FakeApiServer::start();
+    server.add_node(NODE, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = write_kubeconfig(dir.path(), &server.url());
+    let rules = rules_file(dir.path(), &[("nvidia", "test.nvidia")]);
+    let args = run_args(&kc, NODE, &["--sink", "nodefeature", "--rules", &rules]);
+    let mut agent = Agent::start(&args, &[("POD_NAMESPACE", "gpu-system")]);
+    let obj = wait_for(WAIT, || nodefeature(&server, "gpu-system"));
+    let obj = obj.unwrap_or_else(|| panic!("no NodeFeature; log:\n{}", agent.log_text()));
+
+    let features: Value = serde_json::from_str(&gpu_labeler("features", &["-o", "json"])).unwrap();
+    let labels = union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])]);
+    assert_eq!(
+        obj,
+        json!({
+            "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+            "kind": "NodeFeature",
+            "metadata": {
+                "name": NODE,
+                "namespace": "gpu-system",
+                "labels": {"nfd.node.kubernetes.io/node-name": NODE}
+            },
+            "spec": {"features": features, "labels": labels}
+        })
+    );
+    // The Node itself is not touched.
+    assert_eq!(server.labels(NODE), BTreeMap::new());
+
+    std::thread::sleep(Duration::from_millis(3000));
+    let reqs = server.requests();
+    let calls: Vec<(String, String)> = reqs
+        .iter()
+        .map(|r| (r.method.clone(), r.path.clone()))
+        .collect();
+    let path = format!("/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-system/nodefeatures/{NODE}");
+    assert_eq!(
+        calls,
+        vec![
+            ("GET".to_string(), path.clone()),
+            ("PATCH".to_string(), path.clone())
+        ]
+    );
+    assert_eq!(reqs[1].content_type, "application/apply-patch+yaml");
+    assert!(reqs[1].query.contains("fieldManager=gpu-labeler"));
+    assert_eq!(agent.stop(), 0);
+
+    // Restart, nothing changed: one read, no write.
+    server.clear_requests();
+    let agent = Agent::start(&args, &[("POD_NAMESPACE", "gpu-system")]);
+    agent.wait_log("first cycle in", WAIT);
+    std::thread::sleep(Duration::from_millis(2500));
+    let calls: Vec<(String, String)> = server
+        .requests()
+        .iter()
+        .map(|r| (r.method.clone(), r.path.clone()))
+        .collect();
+    assert_eq!(calls, vec![("GET".to_string(), path)]);
+}
+
+#[test]
+fn oneshot_publishes_once_and_exits_0_and_nodefeature_defaults_to_nfds_namespace() {
+    let server = FakeApiServer::start();
+    server.add_node(NODE, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = write_kubeconfig(dir.path(), &server.url());
+    let mut agent = Agent::start(
+        &run_args(&kc, NODE, &["--sink", "nodefeature", "--oneshot"]),
+        &[],
+    );
+    assert_eq!(agent.wait_exit(WAIT), 0, "{}", agent.log_text());
+    let obj = nodefeature(&server, "node-feature-discovery").expect("object");
+    assert_eq!(obj["spec"]["labels"], json!(fixture_pci_labels()));
+}
+
+#[test]
+fn oneshot_exits_3_when_the_api_server_never_answers() {
+    let port = reserve_port();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = write_kubeconfig(dir.path(), &format!("http://127.0.0.1:{port}"));
+    let mut agent = Agent::start(&run_args(&kc, NODE, &["--oneshot"]), &[]);
+    assert_eq!(agent.wait_exit(Duration::from_secs(40)), 3);
+    let log = agent.log_text();
+    assert!(log.contains("publishing failed after 4 attempts"), "{log}");
+}
+
+#[test]
+fn oneshot_publishes_to_the_node() {
+    let server = FakeApiServer::start();
+    server.add_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = write_kubeconfig(dir.path(), &server.url());
+    let mut agent = Agent::start(&run_args(&kc, NODE, &["--oneshot"]), &[]);
+    assert_eq!(agent.wait_exit(WAIT), 0, "{}", agent.log_text());
+    assert_eq!(
+        server.labels(NODE),
+        union(&[
+            &map(&[("kubernetes.io/hostname", NODE)]),
+            &fixture_pci_labels()
+        ])
+    );
+}
+
+#[test]
+fn dry_run_logs_the_diff_and_writes_nothing() {
+    let server = FakeApiServer::start();
+    server.add_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = write_kubeconfig(dir.path(), &server.url());
+    let agent = Agent::start(&run_args(&kc, NODE, &["--dry-run"]), &[]);
+    let line = agent.wait_log("dry run", WAIT);
+    let diff: Vec<String> = fixture_pci_labels()
+        .iter()
+        .map(|(k, v)| format!("+{k}={v}"))
+        .collect();
+    assert!(line.ends_with(&diff.join(" ")), "{line}");
+    std::thread::sleep(Duration::from_millis(2500));
+    let methods: Vec<String> = server.requests().iter().map(|r| r.method.clone()).collect();
+    assert_eq!(methods, vec!["GET"]);
+    assert_eq!(
+        server.labels(NODE),
+        map(&[("kubernetes.io/hostname", NODE)])
+    );
+    // The diff is logged once, not every cycle.
+    assert_eq!(
+        agent.log().iter().filter(|l| l.contains("dry run")).count(),
+        1
+    );
+}
+
+#[test]
+fn features_file_is_written_atomically_only_on_change_and_kept_on_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("features.d");
+    std::fs::create_dir(&out_dir).unwrap();
+    let file = out_dir.join("gpu-labeler");
+    let rules = rules_file(dir.path(), &[("nvidia", "test.nvidia")]);
+    let mut args = vec!["run".to_string()];
+    args.extend(fixture_args());
+    for a in [
+        "--no-default-rules",
+        "--rules",
+        &rules,
+        "--sink",
+        "features-file",
+        "--features-file",
+        file.to_str().unwrap(),
+        "--interval",
+        "1s",
+        "--listen",
+        "127.0.0.1:0",
+    ] {
+        args.push(a.to_string());
+    }
+    let mut agent = Agent::start(&args, &[]);
+    let content = wait_for(WAIT, || std::fs::read_to_string(&file).ok());
+    let content = content.unwrap_or_else(|| panic!("no file; log:\n{}", agent.log_text()));
+    let expected = gpu_labeler(
+        "labels",
+        &[
+            "-o",
+            "features-file",
+            "--no-default-rules",
+            "--rules",
+            &rules,
+        ],
+    );
+    assert_eq!(content, expected);
+    let inode = std::fs::metadata(&file).unwrap().ino();
+
+    // Steady state: the very same file (no rewrite).
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(std::fs::metadata(&file).unwrap().ino(), inode);
+
+    // A change: a new file renamed over the old one, no temporary left behind.
+    std::fs::write(
+        dir.path().join("rules.yaml"),
+        rule_file(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]),
+    )
+    .unwrap();
+    let changed = wait_for(WAIT, || {
+        std::fs::read_to_string(&file)
+            .ok()
+            .filter(|c| c.contains("test.h100"))
+    })
+    .expect("rewritten");
+    let expected = gpu_labeler(
+        "labels",
+        &[
+            "-o",
+            "features-file",
+            "--no-default-rules",
+            "--rules",
+            &rules,
+        ],
+    );
+    assert_eq!(changed, expected);
+    assert_ne!(
+        std::fs::metadata(&file).unwrap().ino(),
+        inode,
+        "renamed, not rewritten in place"
+    );
+    let names: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, vec!["gpu-labeler"]);
+
+    assert_eq!(agent.stop(), 0);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        expected,
+        "kept on exit"
+    );
+}
+
+#[test]
+fn stdout_prints_on_change_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = rules_file(dir.path(), &[("nvidia", "test.nvidia")]);
+    let mut args = vec!["run".to_string()];
+    args.extend(fixture_args());
+    for a in [
+        "--no-default-rules",
+        "--rules",
+        &rules,
+        "--sink",
+        "stdout",
+        "--interval",
+        "1s",
+        "--listen",
+        "127.0.0.1:0",
+    ] {
+        args.push(a.to_string());
+    }
+    let mut agent = Agent::start(&args, &[]);
+    agent.wait_log("published to stdout", WAIT);
+    std::fs::write(
+        dir.path().join("rules.yaml"),
+        rule_file(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]),
+    )
+    .unwrap();
+    agent.wait_log("+feature.node.kubernetes.io/test.h100=true", WAIT);
+    std::thread::sleep(Duration::from_millis(2000));
+    assert_eq!(agent.stop(), 0);
+    let lines: Vec<Value> = agent
+        .stdout()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            json!({"labels": union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])])}),
+            json!({"labels": union(&[
+                &fixture_pci_labels(),
+                &rule_labels(&["test.nvidia", "test.h100"])
+            ])}),
+        ]
+    );
+}
+
+#[test]
+fn an_invalid_config_is_reported_and_the_last_good_one_kept() {
+    let server = FakeApiServer::start();
+    server.add_node(NODE, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = write_kubeconfig(dir.path(), &server.url());
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "sources:\n  pci:\n    deviceLabelFields: [class, vendor, device]\n",
+    )
+    .unwrap();
+    let agent = Agent::start(
+        &run_args(&kc, NODE, &["--config", config.to_str().unwrap()]),
+        &[],
+    );
+    let with_device: BTreeMap<String, String> = [
+        "feature.node.kubernetes.io/pci-0300_102b_0536.present",
+        "feature.node.kubernetes.io/pci-0302_10de_2330.present",
+        "feature.node.kubernetes.io/pci-0302_10de_2330.sriov.capable",
+    ]
+    .iter()
+    .map(|k| (k.to_string(), "true".to_string()))
+    .collect();
+    let ok = wait_for(WAIT, || (server.labels(NODE) == with_device).then_some(()));
+    assert!(
+        ok.is_some(),
+        "{:#?}\n{}",
+        server.labels(NODE),
+        agent.log_text()
+    );
+
+    std::fs::write(
+        &config,
+        "sources:\n  pci:\n    deviceLabelFeilds: [class]\n",
+    )
+    .unwrap();
+    let err = agent.wait_log("keeping the last good config", WAIT);
+    assert!(
+        err.contains(&format!("invalid config {}:3:", config.display())),
+        "{err}"
+    );
+    std::thread::sleep(Duration::from_millis(2000));
+    assert_eq!(server.labels(NODE), with_device);
+
+    // Fixed again: back to the defaults, the device-specific labels go.
+    std::fs::write(&config, "").unwrap();
+    let ok = wait_for(WAIT, || {
+        (server.labels(NODE) == fixture_pci_labels()).then_some(())
+    });
+    assert!(ok.is_some(), "{:#?}", server.labels(NODE));
+}
+
+#[test]
+fn the_node_sink_needs_a_node_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = write_kubeconfig(dir.path(), "http://127.0.0.1:1");
+    let mut args = run_args(&kc, NODE, &[]);
+    let i = args.iter().position(|a| a == "--node-name").unwrap();
+    args.drain(i..i + 2);
+    let mut agent = Agent::start(&args, &[]);
+    assert_eq!(agent.wait_exit(WAIT), 1);
+    assert!(
+        agent
+            .log_text()
+            .contains("--node-name (or NODE_NAME) is required")
+    );
+}

@@ -1,0 +1,412 @@
+//! MIG through the real dlopen path (fake libnvidia-ml, fixtures in tests/fixtures/nvml/, see
+//! PROVENANCE.md there): profile names as NVIDIA's tools write them (`+me` from the GPU instance
+//! profile, GB by go-nvlib's rounding), `gpu.mig` and `gpu.migprofile`, the default labels
+//! `gpu.mig.capable`, `gpu.mig.enabled`, `gpu.mig-<profile>.count`, and MIG devices that vanish
+//! while they are read.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
+const P: &str = "feature.node.kubernetes.io/";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fake_lib() -> PathBuf {
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    for dir in [bin_dir.join("deps"), bin_dir.to_path_buf()] {
+        let p = dir.join("libnvidia_ml.so");
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("libnvidia_ml.so not built: run the tests with `cargo test --workspace`");
+}
+
+fn fixture(name: &str) -> PathBuf {
+    repo().join("tests/fixtures/nvml").join(format!("{name}.json"))
+}
+
+/// A sysfs tree with one NVIDIA 3D controller per `(address, device id)`.
+fn nvidia_sysfs(dir: &Path, gpus: &[(&str, &str)]) {
+    for (addr, device) in gpus {
+        let bus = &addr[..7];
+        let dev = dir.join(format!("devices/pci{bus}/{addr}"));
+        std::fs::create_dir_all(&dev).unwrap();
+        for (k, v) in [
+            ("class", "0x030200"),
+            ("vendor", "0x10de"),
+            ("device", device),
+            ("subsystem_vendor", "0x10de"),
+            ("subsystem_device", "0x1234"),
+            ("numa_node", "-1"),
+        ] {
+            std::fs::write(dev.join(k), format!("{v}\n")).unwrap();
+        }
+        std::fs::create_dir_all(dir.join("bus/pci/devices")).unwrap();
+        std::os::unix::fs::symlink(
+            format!("../../../devices/pci{bus}/{addr}"),
+            dir.join("bus/pci/devices").join(addr),
+        )
+        .unwrap();
+    }
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str], nvml_fixture: &Path) -> Run {
+    let out = Command::new(BIN)
+        .args(args)
+        .args(["--proc-root", "/nonexistent", "--nvml-lib"])
+        .arg(fake_lib())
+        .arg("--pci-ids")
+        .arg(repo().join("tests/fixtures/pci.ids"))
+        .env("FAKE_NVML_FIXTURE", nvml_fixture)
+        .env_remove("GPU_LABELER_CONFIG")
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+fn features(root: &Path, nvml_fixture: &Path) -> Value {
+    let r = run(
+        &["features", "--sysfs-root", root.to_str().unwrap()],
+        nvml_fixture,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stderr, "");
+    serde_json::from_str(&r.stdout).unwrap()
+}
+
+fn labels(root: &Path, nvml_fixture: &Path) -> BTreeMap<String, String> {
+    let r = run(
+        &[
+            "labels",
+            "-o",
+            "json",
+            "--sysfs-root",
+            root.to_str().unwrap(),
+        ],
+        nvml_fixture,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stderr, "");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    serde_json::from_value(v["labels"].clone()).unwrap()
+}
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (format!("{P}{k}"), v.to_string()))
+        .collect()
+}
+
+/// One MIG device as `gpu.mig` has it.
+#[allow(clippy::too_many_arguments)]
+fn mig(profile: &str, mib: u32, sms: u32, slices: u32, ce: u32, dec: u32, jpg: u32, ofa: u32) -> Value {
+    json!({"attributes": {
+        "engines_copy": ce.to_string(), "engines_decoder": dec.to_string(),
+        "engines_encoder": "0", "engines_jpeg": jpg.to_string(), "engines_ofa": ofa.to_string(),
+        "memory_mib": mib.to_string(), "multiprocessors": sms.to_string(),
+        "parent_address": "0000:19:00.0", "parent_index": "0", "profile": profile,
+        "slices_ci": slices.to_string(), "slices_gi": slices.to_string()}})
+}
+
+fn h200_migs() -> Vec<Value> {
+    vec![
+        mig("3g.71gb", 71168, 60, 3, 3, 3, 3, 0),
+        mig("2g.35gb", 33024, 32, 2, 2, 2, 2, 0),
+        mig("1g.18gb+me", 16384, 16, 1, 1, 1, 1, 1),
+        mig("1g.18gb", 16384, 16, 1, 1, 1, 1, 0),
+    ]
+}
+
+fn h200_labels(mig_counts: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut m = map(&[
+        ("gpu-nvidia.count", "1"),
+        ("gpu.compute.major", "9"),
+        ("gpu.compute.minor", "0"),
+        ("gpu.count", "1"),
+        ("gpu.family", "hopper"),
+        ("gpu.memory", "143771"),
+        ("gpu.memory.max", "143771"),
+        ("gpu.memory.total", "143771"),
+        ("gpu.mig.capable", "true"),
+        ("gpu.mig.enabled", "true"),
+        ("gpu.present", "true"),
+        ("gpu.product", "NVIDIA-H200"),
+        ("gpu.vendor", "nvidia"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+        ("pci-0302_10de.present", "true"),
+    ]);
+    m.extend(map(mig_counts));
+    m
+}
+
+/// The H200 fixture has no bus id (the capture has none): NVML's GPU is placed by its own
+/// order, so sysfs shows it at the address NVML would not report. Give it one.
+fn h200_fixture(dir: &Path, faults: Value) -> PathBuf {
+    let mut f: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("h200-mig-me")).unwrap()).unwrap();
+    f["devices"][0]["pci_bus_id"] = json!("00000000:19:00.0");
+    f["faults"] = faults;
+    let p = dir.join("h200.json");
+    std::fs::write(&p, f.to_string()).unwrap();
+    p
+}
+
+fn h200_tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    nvidia_sysfs(&dir.path().join("sys"), &[("0000:19:00.0", "0x2335")]);
+    dir
+}
+
+#[test]
+fn h200_profiles_are_named_as_nvidia_names_them_including_plus_me() {
+    let dir = h200_tree();
+    let nvml = h200_fixture(dir.path(), json!({}));
+    let f = features(&dir.path().join("sys"), &nvml);
+    assert_eq!(
+        f["instances"]["gpu.mig"]["elements"],
+        Value::Array(h200_migs())
+    );
+    assert_eq!(
+        f["attributes"]["gpu.migprofile"]["elements"],
+        json!({"1g.18gb": "1", "1g.18gb+me": "1", "2g.35gb": "1", "3g.71gb": "1"})
+    );
+    assert_eq!(
+        labels(&dir.path().join("sys"), &nvml),
+        h200_labels(&[
+            ("gpu.mig-1g.18gb.count", "1"),
+            ("gpu.mig-1g.18gb.me.count", "1"),
+            ("gpu.mig-2g.35gb.count", "1"),
+            ("gpu.mig-3g.71gb.count", "1"),
+        ])
+    );
+}
+
+#[test]
+fn without_the_gpu_instance_calls_the_name_comes_from_the_slices_alone() {
+    // A driver (or a container without the MIG monitor capability) that refuses the GPU
+    // instance queries: the `+me` instance cannot be told apart from a plain 1g.
+    let dir = h200_tree();
+    let nvml = h200_fixture(
+        dir.path(),
+        json!({"errors": [{"function": "nvmlDeviceGetGpuInstanceById", "error": "NO_PERMISSION"}]}),
+    );
+    let f = features(&dir.path().join("sys"), &nvml);
+    let mut expected = h200_migs();
+    expected[2]["attributes"]["profile"] = json!("1g.18gb");
+    assert_eq!(
+        f["instances"]["gpu.mig"]["elements"],
+        Value::Array(expected)
+    );
+    assert_eq!(
+        labels(&dir.path().join("sys"), &nvml),
+        h200_labels(&[
+            ("gpu.mig-1g.18gb.count", "2"),
+            ("gpu.mig-2g.35gb.count", "1"),
+            ("gpu.mig-3g.71gb.count", "1"),
+        ])
+    );
+}
+
+#[test]
+fn a_mig_device_that_vanishes_mid_scan_is_skipped_quietly() {
+    let dir = h200_tree();
+    // Slot 2 (the 1g.18gb+me) is listed, then gone when its attributes are read; slot 1's
+    // handle is gone already.
+    let nvml = h200_fixture(
+        dir.path(),
+        json!({"errors": [
+            {"function": "nvmlDeviceGetAttributes_v2", "gpu": 0, "mig": 2, "error": "NOT_FOUND"},
+            {"function": "nvmlDeviceGetMigDeviceHandleByIndex", "gpu": 0, "mig": 1, "error": "NOT_FOUND"}
+        ]}),
+    );
+    let f = features(&dir.path().join("sys"), &nvml);
+    let all = h200_migs();
+    assert_eq!(
+        f["instances"]["gpu.mig"]["elements"],
+        json!([all[0], all[3]])
+    );
+    assert_eq!(
+        labels(&dir.path().join("sys"), &nvml),
+        h200_labels(&[
+            ("gpu.mig-1g.18gb.count", "1"),
+            ("gpu.mig-3g.71gb.count", "1"),
+        ])
+    );
+}
+
+#[test]
+fn any_other_mig_failure_is_a_warning_and_the_rest_is_kept() {
+    let dir = h200_tree();
+    let nvml = h200_fixture(
+        dir.path(),
+        json!({"errors": [
+            {"function": "nvmlDeviceGetAttributes_v2", "gpu": 0, "mig": 0, "error": "UNKNOWN"}
+        ]}),
+    );
+    let r = run(
+        &[
+            "features",
+            "--sysfs-root",
+            dir.path().join("sys").to_str().unwrap(),
+        ],
+        &nvml,
+    );
+    assert_eq!(r.code, 0);
+    assert_eq!(
+        r.stderr.lines().collect::<Vec<_>>(),
+        [" WARN GPU 0: NVML MIG device 0 attributes: an internal driver error occurred"]
+    );
+    let f: Value = serde_json::from_str(&r.stdout).unwrap();
+    let all = h200_migs();
+    assert_eq!(
+        f["instances"]["gpu.mig"]["elements"],
+        json!([all[1], all[2], all[3]])
+    );
+}
+
+#[test]
+fn a100_80gb_one_slice_instances_with_twice_the_memory_are_1g_20gb() {
+    // telegraf__a100-sxm4-v12.xml: four 1g instances of 19968 MiB on an 80 GB A100: the
+    // 1_SLICE_REV2 profile (id 15), 1g.20gb, not 1g.10gb.
+    let dir = tempfile::tempdir().unwrap();
+    nvidia_sysfs(dir.path(), &[("0000:01:00.0", "0x20b2")]);
+    let nvml = fixture("a100-80gb-mig-4x1g");
+    let f = features(dir.path(), &nvml);
+    let profiles: Vec<&str> = f["instances"]["gpu.mig"]["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["attributes"]["profile"].as_str().unwrap())
+        .collect();
+    assert_eq!(profiles, ["1g.20gb"; 4]);
+    assert_eq!(
+        f["attributes"]["gpu.migprofile"]["elements"],
+        json!({"1g.20gb": "4"})
+    );
+    assert_eq!(
+        labels(dir.path(), &nvml),
+        map(&[
+            ("gpu-nvidia.count", "1"),
+            ("gpu.compute.major", "8"),
+            ("gpu.compute.minor", "0"),
+            ("gpu.count", "1"),
+            ("gpu.cuda.major", "12"),
+            ("gpu.cuda.minor", "2"),
+            ("gpu.driver.major", "535"),
+            ("gpu.driver.minor", "54"),
+            ("gpu.driver.version", "535.54.03"),
+            ("gpu.family", "ampere"),
+            ("gpu.memory", "81920"),
+            ("gpu.memory.max", "81920"),
+            ("gpu.memory.total", "81920"),
+            ("gpu.mig-1g.20gb.count", "4"),
+            ("gpu.mig.capable", "true"),
+            ("gpu.mig.enabled", "true"),
+            ("gpu.present", "true"),
+            ("gpu.product", "NVIDIA-A100-SXM4-80GB"),
+            ("gpu.vendor", "nvidia"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+            ("pci-0302_10de.present", "true"),
+        ])
+    );
+}
+
+#[test]
+fn mig_devices_on_two_gpus_are_counted_per_profile_across_the_node() {
+    // network-operator#211: 4x 1g.5gb and 2x 2g.10gb on A100-PCIE-40GB (fixture: two GPUs).
+    let dir = tempfile::tempdir().unwrap();
+    nvidia_sysfs(
+        dir.path(),
+        &[("0000:01:00.0", "0x20f1"), ("0000:41:00.0", "0x20f1")],
+    );
+    let nvml = fixture("a100-pcie-40gb-mig-mixed");
+    let f = features(dir.path(), &nvml);
+    assert_eq!(
+        f["attributes"]["gpu.migprofile"]["elements"],
+        json!({"1g.5gb": "4", "2g.10gb": "2"})
+    );
+    let parents: Vec<(&str, &str)> = f["instances"]["gpu.mig"]["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["attributes"]["parent_address"].as_str().unwrap(),
+                m["attributes"]["profile"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        parents,
+        [
+            ("0000:01:00.0", "1g.5gb"),
+            ("0000:01:00.0", "1g.5gb"),
+            ("0000:01:00.0", "1g.5gb"),
+            ("0000:01:00.0", "1g.5gb"),
+            ("0000:01:00.0", "2g.10gb"),
+            ("0000:41:00.0", "2g.10gb"),
+        ]
+    );
+    assert_eq!(
+        labels(dir.path(), &nvml),
+        map(&[
+            ("gpu-nvidia.count", "2"),
+            ("gpu.compute.major", "8"),
+            ("gpu.compute.minor", "0"),
+            ("gpu.count", "2"),
+            ("gpu.family", "ampere"),
+            ("gpu.memory", "40536"),
+            ("gpu.memory.max", "40536"),
+            ("gpu.memory.total", "81072"),
+            ("gpu.mig-1g.5gb.count", "4"),
+            ("gpu.mig-2g.10gb.count", "2"),
+            ("gpu.mig.capable", "true"),
+            ("gpu.mig.enabled", "true"),
+            ("gpu.present", "true"),
+            ("gpu.product", "A100-PCIE-40GB"),
+            ("gpu.vendor", "nvidia"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+            ("pci-0302_10de.present", "true"),
+        ])
+    );
+}
+
+#[test]
+fn a_snapshot_relabels_mig_identically() {
+    let dir = h200_tree();
+    let nvml = h200_fixture(dir.path(), json!({}));
+    let f = features(&dir.path().join("sys"), &nvml);
+    let snap = dir.path().join("snap.json");
+    std::fs::write(&snap, f.to_string()).unwrap();
+    let out = Command::new(BIN)
+        .args(["labels", "-o", "json", "--features"])
+        .arg(&snap)
+        .env_remove("GPU_LABELER_CONFIG")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let got: BTreeMap<String, String> = serde_json::from_value(v["labels"].clone()).unwrap();
+    assert_eq!(got, labels(&dir.path().join("sys"), &nvml));
+}
