@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{Config, NvmlEnabled};
+use crate::default_rules;
 use crate::discover::nvml::{self, NvmlChoice, NvmlLibrary};
 use crate::discover::{self, DiscoveryOptions};
 use crate::features::{self, FeatureSet};
 use crate::labels::{self, Evaluated};
-use crate::rules::RuleSet;
-use crate::default_rules;
 use crate::publish::stdout::{LabelFormat, render};
+use crate::rules::RuleSet;
 use crate::{Error, exit};
 
 #[derive(Debug, Parser)]
@@ -291,11 +291,7 @@ pub fn report(e: &Evaluated) {
     }
 }
 
-fn cmd_explain(
-    args: &DiscoveryArgs,
-    rules: &RulesArgs,
-    rule: Option<&str>,
-) -> Result<u8, Error> {
+fn cmd_explain(args: &DiscoveryArgs, rules: &RulesArgs, rule: Option<&str>) -> Result<u8, Error> {
     let config = args.load_config()?;
     let (rule_set, rule_errors) = load_rules(rules);
     for e in &rule_errors {
@@ -343,6 +339,7 @@ pub const KNOWN_FEATURES: &[&str] = &[
     "pci.device",
     "gpu.device",
     "gpu.mig",
+    "gpu.migprofile",
     "gpu.node",
     "gpu.driver",
     "gpu.sharing",

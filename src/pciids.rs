@@ -4,7 +4,10 @@
 //! time (the host's is usually newer than the binary's); only the vendors actually present on the
 //! node are kept from it, so reading it costs one pass over the file and little memory.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Vendor id -> the device ids of that vendor present on the node.
+pub type Wanted = BTreeMap<u16, BTreeSet<u16>>;
 use std::path::{Path, PathBuf};
 
 /// Where `pci.ids` usually lives on Linux distributions.
@@ -31,40 +34,36 @@ pub enum PciIds {
 }
 
 impl PciIds {
-    /// Reads the vendors in `wanted` from a `pci.ids` file.
-    pub fn from_file(path: &Path, wanted: &BTreeSet<u16>) -> std::io::Result<PciIds> {
-        let text = std::fs::read(path)?;
-        // pci.ids is mostly ASCII but has a few UTF-8 names; be lenient per line.
-        let text = String::from_utf8_lossy(&text);
+    /// Reads the names of the vendors and devices in `wanted` from a `pci.ids` file. Lines of
+    /// other vendors are skipped without decoding; the class section is never read.
+    pub fn from_file(path: &Path, wanted: &Wanted) -> std::io::Result<PciIds> {
+        let bytes = std::fs::read(path)?;
         let mut vendors: HashMap<u16, VendorEntry> = HashMap::new();
-        let mut current: Option<u16> = None;
-        for line in text.lines() {
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            if line.starts_with("C ") {
-                // The class section follows all vendors.
-                break;
-            }
-            if let Some(rest) = line.strip_prefix('\t') {
-                if rest.starts_with('\t') {
-                    continue; // subsystem line
+        let mut current: Option<(u16, &BTreeSet<u16>)> = None;
+        for line in bytes.split(|&b| b == b'\n') {
+            match line.first() {
+                None | Some(b'#') => continue,
+                Some(b'\t') => {
+                    let Some((vid, devices)) = current else {
+                        continue;
+                    };
+                    if line.get(1) == Some(&b'\t') {
+                        continue; // subsystem line
+                    }
+                    if let Some((id, name)) = split_entry(&line[1..])
+                        && devices.contains(&id)
+                    {
+                        vendors.entry(vid).or_default().devices.insert(id, name);
+                    }
                 }
-                let Some(vid) = current else { continue };
-                if let Some((id, name)) = split_entry(rest) {
-                    vendors
-                        .entry(vid)
-                        .or_default()
-                        .devices
-                        .insert(id, name.to_string());
+                Some(b'C') if line.starts_with(b"C ") => break, // the class section follows all vendors
+                Some(_) => {
+                    current = split_entry(line).and_then(|(id, name)| {
+                        let devices = wanted.get(&id)?;
+                        vendors.entry(id).or_default().name = name;
+                        Some((id, devices))
+                    });
                 }
-            } else if let Some((id, name)) = split_entry(line) {
-                current = wanted.contains(&id).then_some(id);
-                if current.is_some() {
-                    vendors.entry(id).or_default().name = name.to_string();
-                }
-            } else {
-                current = None;
             }
         }
         Ok(PciIds::File {
@@ -75,7 +74,7 @@ impl PciIds {
 
     /// The database to use: `explicit` if given, else the first host file that exists, else the
     /// embedded one. An unreadable explicit file is an error; an unreadable host file is skipped.
-    pub fn select(explicit: Option<&Path>, wanted: &BTreeSet<u16>) -> std::io::Result<PciIds> {
+    pub fn select(explicit: Option<&Path>, wanted: &Wanted) -> std::io::Result<PciIds> {
         if let Some(path) = explicit {
             return PciIds::from_file(path, wanted)
                 .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())));
@@ -119,10 +118,13 @@ impl PciIds {
     }
 }
 
-fn split_entry(line: &str) -> Option<(u16, &str)> {
-    let (id, name) = line.split_once("  ")?;
-    let id = u16::from_str_radix(id.trim(), 16).ok()?;
-    Some((id, name.trim()))
+/// `10de  NVIDIA Corporation` -> (0x10de, name). pci.ids is mostly ASCII with a few UTF-8 names.
+fn split_entry(line: &[u8]) -> Option<(u16, String)> {
+    let id = std::str::from_utf8(line.get(..4)?).ok()?;
+    let id = u16::from_str_radix(id, 16).ok()?;
+    let name = String::from_utf8_lossy(line.get(4..)?);
+    let name = name.trim();
+    (!name.is_empty()).then(|| (id, name.to_string()))
 }
 
 #[cfg(test)]
@@ -138,7 +140,8 @@ mod tests {
             "# comment\n10de  NVIDIA Corporation\n\t2330  GH100 [H100 SXM5 80GB]\n\t\t10de 16c1  H100 SXM5 80GB\n1af4  Red Hat, Inc.\n\t1041  Virtio 1.0 network device\nC 03  Display controller\n\t02  3D controller\n",
         )
         .unwrap();
-        let ids = PciIds::from_file(&path, &BTreeSet::from([0x10de])).unwrap();
+        let wanted = Wanted::from([(0x10de, BTreeSet::from([0x2330]))]);
+        let ids = PciIds::from_file(&path, &wanted).unwrap();
         assert_eq!(ids.vendor_name(0x10de), Some("NVIDIA Corporation"));
         assert_eq!(
             ids.device_name(0x10de, 0x2330),

@@ -29,7 +29,9 @@ fn fake_lib() -> PathBuf {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    repo().join("tests/fixtures/nvml").join(format!("{name}.json"))
+    repo()
+        .join("tests/fixtures/nvml")
+        .join(format!("{name}.json"))
 }
 
 /// A sysfs tree with one NVIDIA 3D controller per `(address, device id)`.
@@ -117,7 +119,16 @@ fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 /// One MIG device as `gpu.mig` has it.
 #[allow(clippy::too_many_arguments)]
-fn mig(profile: &str, mib: u32, sms: u32, slices: u32, ce: u32, dec: u32, jpg: u32, ofa: u32) -> Value {
+fn mig(
+    profile: &str,
+    mib: u32,
+    sms: u32,
+    slices: u32,
+    ce: u32,
+    dec: u32,
+    jpg: u32,
+    ofa: u32,
+) -> Value {
     json!({"attributes": {
         "engines_copy": ce.to_string(), "engines_decoder": dec.to_string(),
         "engines_encoder": "0", "engines_jpeg": jpg.to_string(), "engines_ofa": ofa.to_string(),

@@ -441,6 +441,7 @@ fn a100_40gb_with_two_3g_mig_devices() {
             ("gpu.memory.max", "40960"),
             ("gpu.memory.total", "40960"),
             ("gpu.mig.capable", "true"),
+            ("gpu.mig-3g.20gb.count", "2"),
             ("gpu.mig.enabled", "true"),
             ("gpu.present", "true"),
             ("gpu.product", "NVIDIA-A100-SXM4-40GB"),

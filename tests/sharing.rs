@@ -1,8 +1,14 @@
+//! GPU sharing and virtualization.
+//!
 //! Time-slicing and MPS: the NVIDIA device plugin's configuration file named by
 //! `sources.sharing.configFile` (tests/fixtures/sharing/, see PROVENANCE.md there) becomes
 //! `gpu.sharing`, the default labels `gpu.sharing-strategy` and `gpu.replicas`, and GFD's
 //! sharing labels in the `nvidia-gfd` profile. The node is the Dell XE9680 with 8x H100 through
 //! the fake NVML (as tests/nvml.rs).
+//!
+//! Virtualization: NVIDIA vGPU guests from PCI configuration space (GFD's own test bytes,
+//! tests/fixtures/pciconfig/), what an unprivileged reader's 64 bytes allow, SR-IOV PFs and VFs,
+//! and the MI300X VFs of Azure's ND MI300X v5 (a guest sees no `physfn`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -56,7 +62,15 @@ struct Run {
 
 fn run(cmd: &str, config: &Path) -> Run {
     let out = Command::new(BIN)
-        .args([cmd, "-o", "json", "--sysfs-root", DELL, "--proc-root", DELL_PROC])
+        .args([
+            cmd,
+            "-o",
+            "json",
+            "--sysfs-root",
+            DELL,
+            "--proc-root",
+            DELL_PROC,
+        ])
         .arg("--config")
         .arg(config)
         .arg("--nvml-lib")
@@ -331,7 +345,14 @@ fn a_node_without_gpus_gets_no_sharing_label() {
     std::fs::write(&without, "").unwrap();
     let labels_with = |c: &Path| {
         let out = Command::new(BIN)
-            .args(["labels", "-o", "json", "--no-nvml", "--proc-root", "/nonexistent"])
+            .args([
+                "labels",
+                "-o",
+                "json",
+                "--no-nvml",
+                "--proc-root",
+                "/nonexistent",
+            ])
             .arg("--sysfs-root")
             .arg(repo().join("tests/fixtures/sysfs/this-vm"))
             .arg("--config")
@@ -345,4 +366,330 @@ fn a_node_without_gpus_gets_no_sharing_label() {
     };
     // The sharing file changes nothing where there is no GPU to share.
     assert_eq!(labels_with(&with), labels_with(&without));
+}
+
+// ---- virtualization ----
+
+/// One PCI function in a sysfs tree under `root`.
+struct Function<'a> {
+    address: &'a str,
+    vendor: &'a str,
+    device: &'a str,
+    class: &'a str,
+    config: Option<&'a [u8]>,
+    physfn: Option<&'a str>,
+    sriov: Option<(u32, u32)>,
+}
+
+fn function(address: &str, vendor: &str, device: &str, class: &str) -> Function<'static> {
+    Function {
+        address: Box::leak(address.to_string().into_boxed_str()),
+        vendor: Box::leak(vendor.to_string().into_boxed_str()),
+        device: Box::leak(device.to_string().into_boxed_str()),
+        class: Box::leak(class.to_string().into_boxed_str()),
+        config: None,
+        physfn: None,
+        sriov: None,
+    }
+}
+
+fn pci_tree(root: &Path, functions: &[Function]) {
+    std::fs::create_dir_all(root.join("bus/pci/devices")).unwrap();
+    for f in functions {
+        let dev = root.join("devices/pci0000:00").join(f.address);
+        std::fs::create_dir_all(&dev).unwrap();
+        for (k, v) in [
+            ("class", f.class),
+            ("vendor", f.vendor),
+            ("device", f.device),
+            ("subsystem_vendor", f.vendor),
+            ("subsystem_device", "0x0000"),
+        ] {
+            std::fs::write(dev.join(k), format!("{v}\n")).unwrap();
+        }
+        if let Some(c) = f.config {
+            std::fs::write(dev.join("config"), c).unwrap();
+        }
+        if let Some(pf) = f.physfn {
+            std::os::unix::fs::symlink(format!("../{pf}"), dev.join("physfn")).unwrap();
+        }
+        if let Some((num, total)) = f.sriov {
+            std::fs::write(dev.join("sriov_numvfs"), format!("{num}\n")).unwrap();
+            std::fs::write(dev.join("sriov_totalvfs"), format!("{total}\n")).unwrap();
+        }
+        std::os::unix::fs::symlink(
+            format!("../../../devices/pci0000:00/{}", f.address),
+            root.join("bus/pci/devices").join(f.address),
+        )
+        .unwrap();
+    }
+}
+
+/// `cmd` without NVML on a sysfs tree, with `config` lines; stdout as JSON.
+fn offline(cmd: &str, root: &Path, config: &str) -> Value {
+    let cfg = root.join("gpu-labeler.yaml");
+    std::fs::write(&cfg, config).unwrap();
+    let out = Command::new(BIN)
+        .args([
+            cmd,
+            "-o",
+            "json",
+            "--no-nvml",
+            "--proc-root",
+            "/nonexistent",
+        ])
+        .arg("--sysfs-root")
+        .arg(root)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--pci-ids")
+        .arg(repo().join("tests/fixtures/pci.ids"))
+        .env_remove("GPU_LABELER_CONFIG")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn gpu_devices(f: &Value) -> Vec<BTreeMap<String, String>> {
+    f["instances"]["gpu.device"]["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| serde_json::from_value(g["attributes"].clone()).unwrap())
+        .collect()
+}
+
+fn label_map(v: &Value) -> BTreeMap<String, String> {
+    serde_json::from_value(v["labels"].clone()).unwrap()
+}
+
+fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn pciconfig(name: &str) -> Vec<u8> {
+    std::fs::read(repo().join("tests/fixtures/pciconfig").join(name)).unwrap()
+}
+
+/// A T4 vGPU guest (GFD's mock: 10de:1eb8, a VGA controller to the guest) with this much of
+/// its configuration space readable.
+fn vgpu_guest(root: &Path, config: &[u8]) {
+    let mut f = function("0000:00:05.0", "0x10de", "0x1eb8", "0x030000");
+    f.config = Some(config);
+    pci_tree(root, &[f]);
+}
+
+const GFD: &str = "profiles: [nvidia-gfd]\n";
+
+#[test]
+fn a_vgpu_guest_is_recognised_from_its_configuration_space() {
+    let dir = tempfile::tempdir().unwrap();
+    vgpu_guest(dir.path(), &pciconfig("gfd-vgpu-guest-10de-1eb8.config"));
+    assert_eq!(
+        gpu_devices(&offline("features", dir.path(), "")),
+        [attrs(&[
+            ("address", "0000:00:05.0"),
+            ("class", "0300"),
+            ("device_id", "1eb8"),
+            ("index", "0"),
+            ("is_vf", "false"),
+            ("source", "sysfs"),
+            ("vendor", "nvidia"),
+            ("vendor_id", "10de"),
+            ("vgpu", "true"),
+            ("vgpu_capability", "present"),
+            ("vgpu_host_driver_branch", "r460_00"),
+            ("vgpu_host_driver_version", "460.16"),
+        ])]
+    );
+    assert_eq!(
+        label_map(&offline("labels", dir.path(), GFD)),
+        map(&[
+            ("gpu-nvidia.count", "1"),
+            ("gpu.count", "1"),
+            ("gpu.present", "true"),
+            ("gpu.vendor", "nvidia"),
+            ("gpu.vgpu.present", "true"),
+            ("gpu.virtual", "true"),
+            ("pci-0300_10de.present", "true"),
+            // GFD's vGPU labeler (NVML is off: no device labels, as GFD without NVML).
+            ("nvidia.com/vgpu.host-driver-branch", "r460_00"),
+            ("nvidia.com/vgpu.host-driver-version", "460.16"),
+            ("nvidia.com/vgpu.present", "true"),
+        ])
+    );
+}
+
+#[test]
+fn a_passthrough_gpu_is_not_a_vgpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = function("0000:00:05.0", "0x10de", "0x118a", "0x030000");
+    let config = pciconfig("gfd-passthrough-10de-118a.config");
+    f.config = Some(&config);
+    pci_tree(dir.path(), &[f]);
+    let features = offline("features", dir.path(), "");
+    let gpu = &gpu_devices(&features)[0];
+    assert_eq!(
+        (gpu["vgpu"].as_str(), gpu["vgpu_capability"].as_str()),
+        ("false", "absent")
+    );
+    assert_eq!(
+        label_map(&offline("labels", dir.path(), GFD)),
+        map(&[
+            ("gpu-nvidia.count", "1"),
+            ("gpu.count", "1"),
+            ("gpu.present", "true"),
+            ("gpu.vendor", "nvidia"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+            ("pci-0300_10de.present", "true"),
+            ("nvidia.com/vgpu.present", "false"),
+        ])
+    );
+}
+
+#[test]
+fn an_unprivileged_reader_sees_64_bytes_and_claims_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    vgpu_guest(
+        dir.path(),
+        &pciconfig("gfd-vgpu-guest-10de-1eb8.config")[..64],
+    );
+    assert_eq!(
+        gpu_devices(&offline("features", dir.path(), "")),
+        [attrs(&[
+            ("address", "0000:00:05.0"),
+            ("class", "0300"),
+            ("device_id", "1eb8"),
+            ("index", "0"),
+            ("is_vf", "false"),
+            ("source", "sysfs"),
+            ("vendor", "nvidia"),
+            ("vendor_id", "10de"),
+            ("vgpu_capability", "unknown"),
+        ])]
+    );
+    // Neither gpu.vgpu.present nor gpu.virtual: unknown is not "false". GFD gives no vGPU label
+    // either (it asks for privileged mode).
+    assert_eq!(
+        label_map(&offline("labels", dir.path(), GFD)),
+        map(&[
+            ("gpu-nvidia.count", "1"),
+            ("gpu.count", "1"),
+            ("gpu.present", "true"),
+            ("gpu.vendor", "nvidia"),
+            ("pci-0300_10de.present", "true"),
+        ])
+    );
+}
+
+#[test]
+fn sriov_pf_with_vfs_and_the_vfs_it_hosts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pf = function("0000:00:04.0", "0x10de", "0x20b5", "0x030200");
+    pf.sriov = Some((2, 20));
+    let mut vf1 = function("0000:00:04.4", "0x10de", "0x20b5", "0x030200");
+    vf1.physfn = Some("0000:00:04.0");
+    let mut vf2 = function("0000:00:04.5", "0x10de", "0x20b5", "0x030200");
+    vf2.physfn = Some("0000:00:04.0");
+    pci_tree(dir.path(), &[pf, vf1, vf2]);
+    let gpus = gpu_devices(&offline("features", dir.path(), ""));
+    let project = |g: &BTreeMap<String, String>| {
+        [
+            "address",
+            "is_vf",
+            "physfn",
+            "sriov_numvfs",
+            "sriov_totalvfs",
+        ]
+        .iter()
+        .filter_map(|k| Some((k.to_string(), g.get(*k)?.clone())))
+        .collect::<BTreeMap<_, _>>()
+    };
+    assert_eq!(
+        gpus.iter().map(project).collect::<Vec<_>>(),
+        [
+            attrs(&[
+                ("address", "0000:00:04.0"),
+                ("is_vf", "false"),
+                ("sriov_numvfs", "2"),
+                ("sriov_totalvfs", "20"),
+            ]),
+            attrs(&[
+                ("address", "0000:00:04.4"),
+                ("is_vf", "true"),
+                ("physfn", "0000:00:04.0"),
+            ]),
+            attrs(&[
+                ("address", "0000:00:04.5"),
+                ("is_vf", "true"),
+                ("physfn", "0000:00:04.0"),
+            ]),
+        ]
+    );
+    assert_eq!(
+        label_map(&offline("labels", dir.path(), "")),
+        map(&[
+            ("gpu-nvidia.count", "3"),
+            ("gpu.count", "3"),
+            ("gpu.present", "true"),
+            ("gpu.vendor", "nvidia"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "true"),
+            ("pci-0302_10de.present", "true"),
+            ("pci-0302_10de.sriov.capable", "true"),
+        ])
+    );
+}
+
+#[test]
+fn azure_nd_mi300x_v5_vfs_are_virtual() {
+    // ROCm/k8s-device-plugin#112: 8x MI300X VF (1002:74b5) in an Azure ND96isr MI300X v5 guest;
+    // the guest sees no physfn, only the VF device id. Class 1200 as MI300X functions have.
+    let dir = tempfile::tempdir().unwrap();
+    let functions: Vec<Function> = (0..8)
+        .map(|i| {
+            function(
+                &format!("0000:00:{:02x}.0", 0x10 + i),
+                "0x1002",
+                "0x74b5",
+                "0x120000",
+            )
+        })
+        .collect();
+    pci_tree(dir.path(), &functions);
+    let gpus = gpu_devices(&offline("features", dir.path(), ""));
+    assert_eq!(gpus.len(), 8);
+    for (i, g) in gpus.iter().enumerate() {
+        assert_eq!(
+            g,
+            &attrs(&[
+                ("address", &format!("0000:00:{:02x}.0", 0x10 + i)),
+                ("class", "1200"),
+                ("device_id", "74b5"),
+                ("index", &i.to_string()),
+                ("is_vf", "true"),
+                ("source", "sysfs"),
+                ("vendor", "amd"),
+                ("vendor_id", "1002"),
+            ])
+        );
+    }
+    assert_eq!(
+        label_map(&offline("labels", dir.path(), GFD)),
+        map(&[
+            ("gpu-amd.count", "8"),
+            ("gpu.count", "8"),
+            ("gpu.present", "true"),
+            ("gpu.vendor", "amd"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "true"),
+            ("pci-1200_1002.present", "true"),
+        ])
+    );
 }

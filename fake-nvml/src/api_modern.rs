@@ -331,7 +331,11 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceById(
         if dev.mig_mode.is_none_or(|m| m.current != 1) {
             return Err(ERROR_NOT_SUPPORTED);
         }
-        if !dev.mig_devices.iter().any(|m| m.gpu_instance_id == Some(id)) {
+        if !dev
+            .mig_devices
+            .iter()
+            .any(|m| m.gpu_instance_id == Some(id))
+        {
             return Err(ERROR_NOT_FOUND);
         }
         unsafe { put(gpu_instance, gpu_instance_handle(index, id as usize)) }

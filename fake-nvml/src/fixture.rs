@@ -456,7 +456,9 @@ impl Fixture {
                 ));
             }
             for m in &d.mig_devices {
-                if m.gpu_instance_id.is_some_and(|id| id as usize >= MAX_GPU_INSTANCE_ID) {
+                if m.gpu_instance_id
+                    .is_some_and(|id| id as usize >= MAX_GPU_INSTANCE_ID)
+                {
                     return bad(format!(
                         "device {i}: gpu_instance_id must be below {MAX_GPU_INSTANCE_ID}"
                     ));

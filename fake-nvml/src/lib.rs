@@ -18,8 +18,12 @@
 //!   that GPU, including `nvmlDeviceGetHandleByIndex_v2` for it and calls on its MIG devices;
 //!   `errors` rules (`function`, `gpu`, `mig`, `error`; unset fields match anything) fail the
 //!   first matching call, e.g. one MIG slot in `nvmlDeviceGetMigDeviceHandleByIndex`.
-//! - Handles are addresses in a static table (GPUs, then 8 MIG slots per GPU), so they stay
-//!   valid and distinct for the life of the process.
+//! - Handles are addresses in a static table (GPUs, then 8 MIG slots per GPU; GPU instances by
+//!   id in a second table), so they stay valid and distinct for the life of the process.
+//! - MIG profiles: `gpu_instance_profiles` (a GPU's `nvidia-smi mig -lgip` table, by
+//!   `NVML_GPU_INSTANCE_PROFILE_*` index) and each MIG device's `gpu_instance_profile_id` answer
+//!   `nvmlDeviceGetGpuInstanceProfileInfo`, `nvmlDeviceGetGpuInstanceById` and
+//!   `nvmlGpuInstanceGetInfo`, as go-nvlib uses them to name a profile (`1g.10gb+me`).
 
 // The exported names are NVML's, not Rust's.
 #![allow(non_snake_case)]

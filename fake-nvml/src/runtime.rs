@@ -8,9 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::ctypes::*;
-use crate::fixture::{
-    Device, Fixture, MAX_GPU_INSTANCE_ID, MAX_GPUS, MAX_MIG_DEVICES, MigDevice,
-};
+use crate::fixture::{Device, Fixture, MAX_GPU_INSTANCE_ID, MAX_GPUS, MAX_MIG_DEVICES, MigDevice};
 
 /// The environment variable naming the fixture, read by every `nvmlInit`.
 pub const FIXTURE_ENV: &str = "FAKE_NVML_FIXTURE";
@@ -51,7 +49,8 @@ pub fn mig_handle(gpu: usize, mig: usize) -> Handle {
 }
 
 /// GPU instance handles: `MAX_GPU_INSTANCE_ID` slots per GPU, by instance id.
-static GPU_INSTANCE_SLOTS: [u8; MAX_GPUS * MAX_GPU_INSTANCE_ID] = [0; MAX_GPUS * MAX_GPU_INSTANCE_ID];
+static GPU_INSTANCE_SLOTS: [u8; MAX_GPUS * MAX_GPU_INSTANCE_ID] =
+    [0; MAX_GPUS * MAX_GPU_INSTANCE_ID];
 
 pub fn gpu_instance_handle(gpu: usize, id: usize) -> GpuInstanceHandle {
     GPU_INSTANCE_SLOTS
@@ -62,12 +61,10 @@ pub fn gpu_instance_handle(gpu: usize, id: usize) -> GpuInstanceHandle {
 /// The GPU index and instance id of a GPU instance handle.
 fn resolve_gpu_instance(h: GpuInstanceHandle) -> Option<(usize, u32)> {
     let offset = (h as usize).wrapping_sub(GPU_INSTANCE_SLOTS.as_ptr() as usize);
-    (offset < GPU_INSTANCE_SLOTS.len()).then(|| {
-        (
-            offset / MAX_GPU_INSTANCE_ID,
-            (offset % MAX_GPU_INSTANCE_ID) as u32,
-        )
-    })
+    (offset < GPU_INSTANCE_SLOTS.len()).then_some((
+        offset / MAX_GPU_INSTANCE_ID,
+        (offset % MAX_GPU_INSTANCE_ID) as u32,
+    ))
 }
 
 /// A function on a GPU instance handle: `body` gets the GPU and one MIG device of that
@@ -80,10 +77,7 @@ pub fn gpu_instance(
     guarded(|| {
         let mut st = lock();
         let resolved = resolve_gpu_instance(handle);
-        st.trace(
-            name,
-            resolved.map(|(gpu, _)| About { gpu, mig: None }),
-        );
+        st.trace(name, resolved.map(|(gpu, _)| About { gpu, mig: None }));
         let f = st.ready(name)?;
         let (gpu, id) = resolved.ok_or(ERROR_INVALID_ARGUMENT)?;
         let dev = f.devices.get(gpu).ok_or(ERROR_INVALID_ARGUMENT)?;

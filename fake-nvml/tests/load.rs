@@ -484,3 +484,43 @@ fn the_heterogeneous_workstation_reports_only_what_was_captured() {
     assert_eq!(err(ada.pci_info()), "NotSupported");
     assert_eq!(err(nvml.sys_cuda_driver_version()), "NotSupported");
 }
+
+#[test]
+fn gpu_instance_profiles_answer_as_nvml_does() {
+    let _t = turn();
+    let nvml = open(Some(&fixture("h200-mig-me.json"))).unwrap();
+    let dev = nvml.device_by_index(0).unwrap();
+    let lib = nvml.lib();
+    let instance_id = lib.nvmlDeviceGetGpuInstanceId.as_ref().unwrap();
+    let instance_by_id = lib.nvmlDeviceGetGpuInstanceById.as_ref().unwrap();
+    let instance_info = lib.nvmlGpuInstanceGetInfo.as_ref().unwrap();
+    let profile_info = lib.nvmlDeviceGetGpuInstanceProfileInfo.as_ref().unwrap();
+    // SAFETY: the library's own symbols with nvml.h's signatures; out-parameters are locals.
+    unsafe {
+        let parent = dev.handle();
+        // Slot 2 is the 1g.18gb+me: GPU instance 13, profile id 20 = profile index 7.
+        let mig = dev.mig_device_by_index(2).unwrap();
+        let mut gi_id = 0;
+        assert_eq!(instance_id(mig.handle(), &mut gi_id), 0);
+        assert_eq!(gi_id, 13);
+        let mut gi = std::ptr::null_mut();
+        assert_eq!(instance_by_id(parent, gi_id, &mut gi), 0);
+        let mut info = std::mem::zeroed();
+        assert_eq!(instance_info(gi, &mut info), 0);
+        assert_eq!((info.id, info.profileId, info.device), (13, 20, parent));
+        let mut p = std::mem::zeroed();
+        assert_eq!(profile_info(parent, 7, &mut p), 0);
+        assert_eq!(
+            (p.id, p.sliceCount, p.memorySizeMB, p.ofaCount),
+            (20, 1, 16384, 1)
+        );
+        // A profile the GPU does not list, an instance that does not exist, a MIG handle.
+        assert_eq!(profile_info(parent, 4, &mut p), 3, "NOT_SUPPORTED");
+        assert_eq!(instance_by_id(parent, 1, &mut gi), 6, "NOT_FOUND");
+        assert_eq!(
+            instance_by_id(mig.handle(), 13, &mut gi),
+            3,
+            "NOT_SUPPORTED"
+        );
+    }
+}

@@ -116,16 +116,16 @@ pub fn gi_profile_shape(profile: u32) -> Option<(u32, &'static str)> {
         4 => (7, ""),
         5 => (8, ""),
         6 => (6, ""),
-        7 => (1, "+me"),       // 1_SLICE_REV1
-        8 => (2, "+me"),       // 2_SLICE_REV1
-        9 => (1, ""),          // 1_SLICE_REV2
-        10 => (1, "+gfx"),     // 1_SLICE_GFX
-        11 => (2, "+gfx"),     // 2_SLICE_GFX
-        12 => (4, "+gfx"),     // 4_SLICE_GFX
-        13 => (1, "-me"),      // 1_SLICE_NO_ME
-        14 => (2, "-me"),      // 2_SLICE_NO_ME
-        15 => (1, "+me.all"),  // 1_SLICE_ALL_ME
-        16 => (2, "+me.all"),  // 2_SLICE_ALL_ME
+        7 => (1, "+me"),      // 1_SLICE_REV1
+        8 => (2, "+me"),      // 2_SLICE_REV1
+        9 => (1, ""),         // 1_SLICE_REV2
+        10 => (1, "+gfx"),    // 1_SLICE_GFX
+        11 => (2, "+gfx"),    // 2_SLICE_GFX
+        12 => (4, "+gfx"),    // 4_SLICE_GFX
+        13 => (1, "-me"),     // 1_SLICE_NO_ME
+        14 => (2, "-me"),     // 2_SLICE_NO_ME
+        15 => (1, "+me.all"), // 1_SLICE_ALL_ME
+        16 => (2, "+me.all"), // 2_SLICE_ALL_ME
         _ => return None,
     })
 }
@@ -498,7 +498,10 @@ fn node_attributes(
     }
     // Unknown on every GPU counts as alike: eight identical GPUs without a memory reading are
     // still homogeneous.
-    let alike = |k: &str| gpus.iter().all(|g| g.attributes.get(k) == gpus[0].attributes.get(k));
+    let alike = |k: &str| {
+        gpus.iter()
+            .all(|g| g.attributes.get(k) == gpus[0].attributes.get(k))
+    };
     out.insert(
         "homogeneous".into(),
         (vendors.len() == 1 && alike("product") && alike("memory_mib")).to_string(),
@@ -558,8 +561,20 @@ fn node_attributes(
         out.insert("mig_capable".into(), any("mig_capable").to_string());
         out.insert("mig_enabled".into(), any("mig_enabled").to_string());
     }
-    out.insert("vgpu_present".into(), any("vgpu").to_string());
-    out.insert("virtual".into(), (any("vgpu") || any("is_vf")).to_string());
+    // A GPU whose configuration space was only partly readable and that NVML did not describe
+    // may be a vGPU: then "no vGPU" and "not virtual" are unknown, and left out.
+    let vgpu_unknown = gpus.iter().any(|g| {
+        g.attributes.get("vgpu_capability").map(String::as_str) == Some("unknown")
+            && !g.attributes.contains_key("vgpu")
+    });
+    let vgpu = any("vgpu");
+    if vgpu || !vgpu_unknown {
+        out.insert("vgpu_present".into(), vgpu.to_string());
+    }
+    let virtual_gpu = vgpu || any("is_vf");
+    if virtual_gpu || !vgpu_unknown {
+        out.insert("virtual".into(), virtual_gpu.to_string());
+    }
     out
 }
 

@@ -1,12 +1,12 @@
 //! PCI functions from `<sysfs-root>/bus/pci/devices`: NFD's `pci.device` attributes with NFD's
 //! normalisation, plus this project's extensions (SPEC §3).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::features::Instance;
-use crate::pciids::PciIds;
-use crate::sysfs::{Sysfs, SysfsError, short};
+use crate::pciids::{PciIds, Wanted};
+use crate::sysfs::{DirHandle, Sysfs, SysfsError, short};
 
 use super::Warnings;
 
@@ -119,28 +119,63 @@ pub fn scan(sysfs: &Sysfs, warnings: &mut Warnings) -> Vec<PciDevice> {
             return Vec::new();
         }
     };
-    let mut devices: Vec<PciDevice> = names
-        .iter()
-        .filter_map(|name| match read_device(sysfs, &dir.join(name), name) {
+    let results = read_all(sysfs, &dir, &names);
+    let mut devices = Vec::with_capacity(results.len());
+    for result in results {
+        match result {
             Ok((d, problems)) => {
                 for e in problems {
                     warnings.push(format!("{e}; attribute left out"));
                 }
-                Some(d)
+                devices.push(d);
             }
-            Err(e) => {
-                warnings.push(format!("{e}; PCI device skipped"));
-                None
-            }
-        })
-        .collect();
+            Err(e) => warnings.push(format!("{e}; PCI device skipped")),
+        }
+    }
     devices.sort_by_key(|d| d.sort_key);
     devices
 }
 
-/// The vendors present, for reading only what is needed of a `pci.ids` file.
-pub fn vendors(devices: &[PciDevice]) -> BTreeSet<u16> {
-    devices.iter().map(|d| d.vendor_id).collect()
+type DeviceResult = Result<(PciDevice, Vec<SysfsError>), SysfsError>;
+
+/// Reads every device, in the order of `names`. Big machines are read on a few threads: the
+/// scan is syscall-bound, and a 500-function HGX box is the common case, not the exception.
+fn read_all(sysfs: &Sysfs, dir: &Path, names: &[String]) -> Vec<DeviceResult> {
+    const PER_THREAD_MIN: usize = 128;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(4)
+        .min(names.len().div_ceil(PER_THREAD_MIN))
+        .max(1);
+    let read = |chunk: &[String]| -> Vec<DeviceResult> {
+        chunk
+            .iter()
+            .map(|name| read_device(sysfs, &dir.join(name), name))
+            .collect()
+    };
+    if threads == 1 {
+        return read(names);
+    }
+    let chunk = names.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = names
+            .chunks(chunk)
+            .map(|c| scope.spawn(move || read(c)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
+/// The vendor and device ids present, for reading only what is needed of a `pci.ids` file.
+pub fn vendors(devices: &[PciDevice]) -> Wanted {
+    let mut wanted = Wanted::new();
+    for d in devices {
+        wanted.entry(d.vendor_id).or_default().insert(d.device_id);
+    }
+    wanted
 }
 
 /// A device, or why it was skipped; with the optional attributes that could not be read.
@@ -151,24 +186,14 @@ fn read_device(
 ) -> Result<(PciDevice, Vec<SysfsError>), SysfsError> {
     let sort_key = PciAddress::parse(name)
         .ok_or_else(|| SysfsError::invalid(path, "not a PCI address (dddd:bb:dd.f)"))?;
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(SysfsError::invalid(path, "not a directory")),
-        Err(e) => {
-            let reason = match std::fs::read_link(path) {
-                Ok(target) => format!("dangling symlink to {}", target.display()),
-                Err(_) => e.to_string(),
-            };
-            return Err(SysfsError::invalid(path, reason));
-        }
-    }
+    let dir = sysfs.open_dir(path)?;
 
     let mut attributes = BTreeMap::new();
     let mut ids = [0u32; 5];
     let mut class_digits = 0;
     for (i, attr) in MANDATORY.iter().enumerate() {
         let file = path.join(attr);
-        let raw = sysfs.read(&file)?.ok_or_else(|| {
+        let raw = dir.read(attr)?.ok_or_else(|| {
             SysfsError::invalid(
                 path,
                 format!("no `{attr}` attribute (NFD needs class, vendor, device, subsystem_vendor, subsystem_device)"),
@@ -209,41 +234,30 @@ fn read_device(
     for attr in NFD_OPTIONAL {
         optional(
             attr,
-            sysfs
-                .read(&path.join(attr))
-                .map(|v| v.map(|v| nfd_normalise(attr, &v))),
+            dir.read(attr).map(|v| v.map(|v| nfd_normalise(attr, &v))),
         );
     }
     optional("address", Ok(Some(name.to_string())));
-    optional("revision", read_hex_byte(sysfs, &path.join("revision")));
-    optional("numa_node", read_numa(sysfs, &path.join("numa_node")));
-    optional("driver", sysfs.link_name(&path.join("driver")));
+    optional("revision", read_hex_byte(&dir, "revision"));
+    optional("numa_node", read_numa(&dir, "numa_node"));
+    optional("driver", dir.link_name("driver"));
     optional(
         "sriov_numvfs",
-        sysfs
-            .read_u64(&path.join("sriov_numvfs"))
+        dir.read_u64("sriov_numvfs")
             .map(|v| v.map(|n| n.to_string())),
     );
-    optional(
-        "is_vf",
-        Ok(Some(sysfs.exists(&path.join("physfn")).to_string())),
-    );
+    optional("is_vf", Ok(Some(dir.has("physfn").to_string())));
     for (key, file) in [
         ("link_speed", "current_link_speed"),
         ("max_link_speed", "max_link_speed"),
     ] {
-        optional(key, read_link_speed(sysfs, &path.join(file)));
+        optional(key, read_link_speed(&dir, file));
     }
     for (key, file) in [
         ("link_width", "current_link_width"),
         ("max_link_width", "max_link_width"),
     ] {
-        optional(
-            key,
-            sysfs
-                .read_u64(&path.join(file))
-                .map(|v| v.map(|n| n.to_string())),
-        );
+        optional(key, dir.read_u64(file).map(|v| v.map(|n| n.to_string())));
     }
 
     let device = PciDevice {
@@ -272,10 +286,11 @@ fn raw_hex(raw: &str) -> &str {
     raw.strip_prefix("0x").unwrap_or(raw).trim()
 }
 
-fn read_hex_byte(sysfs: &Sysfs, path: &Path) -> Result<Option<String>, SysfsError> {
-    let Some(raw) = sysfs.read(path)? else {
+fn read_hex_byte(dir: &DirHandle, name: &str) -> Result<Option<String>, SysfsError> {
+    let Some(raw) = dir.read(name)? else {
         return Ok(None);
     };
+    let path = &dir.path().join(name);
     let v = raw_hex(&raw);
     if v.is_empty() || v.len() > 2 || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(SysfsError::invalid(
@@ -290,10 +305,11 @@ fn read_hex_byte(sysfs: &Sysfs, path: &Path) -> Result<Option<String>, SysfsErro
 }
 
 /// `-1` (no NUMA affinity) is left out: absence means unknown.
-fn read_numa(sysfs: &Sysfs, path: &Path) -> Result<Option<String>, SysfsError> {
-    let Some(raw) = sysfs.read(path)? else {
+fn read_numa(dir: &DirHandle, name: &str) -> Result<Option<String>, SysfsError> {
+    let Some(raw) = dir.read(name)? else {
         return Ok(None);
     };
+    let path = &dir.path().join(name);
     match raw.parse::<i64>() {
         Ok(n) if n >= 0 => Ok(Some(n.to_string())),
         Ok(_) => Ok(None),
@@ -305,10 +321,11 @@ fn read_numa(sysfs: &Sysfs, path: &Path) -> Result<Option<String>, SysfsError> {
 }
 
 /// `16.0 GT/s PCIe` -> `16.0`; older kernels write `8 GT/s` -> `8.0`. `Unknown` is left out.
-fn read_link_speed(sysfs: &Sysfs, path: &Path) -> Result<Option<String>, SysfsError> {
-    let Some(raw) = sysfs.read(path)? else {
+fn read_link_speed(dir: &DirHandle, name: &str) -> Result<Option<String>, SysfsError> {
+    let Some(raw) = dir.read(name)? else {
         return Ok(None);
     };
+    let path = &dir.path().join(name);
     if raw.starts_with("Unknown") {
         return Ok(None);
     }

@@ -254,8 +254,7 @@ fn validate(file: PluginConfig) -> Result<Sharing, Invalid> {
     let time_slicing = spec.time_slicing.map(read_section).transpose()?;
     let mps = spec.mps.map(read_section).transpose()?;
     let replicated = |s: &Option<(bool, BTreeMap<String, u32>)>| {
-        s.as_ref()
-            .is_some_and(|(_, r)| r.values().any(|&n| n > 1))
+        s.as_ref().is_some_and(|(_, r)| r.values().any(|&n| n > 1))
     };
     let strategy = if replicated(&mps) {
         Strategy::Mps
@@ -544,10 +543,12 @@ mod tests {
         assert_eq!((line, m.as_str()), (3, "no resources specified"));
         let (line, _, m) = err("version: v2\n");
         assert_eq!((line, m.as_str()), (1, "unknown version: v2"));
-        let (line, _, _) =
-            err("sharing:\n  mps:\n    resources:\n    - name: gpu\n      replicas: 2\n      devices: some\n");
+        let (line, _, _) = err(
+            "sharing:\n  mps:\n    resources:\n    - name: gpu\n      replicas: 2\n      devices: some\n",
+        );
         assert_eq!(line, 6);
-        let (line, _, _) = err("sharing:\n  mps:\n    resources:\n    - name: Bad_Name\n      replicas: 2\n");
+        let (line, _, _) =
+            err("sharing:\n  mps:\n    resources:\n    - name: Bad_Name\n      replicas: 2\n");
         assert_eq!(line, 4);
         let (line, _, _) = err("sharing: [\n");
         assert!(line >= 1);

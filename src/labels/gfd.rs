@@ -347,13 +347,7 @@ fn full_gpu_labels(gpus: &[Gpu], sharing: &Sharing, out: &mut LabelMap) {
 }
 
 /// GFD's `NewMIGResourceLabeler` for one MIG profile.
-fn mig_resource(
-    gpus: &[Gpu],
-    mig: &Mig,
-    count: usize,
-    res: &Resource,
-    out: &mut LabelMap,
-) {
+fn mig_resource(gpus: &[Gpu], mig: &Mig, count: usize, res: &Resource, out: &mut LabelMap) {
     let model = gpus
         .iter()
         .find(|g| g.index == mig.parent)
@@ -367,11 +361,7 @@ fn mig_resource(
 /// MIG devices by GFD name, each with its first device and count, in first-seen order.
 fn mig_resources(gpus: &[Gpu]) -> Vec<(&Mig, usize)> {
     let mut out: Vec<(&Mig, usize)> = Vec::new();
-    for m in gpus
-        .iter()
-        .filter(|g| g.mig_enabled)
-        .flat_map(|g| &g.migs)
-    {
+    for m in gpus.iter().filter(|g| g.mig_enabled).flat_map(|g| &g.migs) {
         match out.iter_mut().find(|(first, _)| first.name == m.name) {
             Some((_, n)) => *n += 1,
             None => out.push((m, 1)),
@@ -396,7 +386,10 @@ fn mig_single(gpus: &[Gpu], sharing: &Sharing, out: &mut LabelMap) {
             name: FULL_GPU.into(),
             sharing: None,
         };
-        out.insert(res.key("product"), res.product(&[&first.name, "MIG", "INVALID"]));
+        out.insert(
+            res.key("product"),
+            res.product(&[&first.name, "MIG", "INVALID"]),
+        );
         out.insert(res.key("count"), "0".into());
         out.insert(res.key("replicas"), "0".into());
         out.insert(res.key("sharing-strategy"), String::new());
@@ -474,7 +467,10 @@ mod tests {
             ("some(thing)else", "somethingelse"),
             ("some ( thing )else", "some-thing-else"),
             ("NVIDIA-TITAN-X-(Pascal)", "NVIDIA-TITAN-X-Pascal"),
-            (" input  with multiple   spaces   ", "input-with-multiple-spaces"),
+            (
+                " input  with multiple   spaces   ",
+                "input-with-multiple-spaces",
+            ),
             ("some [ / thing / ]else", "some-thing-else"),
             ("some / thing /else", "some-thing-else"),
             ("some-thing.else_new", "some-thing.else_new"),
@@ -486,7 +482,10 @@ mod tests {
     #[test]
     fn values_gfd_would_make_invalid_are_made_valid() {
         assert_eq!(valid(sanitise("AS -4124GS-TNR")), "AS--4124GS-TNR");
-        assert_eq!(valid(sanitise("Standard PC (Q35 + ICH9, 2009)")), "Standard-PC-Q35-ICH9-2009");
+        assert_eq!(
+            valid(sanitise("Standard PC (Q35 + ICH9, 2009)")),
+            "Standard-PC-Q35-ICH9-2009"
+        );
         assert_eq!(valid(sanitise("Board -")), "Board");
         assert_eq!(valid(String::new()), "");
         let long = "x".repeat(80);
