@@ -308,7 +308,8 @@ fn cmd_explain(args: &DiscoveryArgs, rules: &RulesArgs, rule: Option<&str>) -> R
 
 fn cmd_rules_check(paths: &[PathBuf]) -> Result<u8, Error> {
     let (sources, read_errors) = RuleSet::load_paths(paths);
-    let report = crate::rules::check(&sources, KNOWN_FEATURES);
+    let known: Vec<&str> = crate::features::CATALOG.iter().map(|(n, _)| *n).collect();
+    let report = crate::rules::check(&sources, &known);
     let mut out = String::new();
     for e in &read_errors {
         out.push_str(&format!("error: {e}\n"));
@@ -333,20 +334,6 @@ fn cmd_rules_check(paths: &[PathBuf]) -> Result<u8, Error> {
         exit::INVALID_INPUT
     })
 }
-
-/// Feature names discovery can produce (SPEC §3), for `rules check`'s unknown-feature warning.
-pub const KNOWN_FEATURES: &[&str] = &[
-    "pci.device",
-    "gpu.device",
-    "gpu.mig",
-    "gpu.migprofile",
-    "gpu.node",
-    "gpu.driver",
-    "gpu.sharing",
-    "kernel.loadedmodule",
-    "system.dmiid",
-    "rule.matched",
-];
 
 fn cmd_features(args: &DiscoveryArgs, format: FeatureFormat) -> Result<u8, Error> {
     let config = args.load_config()?;

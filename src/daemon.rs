@@ -22,6 +22,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use crate::cli::{DiscoveryArgs, PublishArgs, RulesArgs, SinkKind, load_rules};
 use crate::config::Config;
 use crate::discover::nvml::{NvmlChoice, NvmlLibrary};
+use crate::discover::sharing::SharingSource;
 use crate::discover::{self, DiscoveryOptions};
 use crate::features::{self, FeatureSet};
 use crate::labels::{NodeOutput, evaluate_node};
@@ -441,6 +442,8 @@ struct Daemon {
     /// library); `None` while a scan holds it.
     nvml: Option<NvmlLibrary>,
     nvml_choice: NvmlChoice,
+    /// The device-plugin sharing config, keeping its last good value when the file turns bad.
+    sharing: SharingSource,
     sink: Sink,
     health: Arc<Health>,
     interval: Duration,
@@ -476,6 +479,7 @@ impl Daemon {
             self.nvml_choice = choice;
         }
         let mut nvml = self.nvml.take().expect("set above");
+        let mut sharing = std::mem::take(&mut self.sharing);
         let opts = DiscoveryOptions {
             sysfs_root: self.inputs.discovery.sysfs_root.clone(),
             proc_root: self.inputs.discovery.proc_root.clone(),
@@ -484,15 +488,16 @@ impl Daemon {
         };
         // Discovery reads files and may call into NVML: off the async thread.
         let d = tokio::task::spawn_blocking(move || {
-            let d = discover::discover(&opts, &mut nvml);
-            (nvml, d)
+            let d = discover::discover_with(&opts, &mut nvml, &mut sharing);
+            (nvml, sharing, d)
         })
         .await;
-        let (nvml, d) = d.map_err(|e| CycleError {
+        let (nvml, sharing, d) = d.map_err(|e| CycleError {
             reason: "scan",
             message: format!("discovery failed: {e}"),
         })?;
         self.nvml = Some(nvml);
+        self.sharing = sharing;
         if d.warnings != self.last_warnings {
             for w in &d.warnings {
                 tracing::warn!("{w}");
@@ -718,6 +723,7 @@ async fn run_async(
     let mut daemon = Daemon {
         nvml: Some(NvmlLibrary::new(nvml_choice.clone())),
         nvml_choice,
+        sharing: SharingSource::new(),
         inputs,
         publish,
         sink,

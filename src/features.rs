@@ -159,6 +159,139 @@ impl FeatureSet {
     }
 }
 
+/// The feature catalog (SPEC §3 and this project's documented extensions): every feature name
+/// discovery produces and, where the set is fixed, its element names. `rules check` warns about
+/// names outside it, so a typo (`memory_mib_mn`) is caught before it silently never matches.
+pub const CATALOG: &[(&str, Option<&[&str]>)] = &[
+    (
+        "pci.device",
+        Some(&[
+            "class",
+            "vendor",
+            "device",
+            "subsystem_vendor",
+            "subsystem_device",
+            "sriov_totalvfs",
+            "iommu_group/type",
+            "iommu/intel-iommu/version",
+            "address",
+            "revision",
+            "numa_node",
+            "driver",
+            "sriov_numvfs",
+            "is_vf",
+            "link_speed",
+            "link_width",
+            "max_link_speed",
+            "max_link_width",
+            "vendor_name",
+            "device_name",
+        ]),
+    ),
+    (
+        "gpu.device",
+        Some(&[
+            "index",
+            "address",
+            "vendor",
+            "vendor_id",
+            "device_id",
+            "class",
+            "product",
+            "memory_mib",
+            "numa_node",
+            "driver",
+            "is_vf",
+            "physfn",
+            "sriov_numvfs",
+            "sriov_totalvfs",
+            "source",
+            "uuid",
+            "compute_major",
+            "compute_minor",
+            "family",
+            "mig_capable",
+            "mig_enabled",
+            "vgpu",
+            "vgpu_capability",
+            "vgpu_host_driver_version",
+            "vgpu_host_driver_branch",
+            "gfx_target",
+            "simd_count",
+            "cu_count",
+            "compute_partition",
+            "memory_partition",
+            "tiles",
+        ]),
+    ),
+    (
+        "gpu.mig",
+        Some(&[
+            "parent_index",
+            "parent_address",
+            "profile",
+            "memory_mib",
+            "multiprocessors",
+            "slices_gi",
+            "slices_ci",
+            "engines_copy",
+            "engines_decoder",
+            "engines_encoder",
+            "engines_jpeg",
+            "engines_ofa",
+        ]),
+    ),
+    // Profile name -> number of MIG devices.
+    ("gpu.migprofile", None),
+    (
+        "gpu.node",
+        Some(&[
+            "count",
+            "vendors",
+            "memory_mib_min",
+            "memory_mib_max",
+            "memory_mib_total",
+            "homogeneous",
+            "nvml",
+            "vendor",
+            "product",
+            "family",
+            "compute_major",
+            "compute_minor",
+            "driver_version",
+            "driver_major",
+            "driver_minor",
+            "cuda_major",
+            "cuda_minor",
+            "mig_capable",
+            "mig_enabled",
+            "vgpu_present",
+            "virtual",
+            "count_nvidia",
+            "count_amd",
+            "count_intel",
+            "count_habana",
+        ]),
+    ),
+    (
+        "gpu.driver",
+        Some(&["nvidia", "cuda", "amdgpu", "i915", "xe"]),
+    ),
+    // strategy, replicas, rename_by_default, replicas.<resource>.
+    ("gpu.sharing", None),
+    ("kernel.loadedmodule", None),
+    ("system.dmiid", Some(&["sys_vendor", "product_name"])),
+    ("rule.matched", None),
+];
+
+/// The element names of a catalog feature, when its set is fixed.
+pub fn catalog_elements(feature: &str) -> Option<&'static [&'static str]> {
+    CATALOG
+        .iter()
+        .find(|(name, _)| *name == feature)
+        .and_then(|(_, elements)| *elements)
+}
+
 /// A snapshot file could not be read or parsed.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {

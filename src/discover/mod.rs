@@ -86,7 +86,7 @@ pub fn discover_with(
     match &nvml_scan.status {
         nvml::NvmlStatus::Error(m) => warnings.push(format!("NVML: {m}")),
         nvml::NvmlStatus::Unavailable(m) if devices.iter().any(|d| d.vendor_id == 0x10de) => {
-            tracing::info!("NVML unavailable: {m}")
+            tracing::debug!("NVML unavailable: {m}")
         }
         _ => {}
     }

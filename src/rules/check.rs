@@ -342,6 +342,20 @@ fn check_term(r: &mut Reporter<'_>, term: &TermSpec, known: &[&str]) {
         } else {
             format!("{f}: {}", spec.key)
         };
+        if !known.is_empty()
+            && !spec.key.is_empty()
+            && let Some(elements) = crate::features::catalog_elements(f)
+            && !elements.contains(&spec.key.as_str())
+        {
+            r.warning(
+                spec.pos,
+                format!(
+                    "{what}: {f} has no element {:?}{}; the expression can never match",
+                    spec.key,
+                    suggest(&spec.key, elements)
+                ),
+            );
+        }
         for (pos, severity, message) in e.static_problems() {
             let pos = if pos.is_known() { pos } else { spec.pos };
             match severity {

@@ -316,7 +316,6 @@ impl RuleSet {
                             location: obj.location(rule),
                             message: message.clone(),
                         };
-                        tracing::warn!(rule = %rule.name, object = %obj.name, location = %err.location, "{err}");
                         eval.errors.push(err);
                     }
                     Ok(out) => {
@@ -366,7 +365,6 @@ impl RuleSet {
                 location: obj.location(rule),
                 reason,
             };
-            tracing::warn!(rule = %r.rule, object = %r.object, location = %r.location, "{r}");
             eval.rejected.push(r);
         };
         let resolve = |value: &str| -> Result<String, String> {
