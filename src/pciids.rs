@@ -1,21 +1,15 @@
 //! PCI ID database lookups: vendor and device names.
 //!
-//! The `pci-ids` crate embeds a database at build time. A `pci.ids` file can be preferred at run
-//! time (the host's is usually newer than the binary's); only the vendors actually present on the
-//! node are kept from it, so reading it costs one pass over the file and little memory.
+//! The `pci-ids` crate embeds a database at build time; that is the default, so the same binary
+//! names the same device the same way on every node. A `pci.ids` file can be preferred at run
+//! time (`--pci-ids`, e.g. the host's `/usr/share/misc/pci.ids` mounted in, when it is newer);
+//! only the devices present on the node are kept from it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Vendor id -> the device ids of that vendor present on the node.
 pub type Wanted = BTreeMap<u16, BTreeSet<u16>>;
 use std::path::{Path, PathBuf};
-
-/// Where `pci.ids` usually lives on Linux distributions.
-pub const HOST_PATHS: &[&str] = &[
-    "/usr/share/hwdata/pci.ids",
-    "/usr/share/misc/pci.ids",
-    "/usr/share/pci.ids",
-];
 
 #[derive(Debug, Default)]
 pub struct VendorEntry {
@@ -72,19 +66,15 @@ impl PciIds {
         })
     }
 
-    /// The database to use: `explicit` if given, else the first host file that exists, else the
-    /// embedded one. An unreadable explicit file is an error; an unreadable host file is skipped.
+    /// The database to use: `explicit` if given, else the embedded one. The host's `pci.ids` is
+    /// not picked up on its own: inside a container it is the image's, not the node's, and a
+    /// package update would change names (and so labels) under a running fleet.
     pub fn select(explicit: Option<&Path>, wanted: &Wanted) -> std::io::Result<PciIds> {
-        if let Some(path) = explicit {
-            return PciIds::from_file(path, wanted)
-                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())));
+        match explicit {
+            Some(path) => PciIds::from_file(path, wanted)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+            None => Ok(PciIds::Embedded),
         }
-        for p in HOST_PATHS {
-            if let Ok(ids) = PciIds::from_file(Path::new(p), wanted) {
-                return Ok(ids);
-            }
-        }
-        Ok(PciIds::Embedded)
     }
 
     pub fn source(&self) -> String {

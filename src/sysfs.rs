@@ -149,15 +149,38 @@ impl Sysfs {
 pub struct DirHandle {
     fd: rustix::fd::OwnedFd,
     path: PathBuf,
-    names: std::collections::HashSet<String>,
+    /// The names the caller asked about, and which of them exist (bit i = `wanted[i]`).
+    wanted: &'static [&'static str],
+    present: u64,
 }
 
 impl Sysfs {
-    /// Opens a directory (following a symlink such as `bus/pci/devices/<addr>`) and lists it.
-    pub fn open_dir(&self, path: &Path) -> Result<DirHandle, SysfsError> {
+    /// Opens a directory (following a symlink such as `bus/pci/devices/<addr>`) and notes which
+    /// of the `wanted` names (at most 64) it has, so that absent attributes cost nothing later.
+    pub fn open_dir(
+        &self,
+        path: &Path,
+        wanted: &'static [&'static str],
+    ) -> Result<DirHandle, SysfsError> {
+        open_dir_at(rustix::fs::CWD, path, path, wanted)
+    }
+}
+
+/// Opens `name` relative to `parent` (a directory descriptor, or `CWD`); `path` is what error
+/// messages show. Opening each device relative to `bus/pci/devices` spares the kernel walking
+/// the sysfs root again for every device.
+pub fn open_dir_at(
+    parent: impl rustix::fd::AsFd,
+    name: &Path,
+    path: &Path,
+    wanted: &'static [&'static str],
+) -> Result<DirHandle, SysfsError> {
+    {
+        debug_assert!(wanted.len() <= 64);
         use rustix::fs::{Mode, OFlags};
-        let fd = rustix::fs::open(
-            path,
+        let fd = rustix::fs::openat(
+            parent,
+            name,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
@@ -177,32 +200,49 @@ impl Sysfs {
             path: path.to_path_buf(),
             source: e.into(),
         };
-        let mut names = std::collections::HashSet::new();
-        let mut dir = rustix::fs::Dir::read_from(&fd).map_err(io)?;
-        for entry in dir.by_ref() {
+        // getdents straight into a stack buffer: no second descriptor as `Dir` would open, and
+        // no allocation per entry.
+        let mut present = 0u64;
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
+        let mut dir = rustix::fs::RawDir::new(&fd, &mut buf);
+        while let Some(entry) = dir.next() {
             let entry = entry.map_err(io)?;
-            let name = entry.file_name().to_string_lossy();
-            if name != "." && name != ".." {
-                names.insert(name.into_owned());
+            let name = entry.file_name().to_bytes();
+            if let Some(i) = wanted.iter().position(|w| w.as_bytes() == name) {
+                present |= 1 << i;
             }
         }
         Ok(DirHandle {
             fd,
             path: path.to_path_buf(),
-            names,
+            wanted,
+            present,
         })
     }
 }
 
 impl DirHandle {
+    /// The open directory, for `open_dir_at`.
+    pub fn fd(&self) -> rustix::fd::BorrowedFd<'_> {
+        use rustix::fd::AsFd;
+        self.fd.as_fd()
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Whether the directory has an entry of this name (first path component).
+    /// Whether the directory has an entry of this name (its first path component, which must be
+    /// one of the names given to `open_dir`).
     pub fn has(&self, name: &str) -> bool {
         let first = name.split('/').next().unwrap_or(name);
-        self.names.contains(first)
+        match self.wanted.iter().position(|w| *w == first) {
+            Some(i) => self.present & (1 << i) != 0,
+            None => {
+                debug_assert!(false, "{first} was not asked for in open_dir");
+                false
+            }
+        }
     }
 
     /// Reads a text attribute below this directory, trimmed; `Ok(None)` when absent.
@@ -232,6 +272,12 @@ impl DirHandle {
         loop {
             match rustix::io::read(&fd, &mut chunk) {
                 Ok(0) => break,
+                // A short read is the end: sysfs hands out an attribute in one read, and a
+                // regular file only reads short at its end. Saves a syscall per attribute.
+                Ok(n) if n < chunk.len() && buf.is_empty() => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    break;
+                }
                 Ok(n) => {
                     buf.extend_from_slice(&chunk[..n]);
                     if buf.len() as u64 > MAX_ATTRIBUTE_BYTES {

@@ -69,14 +69,6 @@ pub fn discover_with(
             ));
             PciIds::Embedded
         });
-    // The feature exists even with no device, so that a snapshot says "scanned, found nothing".
-    features
-        .instances
-        .entry(PCI_DEVICE.to_string())
-        .or_default();
-    for d in &devices {
-        features.push_instance(PCI_DEVICE, d.to_instance(&ids));
-    }
 
     let nvml_scan = if devices.is_empty() || devices.iter().any(|d| d.vendor_id == 0x10de) {
         nvml.scan()
@@ -99,6 +91,14 @@ pub fn discover_with(
         &mut features,
         &mut warnings,
     );
+
+    // The feature exists even with no device, so that a snapshot says "scanned, found nothing".
+    features
+        .instances
+        .entry(PCI_DEVICE.to_string())
+        .or_default()
+        .elements
+        .extend(devices.into_iter().map(|d| d.into_instance(&ids)));
 
     sharing::discover(
         sharing_source,

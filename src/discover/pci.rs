@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::features::Instance;
 use crate::pciids::{PciIds, Wanted};
-use crate::sysfs::{DirHandle, Sysfs, SysfsError, short};
+use crate::sysfs::{DirHandle, Sysfs, SysfsError, open_dir_at, short};
 
 use super::Warnings;
 
@@ -24,6 +24,27 @@ const NFD_OPTIONAL: [&str; 3] = [
     "sriov_totalvfs",
     "iommu_group/type",
     "iommu/intel-iommu/version",
+];
+
+/// The entries of a device directory that the scan reads (first path components).
+const DEVICE_ENTRIES: &[&str] = &[
+    "class",
+    "vendor",
+    "device",
+    "subsystem_vendor",
+    "subsystem_device",
+    "sriov_totalvfs",
+    "iommu_group",
+    "iommu",
+    "revision",
+    "numa_node",
+    "driver",
+    "sriov_numvfs",
+    "physfn",
+    "current_link_speed",
+    "max_link_speed",
+    "current_link_width",
+    "max_link_width",
 ];
 
 /// `0000:3b:00.0` split into numbers, for ordering; any domain width.
@@ -88,9 +109,10 @@ impl PciDevice {
         self.attr("driver")
     }
 
-    /// The `pci.device` instance, with names from `ids`.
-    pub fn to_instance(&self, ids: &PciIds) -> Instance {
-        let mut attributes = self.attributes.clone();
+    /// The `pci.device` instance, with names from `ids` (consumes the device: big machines have
+    /// thousands of functions, and their attributes are not copied).
+    pub fn into_instance(self, ids: &PciIds) -> Instance {
+        let mut attributes = self.attributes;
         if let Some(n) = ids.vendor_name(self.vendor_id) {
             attributes.insert("vendor_name".into(), n.to_string());
         }
@@ -119,7 +141,14 @@ pub fn scan(sysfs: &Sysfs, warnings: &mut Warnings) -> Vec<PciDevice> {
             return Vec::new();
         }
     };
-    let results = read_all(sysfs, &dir, &names);
+    let parent = match sysfs.open_dir(&dir, &[]) {
+        Ok(p) => p,
+        Err(e) => {
+            warnings.push(format!("cannot list PCI devices: {e}"));
+            return Vec::new();
+        }
+    };
+    let results = read_all(&parent, &names);
     let mut devices = Vec::with_capacity(results.len());
     for result in results {
         match result {
@@ -140,7 +169,7 @@ type DeviceResult = Result<(PciDevice, Vec<SysfsError>), SysfsError>;
 
 /// Reads every device, in the order of `names`. Big machines are read on a few threads: the
 /// scan is syscall-bound, and a 500-function HGX box is the common case, not the exception.
-fn read_all(sysfs: &Sysfs, dir: &Path, names: &[String]) -> Vec<DeviceResult> {
+fn read_all(parent: &DirHandle, names: &[String]) -> Vec<DeviceResult> {
     const PER_THREAD_MIN: usize = 128;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -148,10 +177,7 @@ fn read_all(sysfs: &Sysfs, dir: &Path, names: &[String]) -> Vec<DeviceResult> {
         .min(names.len().div_ceil(PER_THREAD_MIN))
         .max(1);
     let read = |chunk: &[String]| -> Vec<DeviceResult> {
-        chunk
-            .iter()
-            .map(|name| read_device(sysfs, &dir.join(name), name))
-            .collect()
+        chunk.iter().map(|name| read_device(parent, name)).collect()
     };
     if threads == 1 {
         return read(names);
@@ -179,14 +205,11 @@ pub fn vendors(devices: &[PciDevice]) -> Wanted {
 }
 
 /// A device, or why it was skipped; with the optional attributes that could not be read.
-fn read_device(
-    sysfs: &Sysfs,
-    path: &Path,
-    name: &str,
-) -> Result<(PciDevice, Vec<SysfsError>), SysfsError> {
+fn read_device(parent: &DirHandle, name: &str) -> Result<(PciDevice, Vec<SysfsError>), SysfsError> {
+    let path = &parent.path().join(name);
     let sort_key = PciAddress::parse(name)
         .ok_or_else(|| SysfsError::invalid(path, "not a PCI address (dddd:bb:dd.f)"))?;
-    let dir = sysfs.open_dir(path)?;
+    let dir = open_dir_at(parent.fd(), Path::new(name), path, DEVICE_ENTRIES)?;
 
     let mut attributes = BTreeMap::new();
     let mut ids = [0u32; 5];

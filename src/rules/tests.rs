@@ -936,6 +936,7 @@ fn check_reports_everything_at_once() {
         report.warnings,
         vec![
             "r.yaml:10:11: rule \"regex\" (NodeFeatureRule \"obj\"): unknown feature \"pci.devise\" (did you mean \"pci.device\"?); the term can never match",
+            "r.yaml:19:13: rule \"numbers\" (NodeFeatureRule \"obj\"): gpu.device: count: gpu.device has no element \"count\"; the expression can never match",
             "r.yaml:22:23: rule \"templ\" (NodeFeatureRule \"obj\"): the template reads .gpu.device, which is not in the data of matchFeatures; the rule fails with a missing key whenever the rule matches",
             "r.yaml:25:30: rule \"templ\" (NodeFeatureRule \"obj\"): rule.matched: no earlier rule produces \"nobody\"",
         ]
