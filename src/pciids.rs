@@ -6,10 +6,10 @@
 //! only the devices present on the node are kept from it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
 
 /// Vendor id -> the device ids of that vendor present on the node.
 pub type Wanted = BTreeMap<u16, BTreeSet<u16>>;
-use std::path::{Path, PathBuf};
 
 #[derive(Debug, Default)]
 pub struct VendorEntry {
@@ -17,17 +17,40 @@ pub struct VendorEntry {
     devices: HashMap<u16, String>,
 }
 
-/// A name database: the embedded one, or the parts of a `pci.ids` file we need.
+/// The names of the vendors and devices present on the node, resolved once from the embedded
+/// database or a `pci.ids` file; lookups are then hash-map reads.
 #[derive(Debug)]
-pub enum PciIds {
-    Embedded,
-    File {
-        path: PathBuf,
-        vendors: HashMap<u16, VendorEntry>,
-    },
+pub struct PciIds {
+    source: String,
+    vendors: HashMap<u16, VendorEntry>,
 }
 
 impl PciIds {
+    /// Resolves `wanted` from the database embedded at build time: one pass over each present
+    /// vendor's devices (the crate's device lookup is a linear scan per call).
+    pub fn embedded(wanted: &Wanted) -> PciIds {
+        use pci_ids::FromId;
+        let mut vendors = HashMap::new();
+        for (&vid, devices) in wanted {
+            let Some(v) = pci_ids::Vendor::from_id(vid) else {
+                continue;
+            };
+            let entry = VendorEntry {
+                name: v.name().to_string(),
+                devices: v
+                    .devices()
+                    .filter(|d| devices.contains(&d.id()))
+                    .map(|d| (d.id(), d.name().to_string()))
+                    .collect(),
+            };
+            vendors.insert(vid, entry);
+        }
+        PciIds {
+            source: "embedded".into(),
+            vendors,
+        }
+    }
+
     /// Reads the names of the vendors and devices in `wanted` from a `pci.ids` file. Lines of
     /// other vendors are skipped without decoding; the class section is never read.
     pub fn from_file(path: &Path, wanted: &Wanted) -> std::io::Result<PciIds> {
@@ -60,8 +83,8 @@ impl PciIds {
                 }
             }
         }
-        Ok(PciIds::File {
-            path: path.to_path_buf(),
+        Ok(PciIds {
+            source: path.display().to_string(),
             vendors,
         })
     }
@@ -73,38 +96,28 @@ impl PciIds {
         match explicit {
             Some(path) => PciIds::from_file(path, wanted)
                 .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
-            None => Ok(PciIds::Embedded),
+            None => Ok(PciIds::embedded(wanted)),
         }
     }
 
-    pub fn source(&self) -> String {
-        match self {
-            PciIds::Embedded => "embedded".into(),
-            PciIds::File { path, .. } => path.display().to_string(),
-        }
+    /// `embedded` or the file's path.
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     pub fn vendor_name(&self, vendor: u16) -> Option<&str> {
-        match self {
-            PciIds::Embedded => {
-                <pci_ids::Vendor as pci_ids::FromId<u16>>::from_id(vendor).map(|v| v.name())
-            }
-            PciIds::File { vendors, .. } => vendors
-                .get(&vendor)
-                .map(|v| v.name.as_str())
-                .filter(|n| !n.is_empty()),
-        }
+        self.vendors
+            .get(&vendor)
+            .map(|v| v.name.as_str())
+            .filter(|n| !n.is_empty())
     }
 
     pub fn device_name(&self, vendor: u16, device: u16) -> Option<&str> {
-        match self {
-            PciIds::Embedded => pci_ids::Device::from_vid_pid(vendor, device).map(|d| d.name()),
-            PciIds::File { vendors, .. } => vendors
-                .get(&vendor)?
-                .devices
-                .get(&device)
-                .map(String::as_str),
-        }
+        self.vendors
+            .get(&vendor)?
+            .devices
+            .get(&device)
+            .map(String::as_str)
     }
 }
 
@@ -142,10 +155,15 @@ mod tests {
     }
 
     #[test]
-    fn embedded_database_knows_nvidia() {
+    fn embedded_database_resolves_only_what_is_present() {
+        let ids = PciIds::embedded(&Wanted::from([(0x10de, BTreeSet::from([0x2330]))]));
+        assert_eq!(ids.source(), "embedded");
+        assert_eq!(ids.vendor_name(0x10de), Some("NVIDIA Corporation"));
         assert_eq!(
-            PciIds::Embedded.vendor_name(0x10de),
-            Some("NVIDIA Corporation")
+            ids.device_name(0x10de, 0x2330),
+            Some("GH100 [H100 SXM5 80GB]")
         );
+        assert_eq!(ids.device_name(0x10de, 0x20b2), None);
+        assert_eq!(ids.vendor_name(0x1002), None);
     }
 }

@@ -203,13 +203,15 @@ pub fn open_dir_at(
         // getdents straight into a stack buffer: no second descriptor as `Dir` would open, and
         // no allocation per entry.
         let mut present = 0u64;
-        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
-        let mut dir = rustix::fs::RawDir::new(&fd, &mut buf);
-        while let Some(entry) = dir.next() {
-            let entry = entry.map_err(io)?;
-            let name = entry.file_name().to_bytes();
-            if let Some(i) = wanted.iter().position(|w| w.as_bytes() == name) {
-                present |= 1 << i;
+        if !wanted.is_empty() {
+            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
+            let mut dir = rustix::fs::RawDir::new(&fd, &mut buf);
+            while let Some(entry) = dir.next() {
+                let entry = entry.map_err(io)?;
+                let name = entry.file_name().to_bytes();
+                if let Some(i) = wanted.iter().position(|w| w.as_bytes() == name) {
+                    present |= 1 << i;
+                }
             }
         }
         Ok(DirHandle {
@@ -222,6 +224,26 @@ pub fn open_dir_at(
 }
 
 impl DirHandle {
+    /// All entry names (without `.` and `..`), unsorted. Reads the directory once; for a
+    /// handle opened with no `wanted` names.
+    pub fn names(&self) -> Result<Vec<String>, SysfsError> {
+        let io = |e: rustix::io::Errno| SysfsError::Io {
+            path: self.path.clone(),
+            source: e.into(),
+        };
+        let mut names = Vec::new();
+        let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 64 * 1024];
+        let mut dir = rustix::fs::RawDir::new(&self.fd, &mut buf);
+        while let Some(entry) = dir.next() {
+            let entry = entry.map_err(io)?;
+            let name = entry.file_name().to_string_lossy();
+            if name != "." && name != ".." {
+                names.push(name.into_owned());
+            }
+        }
+        Ok(names)
+    }
+
     /// The open directory, for `open_dir_at`.
     pub fn fd(&self) -> rustix::fd::BorrowedFd<'_> {
         use rustix::fd::AsFd;

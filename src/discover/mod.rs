@@ -62,13 +62,13 @@ pub fn discover_with(
     let mut features = FeatureSet::default();
 
     let devices = pci::scan(&sysfs, &mut warnings);
-    let ids =
-        PciIds::select(opts.pci_ids.as_deref(), &pci::vendors(&devices)).unwrap_or_else(|e| {
-            warnings.push(format!(
-                "cannot read PCI ID database {e}; using the embedded one"
-            ));
-            PciIds::Embedded
-        });
+    let wanted = pci::vendors(&devices);
+    let ids = PciIds::select(opts.pci_ids.as_deref(), &wanted).unwrap_or_else(|e| {
+        warnings.push(format!(
+            "cannot read PCI ID database {e}; using the embedded one"
+        ));
+        PciIds::embedded(&wanted)
+    });
 
     let nvml_scan = if devices.is_empty() || devices.iter().any(|d| d.vendor_id == 0x10de) {
         nvml.scan()

@@ -127,9 +127,13 @@ impl PciDevice {
 /// the others, and an unreadable `bus/pci/devices` yields no devices and one warning.
 pub fn scan(sysfs: &Sysfs, warnings: &mut Warnings) -> Vec<PciDevice> {
     let dir = sysfs.path("bus/pci/devices");
-    let names = match sysfs.list(&dir) {
-        Ok(Some(n)) => n,
-        Ok(None) => {
+    let listed = match sysfs.open_dir(&dir, &[]) {
+        Ok(parent) => parent.names().map(|names| (parent, names)),
+        Err(e) => Err(e),
+    };
+    let (parent, mut names) = match listed {
+        Ok(l) => l,
+        Err(SysfsError::Invalid { reason, .. }) if reason == "does not exist" => {
             warnings.push(format!(
                 "{}: does not exist; no PCI devices discovered",
                 dir.display()
@@ -141,13 +145,9 @@ pub fn scan(sysfs: &Sysfs, warnings: &mut Warnings) -> Vec<PciDevice> {
             return Vec::new();
         }
     };
-    let parent = match sysfs.open_dir(&dir, &[]) {
-        Ok(p) => p,
-        Err(e) => {
-            warnings.push(format!("cannot list PCI devices: {e}"));
-            return Vec::new();
-        }
-    };
+    // Directory order is the filesystem's: sort, so that warnings come in the same order on
+    // every run.
+    names.sort_unstable();
     let results = read_all(&parent, &names);
     let mut devices = Vec::with_capacity(results.len());
     for result in results {
@@ -171,9 +171,11 @@ type DeviceResult = Result<(PciDevice, Vec<SysfsError>), SysfsError>;
 /// scan is syscall-bound, and a 500-function HGX box is the common case, not the exception.
 fn read_all(parent: &DirHandle, names: &[String]) -> Vec<DeviceResult> {
     const PER_THREAD_MIN: usize = 128;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(4)
+    let threads = std::env::var("GPU_LABELER_SCAN_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .min(8)
         .min(names.len().div_ceil(PER_THREAD_MIN))
         .max(1);
     let read = |chunk: &[String]| -> Vec<DeviceResult> {
