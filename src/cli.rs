@@ -265,11 +265,22 @@ pub fn load_rules(args: &RulesArgs) -> (RuleSet, Vec<String>) {
 
 fn cmd_labels(args: &DiscoveryArgs, rules: &RulesArgs, format: LabelFormat) -> Result<u8, Error> {
     let config = args.load_config()?;
-    let (rule_set, rule_errors) = load_rules(rules);
-    let features = args.features(&config)?;
+    // Rules parse while the node is discovered: both are on the path of the first command a
+    // user runs.
+    let (features, (rule_set, rule_errors)) = std::thread::scope(|scope| {
+        let rules = scope.spawn(|| load_rules(rules));
+        let features = args.features(&config);
+        let rules = rules
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (features, rules)
+    });
+    let features = features?;
     let evaluated = labels::evaluate_node(&features, &config, &rule_set);
     report(&evaluated);
     print(&render(&evaluated.output, format));
+    // The process ends here: freeing thousands of feature maps would only delay the exit.
+    std::mem::forget(features);
     // Labels from every good rule are printed; a rule file that did not load is still invalid input.
     for e in &rule_errors {
         eprintln!("error: {e}");

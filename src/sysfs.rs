@@ -362,10 +362,17 @@ fn text(buf: Vec<u8>, path: &Path) -> Result<Option<String>, SysfsError> {
             path: path.to_path_buf(),
         });
     }
-    let text = String::from_utf8(buf).map_err(|_| SysfsError::Binary {
+    let mut text = String::from_utf8(buf).map_err(|_| SysfsError::Binary {
         path: path.to_path_buf(),
     })?;
-    Ok(Some(text.trim().to_string()))
+    // Attributes end in a newline: trim in place rather than copying.
+    let end = text.trim_end().len();
+    text.truncate(end);
+    let start = text.len() - text.trim_start().len();
+    if start > 0 {
+        text.drain(..start);
+    }
+    Ok(Some(text))
 }
 
 /// A value shortened for an error message.

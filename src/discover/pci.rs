@@ -178,23 +178,31 @@ fn read_all(parent: &DirHandle, names: &[String]) -> Vec<DeviceResult> {
         .min(8)
         .min(names.len().div_ceil(PER_THREAD_MIN))
         .max(1);
-    let read = |chunk: &[String]| -> Vec<DeviceResult> {
-        chunk.iter().map(|name| read_device(parent, name)).collect()
-    };
     if threads == 1 {
-        return read(names);
+        return names.iter().map(|name| read_device(parent, name)).collect();
     }
-    let chunk = names.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = names
-            .chunks(chunk)
-            .map(|c| scope.spawn(move || read(c)))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    })
+    // Devices are handed out one at a time (some have many more attributes than others), and
+    // the calling thread works too.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(name) = names.get(i) else { break };
+            done.push((i, read_device(parent, name)));
+        }
+        done
+    };
+    let mut results: Vec<(usize, DeviceResult)> = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+        let mut all = work();
+        for h in helpers {
+            all.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        }
+        all
+    });
+    results.sort_unstable_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 /// The vendor and device ids present, for reading only what is needed of a `pci.ids` file.
