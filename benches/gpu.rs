@@ -1,0 +1,103 @@
+//! Issue 4's performance targets on the Dell 8x H100 fixture (517 PCI functions):
+//!
+//! - the NVML scan of 8 GPUs through the fake `libnvidia-ml.so` adds under 5 ms;
+//! - `gpu-labeler labels` (with NVML) runs in under 20 ms.
+//!
+//! `cargo build -p fake-nvml --release && cargo bench --bench gpu` (plain `fn main`). The fake
+//! library is looked for in target/release, then target/debug. `BENCH_RUNS` (default 31).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fake_lib() -> PathBuf {
+    for dir in ["target/release", "target/debug", "target/debug/deps"] {
+        let p = repo().join(dir).join("libnvidia_ml.so");
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("libnvidia_ml.so not built: run `cargo build -p fake-nvml --release` first");
+}
+
+fn time(args: &[&str], nvml: Option<&Path>) -> Duration {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    match nvml {
+        Some(lib) => {
+            cmd.arg("--nvml-lib").arg(lib).env(
+                "FAKE_NVML_FIXTURE",
+                repo().join("tests/fixtures/nvml/h100-8x.json"),
+            );
+        }
+        None => {
+            cmd.arg("--no-nvml");
+        }
+    }
+    let start = Instant::now();
+    let status = cmd.status().expect("run gpu-labeler");
+    let wall = start.elapsed();
+    assert!(status.success());
+    wall
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(31);
+    let lib = fake_lib();
+    let sysfs = repo().join("tests/fixtures/sysfs/dell-xe9680-8xh100");
+    let proc = repo().join("tests/fixtures/proc/dell-xe9680-8xh100");
+    let args = [
+        "labels",
+        "--sysfs-root",
+        sysfs.to_str().unwrap(),
+        "--proc-root",
+        proc.to_str().unwrap(),
+    ];
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        without.push(time(&args, None));
+        with.push(time(&args, Some(&lib)));
+    }
+    let (with, without) = (median(with), median(without));
+    let added = with.saturating_sub(without);
+    println!("{runs} runs each, dell-xe9680-8xh100 (517 functions, 8 GPUs)   median ms");
+    println!(
+        "labels --no-nvml                                          {:>8.2}",
+        ms(without)
+    );
+    println!(
+        "labels with NVML (fake libnvidia-ml, h100-8x)             {:>8.2}",
+        ms(with)
+    );
+    println!(
+        "NVML scan adds {:.2} ms (target < 5 ms); labels with NVML {:.2} ms (target < 20 ms): {}",
+        ms(added),
+        ms(with),
+        if ms(added) < 5.0 && ms(with) < 20.0 {
+            "met"
+        } else {
+            "MISSED"
+        }
+    );
+}
