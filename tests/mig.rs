@@ -10,54 +10,14 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
-const P: &str = "feature.node.kubernetes.io/";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+use common::{label_map as map, nvidia_sysfs, nvml_fixture as fixture, repo};
 
 fn fake_lib() -> PathBuf {
-    let bin_dir = Path::new(BIN).parent().unwrap();
-    for dir in [bin_dir.join("deps"), bin_dir.to_path_buf()] {
-        let p = dir.join("libnvidia_ml.so");
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("libnvidia_ml.so not built: run the tests with `cargo test --workspace`");
+    common::fake_nvml_lib("nvidia_ml")
 }
 
-fn fixture(name: &str) -> PathBuf {
-    repo()
-        .join("tests/fixtures/nvml")
-        .join(format!("{name}.json"))
-}
-
-/// A sysfs tree with one NVIDIA 3D controller per `(address, device id)`.
-fn nvidia_sysfs(dir: &Path, gpus: &[(&str, &str)]) {
-    for (addr, device) in gpus {
-        let bus = &addr[..7];
-        let dev = dir.join(format!("devices/pci{bus}/{addr}"));
-        std::fs::create_dir_all(&dev).unwrap();
-        for (k, v) in [
-            ("class", "0x030200"),
-            ("vendor", "0x10de"),
-            ("device", device),
-            ("subsystem_vendor", "0x10de"),
-            ("subsystem_device", "0x1234"),
-            ("numa_node", "-1"),
-        ] {
-            std::fs::write(dev.join(k), format!("{v}\n")).unwrap();
-        }
-        std::fs::create_dir_all(dir.join("bus/pci/devices")).unwrap();
-        std::os::unix::fs::symlink(
-            format!("../../../devices/pci{bus}/{addr}"),
-            dir.join("bus/pci/devices").join(addr),
-        )
-        .unwrap();
-    }
-}
+const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 
 struct Run {
     code: i32,
@@ -108,13 +68,6 @@ fn labels(root: &Path, nvml_fixture: &Path) -> BTreeMap<String, String> {
     assert_eq!(r.stderr, "");
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     serde_json::from_value(v["labels"].clone()).unwrap()
-}
-
-fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (format!("{P}{k}"), v.to_string()))
-        .collect()
 }
 
 /// One MIG device as `gpu.mig` has it.

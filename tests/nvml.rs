@@ -3,37 +3,19 @@
 //! `nvidia-smi` captures (tests/fixtures/nvml/PROVENANCE.md).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+
 use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+use common::{
+    fake_nvml_lib as fake_lib, label_map as map, labels_of as labels, nvidia_sysfs,
+    nvml_fixture as fixture, repo,
+};
+
 const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 const P: &str = "feature.node.kubernetes.io/";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The fake library `cargo test --workspace` builds (target/debug/deps is refreshed by every test build).
-fn fake_lib(name: &str) -> PathBuf {
-    let bin_dir = Path::new(BIN).parent().unwrap();
-    for dir in [bin_dir.join("deps"), bin_dir.to_path_buf()] {
-        let p = dir.join(format!("lib{name}.so"));
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!(
-        "lib{name}.so not built: run the tests with `cargo test --workspace` (it builds fake-nvml)"
-    );
-}
-
-fn fixture(name: &str) -> PathBuf {
-    repo()
-        .join("tests/fixtures/nvml")
-        .join(format!("{name}.json"))
-}
 
 struct Run {
     code: i32,
@@ -57,54 +39,6 @@ fn run(args: &[&str], nvml_fixture: &str, lib: &str) -> Run {
         stdout: String::from_utf8(out.stdout).unwrap(),
         stderr: String::from_utf8(out.stderr).unwrap(),
     }
-}
-
-/// A sysfs tree (kernel layout) with one NVIDIA 3D controller per bus id.
-fn nvidia_sysfs(dir: &Path, gpus: &[(&str, &str)]) {
-    for (addr, device) in gpus {
-        let bus = &addr[..7];
-        let dev = dir.join(format!("devices/pci{bus}/{addr}"));
-        std::fs::create_dir_all(&dev).unwrap();
-        for (k, v) in [
-            ("class", "0x030200"),
-            ("vendor", "0x10de"),
-            ("device", device),
-            ("subsystem_vendor", "0x10de"),
-            ("subsystem_device", "0x1234"),
-            ("revision", "0xa1"),
-            ("numa_node", "-1"),
-        ] {
-            std::fs::write(dev.join(k), format!("{v}\n")).unwrap();
-        }
-        std::fs::create_dir_all(dir.join("bus/pci/drivers/nvidia")).unwrap();
-        std::os::unix::fs::symlink("../../../../bus/pci/drivers/nvidia", dev.join("driver"))
-            .unwrap();
-        std::fs::create_dir_all(dir.join("bus/pci/devices")).unwrap();
-        std::os::unix::fs::symlink(
-            format!("../../../devices/pci{bus}/{addr}"),
-            dir.join("bus/pci/devices").join(addr),
-        )
-        .unwrap();
-    }
-}
-
-fn labels(json: &str) -> BTreeMap<String, String> {
-    let v: Value = serde_json::from_str(json).unwrap();
-    serde_json::from_value(v["labels"].clone()).unwrap()
-}
-
-fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| {
-            let key = if k.contains('/') {
-                k.to_string()
-            } else {
-                format!("{P}{k}")
-            };
-            (key, v.to_string())
-        })
-        .collect()
 }
 
 const DELL: &str = "tests/fixtures/sysfs/dell-xe9680-8xh100";

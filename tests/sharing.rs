@@ -16,25 +16,16 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
-const P: &str = "feature.node.kubernetes.io/";
-const DELL: &str = "tests/fixtures/sysfs/dell-xe9680-8xh100";
-const DELL_PROC: &str = "tests/fixtures/proc/dell-xe9680-8xh100";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+use common::{label_map as map, repo};
 
 fn fake_lib() -> PathBuf {
-    let bin_dir = Path::new(BIN).parent().unwrap();
-    for dir in [bin_dir.join("deps"), bin_dir.to_path_buf()] {
-        let p = dir.join("libnvidia_ml.so");
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("libnvidia_ml.so not built: run the tests with `cargo test --workspace`");
+    common::fake_nvml_lib("nvidia_ml")
 }
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
+const DELL: &str = "tests/fixtures/sysfs/dell-xe9680-8xh100";
+const DELL_PROC: &str = "tests/fixtures/proc/dell-xe9680-8xh100";
 
 fn sharing_file(name: &str) -> PathBuf {
     repo().join("tests/fixtures/sharing").join(name)
@@ -101,20 +92,6 @@ fn sharing_features(r: &Run) -> Value {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     v["attributes"]["gpu.sharing"].clone()
-}
-
-fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| {
-            let key = if k.contains('/') {
-                k.to_string()
-            } else {
-                format!("{P}{k}")
-            };
-            (key, v.to_string())
-        })
-        .collect()
 }
 
 /// The H100 node's default labels (tests/nvml.rs), with the sharing labels given.

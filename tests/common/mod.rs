@@ -427,3 +427,75 @@ pub fn assert_json_eq(actual: &serde_json::Value, expected: &serde_json::Value, 
         );
     }
 }
+
+/// The fake `libnvidia-ml` (`nvidia_ml`) or its legacy twin (`nvidia_ml_legacy`) that
+/// `cargo test --workspace` builds; target/debug/deps is refreshed by every test build.
+pub fn fake_nvml_lib(name: &str) -> PathBuf {
+    let bin = binary();
+    let bin_dir = bin.parent().expect("target dir");
+    for dir in [bin_dir.join("deps"), bin_dir.to_path_buf()] {
+        let p = dir.join(format!("lib{name}.so"));
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!(
+        "lib{name}.so not built: run the tests with `cargo test --workspace` (it builds fake-nvml)"
+    )
+}
+
+/// `tests/fixtures/nvml/<name>.json`, a fixture of the fake NVML.
+pub fn nvml_fixture(name: &str) -> PathBuf {
+    fixtures().join("nvml").join(format!("{name}.json"))
+}
+
+/// Writes a sysfs tree (kernel layout) with one NVIDIA 3D controller per `(address, device id)`,
+/// driven by `nvidia`, for NVML fixtures whose machine has no captured tree.
+pub fn nvidia_sysfs(dir: &Path, gpus: &[(&str, &str)]) {
+    for (addr, device) in gpus {
+        let bus = &addr[..7];
+        let dev = dir.join(format!("devices/pci{bus}/{addr}"));
+        std::fs::create_dir_all(&dev).unwrap();
+        for (k, v) in [
+            ("class", "0x030200"),
+            ("vendor", "0x10de"),
+            ("device", device),
+            ("subsystem_vendor", "0x10de"),
+            ("subsystem_device", "0x1234"),
+            ("revision", "0xa1"),
+            ("numa_node", "-1"),
+        ] {
+            std::fs::write(dev.join(k), format!("{v}\n")).unwrap();
+        }
+        std::fs::create_dir_all(dir.join("bus/pci/drivers/nvidia")).unwrap();
+        std::os::unix::fs::symlink("../../../../bus/pci/drivers/nvidia", dev.join("driver"))
+            .unwrap();
+        std::fs::create_dir_all(dir.join("bus/pci/devices")).unwrap();
+        std::os::unix::fs::symlink(
+            format!("../../../devices/pci{bus}/{addr}"),
+            dir.join("bus/pci/devices").join(addr),
+        )
+        .unwrap();
+    }
+}
+
+/// A label map from `(key, value)` pairs; keys without a `/` get the NFD prefix.
+pub fn label_map(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            let key = if k.contains('/') {
+                k.to_string()
+            } else {
+                format!("{PREFIX}{k}")
+            };
+            (key, v.to_string())
+        })
+        .collect()
+}
+
+/// The `labels` object of `labels -o json` output.
+pub fn labels_of(json: &str) -> std::collections::BTreeMap<String, String> {
+    let v: serde_json::Value = serde_json::from_str(json).expect("labels -o json is JSON");
+    serde_json::from_value(v["labels"].clone()).expect("labels are strings")
+}
