@@ -160,15 +160,12 @@ impl Config {
             return Ok(Config::default());
         }
         serde_saphyr::from_str::<Config>(text).map_err(|e| {
-            let (line, column) = e
-                .location()
-                .map(|l| (l.line(), l.column()))
-                .unwrap_or((0, 0));
+            let (line, column) = crate::yaml::error_position(&e);
             ConfigError::Parse {
                 path: path.to_path_buf(),
                 line,
                 column,
-                message: e.to_string().lines().next().unwrap_or_default().to_string(),
+                message: crate::yaml::error_message(&e),
             }
         })
     }

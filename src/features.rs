@@ -341,71 +341,83 @@ pub fn parse_snapshot(path: &Path, text: &str) -> Result<FeatureSet, SnapshotErr
         column,
         message,
     };
-    let doc: SnapshotDoc = if text.trim_start().starts_with('{') {
-        // JSON first: its errors point at the exact byte; structural errors are re-checked below.
-        let value: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| parse_err(e.line() as u64, e.column() as u64, e.to_string()))?;
-        check_shape(&value).map_err(|m| parse_err(1, 1, m))?;
-        serde_json::from_value(value).map_err(|e| parse_err(1, 1, e.to_string()))?
+    let mut value: serde_json::Value = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text)
+            .map_err(|e| parse_err(e.line() as u64, e.column() as u64, e.to_string()))?
     } else {
-        let value: serde_json::Value = serde_saphyr::from_str(text).map_err(|e| {
-            let (line, column) = e
-                .location()
-                .map(|l| (l.line(), l.column()))
-                .unwrap_or((0, 0));
-            parse_err(line, column, first_line(&e.to_string()))
-        })?;
-        check_shape(&value).map_err(|m| parse_err(1, 1, m))?;
-        serde_json::from_value(value).map_err(|e| parse_err(1, 1, e.to_string()))?
+        serde_saphyr::from_str(text).map_err(|e| {
+            let (line, column) = crate::yaml::error_position(&e);
+            parse_err(line, column, crate::yaml::error_message(&e))
+        })?
     };
+    // A structural problem is reported where its feature is written.
+    check_shape(&mut value).map_err(|(feature, message)| {
+        let (line, column) = locate(text, &feature);
+        parse_err(line, column, message)
+    })?;
+    let doc: SnapshotDoc =
+        serde_json::from_value(value).map_err(|e| parse_err(1, 1, e.to_string()))?;
     Ok(match doc {
         SnapshotDoc::NodeFeature { spec } => spec.features,
         SnapshotDoc::Bare(f) => f,
     })
 }
 
-/// Structural check with a message that says which feature is malformed
-/// (serde's untagged enums only say "did not match any variant").
-fn check_shape(value: &serde_json::Value) -> Result<(), String> {
+/// 1-based line and column of the first occurrence of `needle` (a feature name) in `text`;
+/// `(1, 1)` when it is not there.
+fn locate(text: &str, needle: &str) -> (u64, u64) {
+    if needle.is_empty() {
+        return (1, 1);
+    }
+    text.lines()
+        .enumerate()
+        .find_map(|(i, line)| line.find(needle).map(|c| (i as u64 + 1, c as u64 + 1)))
+        .unwrap_or((1, 1))
+}
+
+/// Checks the structure, naming the malformed feature (serde's untagged enums only say "did not
+/// match any variant"), and turns unquoted numbers and booleans where NFD has strings (`count: 8`
+/// in a hand-written YAML snapshot) into the strings they spell. Errors are (feature, message).
+fn check_shape(value: &mut serde_json::Value) -> Result<(), (String, String)> {
     use serde_json::Value;
-    let root = value
-        .as_object()
-        .ok_or("expected an object with flags/attributes/instances, or a NodeFeature")?;
-    let features = match root.get("spec") {
-        Some(spec) => match spec.get("features") {
+    let top = |m: &str| (String::new(), m.to_string());
+    let is_nodefeature = value.get("spec").is_some();
+    let features = if is_nodefeature {
+        match value.get_mut("spec").and_then(|s| s.get_mut("features")) {
             Some(Value::Null) | None => return Ok(()),
             Some(f) => f,
-        },
-        None => value,
+        }
+    } else {
+        value
     };
-    let features = features.as_object().ok_or("`features` must be an object")?;
-    for (kind, v) in features {
+    let features = features.as_object_mut().ok_or_else(|| {
+        top("expected an object with flags/attributes/instances, or a NodeFeature")
+    })?;
+    for (kind, v) in features.iter_mut() {
         if !matches!(kind.as_str(), "flags" | "attributes" | "instances") {
-            return Err(format!(
-                "unknown key `{kind}` (expected flags, attributes, instances)"
+            return Err((
+                kind.clone(),
+                format!("unknown key `{kind}` (expected flags, attributes, instances)"),
             ));
         }
-        let Some(map) = v.as_object() else {
-            if v.is_null() {
-                continue;
-            }
-            return Err(format!("`{kind}` must be an object"));
+        let map = match v {
+            Value::Null => continue,
+            Value::Object(m) => m,
+            _ => return Err((kind.clone(), format!("`{kind}` must be an object"))),
         };
-        for (name, set) in map {
-            let elements = set.get("elements").unwrap_or(&Value::Null);
+        for (name, set) in map.iter_mut() {
+            let elements = set.get_mut("elements");
             let ok = match (kind.as_str(), elements) {
-                (_, Value::Null) => true,
-                ("flags", Value::Object(_)) => true,
-                ("attributes", Value::Object(m)) => m.values().all(Value::is_string),
-                ("instances", Value::Array(items)) => items.iter().all(|i| {
-                    i.get("attributes")
-                        .map(|a| {
-                            a.is_null()
-                                || a.as_object()
-                                    .is_some_and(|m| m.values().all(Value::is_string))
-                        })
-                        .unwrap_or(true)
-                }),
+                (_, None | Some(Value::Null)) => true,
+                ("flags", Some(Value::Object(_))) => true,
+                ("attributes", Some(Value::Object(m))) => stringify(m),
+                ("instances", Some(Value::Array(items))) => {
+                    items.iter_mut().all(|i| match i.get_mut("attributes") {
+                        None | Some(Value::Null) => true,
+                        Some(Value::Object(m)) => stringify(m),
+                        Some(_) => false,
+                    })
+                }
                 _ => false,
             };
             if !ok {
@@ -414,15 +426,31 @@ fn check_shape(value: &serde_json::Value) -> Result<(), String> {
                     "attributes" => "a map of string values",
                     _ => "a list of {attributes: {string: string}}",
                 };
-                return Err(format!("{kind}.{name}.elements must be {want}"));
+                return Err((
+                    name.clone(),
+                    format!("{kind}.{name}.elements must be {want}"),
+                ));
             }
         }
     }
     Ok(())
 }
 
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or_default().to_string()
+/// Numbers and booleans become strings; false when a value is a list, a map or null.
+fn stringify(m: &mut serde_json::Map<String, serde_json::Value>) -> bool {
+    use serde_json::Value;
+    m.values_mut().all(|v| match v {
+        Value::String(_) => true,
+        Value::Number(n) => {
+            *v = Value::String(n.to_string());
+            true
+        }
+        Value::Bool(b) => {
+            *v = Value::String(b.to_string());
+            true
+        }
+        _ => false,
+    })
 }
 
 #[cfg(test)]
@@ -498,6 +526,17 @@ spec:
     }
 
     #[test]
+    fn unquoted_numbers_and_booleans_are_the_strings_they_spell() {
+        let f = parse_snapshot(
+            Path::new("s.yaml"),
+            "attributes:\n  gpu.node:\n    elements:\n      count: 8\n      homogeneous: true\n",
+        )
+        .unwrap();
+        assert_eq!(f.attribute("gpu.node", "count"), Some("8"));
+        assert_eq!(f.attribute("gpu.node", "homogeneous"), Some("true"));
+    }
+
+    #[test]
     fn errors_name_file_line_and_column() {
         let e = parse_snapshot(Path::new("snap.yaml"), "flags:\n  a: [\n")
             .unwrap_err()
@@ -508,14 +547,14 @@ spec:
             .to_string();
         assert!(e.starts_with("invalid snapshot snap.json:2:"), "{e}");
         let e = parse_snapshot(
-            Path::new("s.json"),
-            r#"{"attributes": {"gpu.node": {"elements": {"count": 8}}}}"#,
+            Path::new("s.yaml"),
+            "attributes:\n  gpu.node:\n    elements:\n      count: [8]\n",
         )
         .unwrap_err()
         .to_string();
         assert_eq!(
             e,
-            "invalid snapshot s.json:1:1: attributes.gpu.node.elements must be a map of string values"
+            "invalid snapshot s.yaml:2:3: attributes.gpu.node.elements must be a map of string values"
         );
     }
 }

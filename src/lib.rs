@@ -16,6 +16,7 @@ pub mod pciids;
 pub mod publish;
 pub mod rules;
 pub mod sysfs;
+pub mod yaml;
 
 /// Process exit codes (SPEC §2).
 pub mod exit {

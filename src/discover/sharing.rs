@@ -221,24 +221,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Sharing, SharingError> {
         return Ok(Sharing::default());
     }
     let file: PluginConfig = serde_saphyr::from_str(text).map_err(|e| {
-        let (line, column) = e
-            .location()
-            .map(|l| (l.line(), l.column()))
-            .unwrap_or((0, 0));
-        parse_error(line, column, saphyr_message(&e.to_string()))
+        let (line, column) = crate::yaml::error_position(&e);
+        parse_error(line, column, crate::yaml::error_message(&e))
     })?;
     validate(file).map_err(|i| parse_error(i.line, i.column, i.message))
-}
-
-/// serde-saphyr's first line, without its own `error: line L column C: ` (the location is
-/// reported as `file:line:column` already).
-fn saphyr_message(text: &str) -> String {
-    let first = text.lines().next().unwrap_or_default();
-    let rest = first.strip_prefix("error: ").unwrap_or(first);
-    match rest.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
-        Some((loc, msg)) if loc.contains(" column ") => msg.to_string(),
-        _ => rest.to_string(),
-    }
 }
 
 fn validate(file: PluginConfig) -> Result<Sharing, Invalid> {

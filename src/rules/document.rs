@@ -222,26 +222,17 @@ pub fn parse_documents(text: &str) -> (Vec<Node>, Vec<SyntaxError>) {
 }
 
 fn saphyr_error(e: &serde_saphyr::Error, offset: u32) -> SyntaxError {
-    let pos = e
-        .location()
-        .map(|l| {
-            Pos::new(
-                u32::try_from(l.line()).unwrap_or(0).saturating_add(offset),
-                u32::try_from(l.column()).unwrap_or(0),
-            )
-        })
-        .unwrap_or(Pos::new(offset + 1, 1));
-    // The parser's message repeats a position relative to the document; the position is
-    // reported separately, relative to the file.
-    let msg = first_line(&e.to_string());
-    let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
-    let msg = match msg.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
-        Some((_, rest)) => rest,
-        None => msg,
+    // The parser's position is relative to the document; reported relative to the file.
+    let pos = match crate::yaml::error_position(e) {
+        (0, _) => Pos::new(offset + 1, 1),
+        (line, column) => Pos::new(
+            u32::try_from(line).unwrap_or(0).saturating_add(offset),
+            u32::try_from(column).unwrap_or(0),
+        ),
     };
     SyntaxError {
         pos,
-        message: msg.to_string(),
+        message: crate::yaml::error_message(e),
     }
 }
 
@@ -303,10 +294,6 @@ fn from_json(v: &serde_json::Value) -> Node {
         pos: Pos::default(),
         val,
     }
-}
-
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or_default().to_string()
 }
 
 #[cfg(test)]

@@ -1,0 +1,33 @@
+//! serde-saphyr errors as this project reports them: the position separately (so that it can be
+//! written `file:line:column`, or shifted for a later document of a multi-document file), and the
+//! message without the parser's own `error: line L column C: ` prefix.
+
+/// 1-based line and column of a parse error; `(0, 0)` when the parser gives none.
+pub fn error_position(e: &serde_saphyr::Error) -> (u64, u64) {
+    e.location()
+        .map(|l| (l.line(), l.column()))
+        .unwrap_or((0, 0))
+}
+
+/// The first line of the parser's message, without its repeated position.
+pub fn error_message(e: &serde_saphyr::Error) -> String {
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    let rest = first.strip_prefix("error: ").unwrap_or(first);
+    match rest.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((loc, msg)) if loc.contains(" column ") => msg.to_string(),
+        _ => rest.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn position_and_message_are_separate() {
+        let e = serde_saphyr::from_str::<serde_json::Value>("a:\n  b: [\n").unwrap_err();
+        assert_eq!(error_position(&e).0, 2);
+        assert_eq!(error_message(&e), "unclosed bracket '['");
+    }
+}
