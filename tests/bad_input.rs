@@ -377,3 +377,39 @@ fn many_broken_functions_do_not_stop_the_others() {
     // The other five H100s still give the same labels.
     assert_json_eq(&out.labels, &golden_labels(DELL), "labels");
 }
+
+#[test]
+fn symlink_loop_in_bus_pci_devices_is_skipped() {
+    let tree = Tree::copy_of(NFD);
+    std::fs::remove_file(tree.entry(ASPEED)).unwrap();
+    std::os::unix::fs::symlink(ASPEED, tree.entry(ASPEED)).unwrap();
+    assert_aspeed_skipped(&tree, &tree.entry(ASPEED), "symlink loop");
+}
+
+#[test]
+fn a_driver_entry_that_is_not_a_symlink_is_left_out_and_the_device_kept() {
+    let tree = Tree::copy_of(DELL);
+    // A file where the kernel puts a link: the driver is unknown, nothing else changes.
+    let driver = tree.device_dir(H100).join("driver");
+    std::fs::remove_file(&driver).unwrap();
+    std::fs::write(&driver, "nvidia\n").unwrap();
+    let out = discover(&tree, DELL);
+    assert_eq!(
+        out.log,
+        vec![warn(format!(
+            "{}: not a symlink; attribute left out",
+            tree.entry(H100).join("driver").display()
+        ))]
+    );
+    let mut expected = golden_features(DELL);
+    for feature in ["pci.device", "gpu.device"] {
+        let list = &mut expected["instances"][feature]["elements"];
+        for i in list.as_array_mut().unwrap() {
+            if i["attributes"]["address"] == json!(H100) {
+                i["attributes"].as_object_mut().unwrap().remove("driver");
+            }
+        }
+    }
+    assert_json_eq(&out.features, &expected, "features");
+    assert_json_eq(&out.labels, &golden_labels(DELL), "labels");
+}
