@@ -1,0 +1,122 @@
+//! Golden CLI tests of the rules engine: a snapshot and a rule file in, the exact `-o json` out
+//! (labels, annotations, extended resources, taints), through the real binary. The expected
+//! values are NFD's own (its e2e test expectations for these rule files, and Intel's documented
+//! labels for its NodeFeatureRules; see tests/fixtures/rules/*/PROVENANCE.md).
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
+
+fn labels(snapshot: &str, rules: &str) -> (Value, String) {
+    let out = Command::new(BIN)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["labels", "-o", "json", "--no-default-rules", "--features"])
+        .arg(format!(
+            "tests/fixtures/rules/features/{snapshot}.features.json"
+        ))
+        .arg("--rules")
+        .arg(format!("tests/fixtures/rules/{rules}"))
+        .env_remove("GPU_LABELER_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    (
+        serde_json::from_slice(&out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn nfd_e2e_taints() {
+    let (out, stderr) = labels("nfd-fake", "nfd/e2e-nodefeaturerule-3.yaml");
+    assert_eq!(
+        out,
+        json!({"labels": {}, "taints": [
+            {"key": "feature.node.kubernetes.io/fake-special-node", "value": "exists", "effect": "PreferNoSchedule"},
+            {"key": "feature.node.kubernetes.io/fake-dedicated-node", "value": "true", "effect": "NoExecute"},
+            {"key": "feature.node.kubernetes.io/performance-optimized-node", "value": "true", "effect": "NoExecute"}
+        ]})
+    );
+    assert_eq!(stderr, "");
+}
+
+#[test]
+fn nfd_e2e_extended_resources_with_a_denied_namespace_reported() {
+    let (out, stderr) = labels("nfd-fake", "nfd/e2e-nodefeaturerule-4.yaml");
+    assert_eq!(
+        out,
+        json!({"labels": {}, "extendedResources": {
+            "feature.node.kubernetes.io/nons": "123",
+            "vendor.feature.node.kubernetes.io/static": "123",
+            "vendor.io/dynamic": "10"
+        }})
+    );
+    assert_eq!(
+        stderr,
+        " WARN extended resource \"bad.kubernetes.io/malo=999\" from rule \"e2e not allowed rule\" (NodeFeatureRule \"e2e-extened-resource-test\", tests/fixtures/rules/nfd/e2e-nodefeaturerule-4.yaml:29:7) rejected: namespace \"bad.kubernetes.io\" is not allowed\n"
+    );
+}
+
+#[test]
+fn nfd_e2e_annotations() {
+    let (out, _) = labels("nfd-fake", "nfd/e2e-nodefeaturerule-5.yaml");
+    assert_eq!(
+        out,
+        json!({"labels": {}, "annotations": {
+            "custom.vendor.io/feature": "baz",
+            "feature.node.kubernetes.io/defaul-ns-annotation": "foo",
+            "feature.node.kubernetes.io/defaul-ns-annotation-2": "bar"
+        }})
+    );
+}
+
+#[test]
+fn intel_gpu_rules_on_a_flex_170() {
+    let (out, stderr) = labels("intel-flex170", "intel/");
+    assert_eq!(
+        out,
+        json!({"labels": {
+            "feature.node.kubernetes.io/pci-0380_8086.present": "true",
+            "gpu.intel.com/device-id.0380-56c0.count": "1",
+            "gpu.intel.com/device-id.0380-56c0.present": "true",
+            "gpu.intel.com/device.count": "1",
+            "gpu.intel.com/family": "Flex_Series",
+            "gpu.intel.com/product": "Flex_170",
+            "intel.feature.node.kubernetes.io/gpu": "true"
+        }})
+    );
+    assert_eq!(stderr, "");
+}
+
+#[test]
+fn intel_gpu_rules_on_two_max_1550() {
+    let (out, _) = labels("intel-max1550-2x", "intel/");
+    assert_eq!(
+        out,
+        json!({"labels": {
+            "feature.node.kubernetes.io/pci-0380_8086.present": "true",
+            "gpu.intel.com/device-id.0380-0bd5.count": "2",
+            "gpu.intel.com/device-id.0380-0bd5.present": "true",
+            "gpu.intel.com/device.count": "2",
+            "gpu.intel.com/family": "Max_Series",
+            "gpu.intel.com/product": "Max_1550",
+            "intel.feature.node.kubernetes.io/gpu": "true"
+        }})
+    );
+}
+
+#[test]
+fn intel_gpu_rules_on_a_tigerlake_igpu() {
+    let (out, _) = labels("intel-tigerlake-igpu", "intel/");
+    assert_eq!(
+        out,
+        json!({"labels": {
+            "feature.node.kubernetes.io/pci-0300_8086.present": "true",
+            "gpu.intel.com/device-id.0300-9a49.count": "1",
+            "gpu.intel.com/device-id.0300-9a49.present": "true",
+            "intel.feature.node.kubernetes.io/gpu": "true"
+        }})
+    );
+}
