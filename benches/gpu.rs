@@ -60,10 +60,11 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn main() {
+    // Under `cargo test` (unoptimised) a few runs only prove the bench works.
     let runs: usize = std::env::var("BENCH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(31);
+        .unwrap_or(if cfg!(debug_assertions) { 3 } else { 31 });
     let lib = fake_lib();
     let sysfs = repo().join("tests/fixtures/sysfs/dell-xe9680-8xh100");
     let proc = repo().join("tests/fixtures/proc/dell-xe9680-8xh100");
@@ -94,7 +95,9 @@ fn main() {
         "NVML scan adds {:.2} ms (target < 5 ms); labels with NVML {:.2} ms (target < 20 ms): {}",
         ms(added),
         ms(with),
-        if ms(added) < 5.0 && ms(with) < 20.0 {
+        if cfg!(debug_assertions) {
+            "unoptimised build (cargo test), targets not judged"
+        } else if ms(added) < 5.0 && ms(with) < 20.0 {
             "met"
         } else {
             "MISSED"
