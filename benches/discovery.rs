@@ -106,7 +106,8 @@ impl Row {
 }
 
 fn main() {
-    let runs = env_num("BENCH_RUNS", 21).max(1);
+    // Under `cargo test` (an unoptimised binary) a few runs only prove the bench works.
+    let runs = env_num("BENCH_RUNS", if cfg!(debug_assertions) { 3 } else { 21 }).max(1);
     let copies = env_num("BENCH_COPIES", 4).max(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let tree = dir.path().join("sys");
@@ -220,7 +221,11 @@ fn main() {
     if rss_mib >= 20.0 {
         missed.push(format!("peak RSS {rss_mib:.1} MiB >= 20 MiB"));
     }
-    if missed.is_empty() {
+    if cfg!(debug_assertions) {
+        println!(
+            "targets: unoptimised build (cargo test), not judged; run `cargo bench --bench discovery`"
+        );
+    } else if missed.is_empty() {
         println!("targets: met");
     } else {
         println!("targets: MISSED: {}", missed.join("; "));
