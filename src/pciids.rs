@@ -12,7 +12,7 @@ use std::path::Path;
 pub type Wanted = BTreeMap<u16, BTreeSet<u16>>;
 
 #[derive(Debug, Default)]
-pub struct VendorEntry {
+struct VendorEntry {
     name: String,
     devices: HashMap<u16, String>,
 }
