@@ -471,3 +471,113 @@ fn two_different_gpus_are_labelled_deterministically() {
         assert_eq!(run_once().stdout, first.stdout);
     }
 }
+
+/// The single-model captures: each fixture's NVML values, on a sysfs tree with its GPUs at the
+/// captured bus ids, give exactly these labels (memory MiB, compute capability, family, driver and
+/// CUDA from the capture; `vgpu.present=false` from NVML's virtualization mode, passthrough for the
+/// cloud VMs).
+#[test]
+fn every_single_model_capture_gives_its_labels() {
+    let common = |n: &str, cuda: (&str, &str), driver: (&str, &str, &str)| {
+        vec![
+            ("gpu-nvidia.count", n.to_string()),
+            ("gpu.count", n.to_string()),
+            ("gpu.cuda.major", cuda.0.to_string()),
+            ("gpu.cuda.minor", cuda.1.to_string()),
+            ("gpu.driver.major", driver.0.to_string()),
+            ("gpu.driver.minor", driver.1.to_string()),
+            ("gpu.driver.version", driver.2.to_string()),
+            ("gpu.mig.capable", "false".to_string()),
+            ("gpu.mig.enabled", "false".to_string()),
+            ("gpu.present", "true".to_string()),
+            ("gpu.vendor", "nvidia".to_string()),
+            ("gpu.vgpu.present", "false".to_string()),
+            ("gpu.virtual", "false".to_string()),
+            ("pci-0302_10de.present", "true".to_string()),
+        ]
+    };
+    let per_gpu = |product: &str, mib: u64, n: u64, cc: (&str, &str), family: &str| {
+        vec![
+            ("gpu.product", product.to_string()),
+            ("gpu.memory", mib.to_string()),
+            ("gpu.memory.max", mib.to_string()),
+            ("gpu.memory.total", (mib * n).to_string()),
+            ("gpu.compute.major", cc.0.to_string()),
+            ("gpu.compute.minor", cc.1.to_string()),
+            ("gpu.family", family.to_string()),
+        ]
+    };
+    let rtx4090: Vec<(String, &str)> = ["01", "21", "41", "61", "81", "a1", "c1", "e1"]
+        .iter()
+        .map(|b| (format!("0000:{b}:00.0"), "0x2684"))
+        .collect();
+    let at = |a: &str, d: &'static str| (a.to_string(), d);
+    // (fixture, GPUs at their captured bus ids, expected labels)
+    type Case<'a> = (&'a str, Vec<(String, &'a str)>, Vec<(&'a str, String)>);
+    let cases: Vec<Case> = vec![
+        (
+            "t4",
+            vec![at("0000:00:1e.0", "0x1eb8")],
+            [
+                common("1", ("11", "7"), ("515", "105", "515.105.01")),
+                per_gpu("Tesla-T4", 15360, 1, ("7", "5"), "turing"),
+            ]
+            .concat(),
+        ),
+        (
+            "a10g",
+            vec![at("0000:00:1e.0", "0x2237")],
+            [
+                common("1", ("11", "7"), ("515", "105", "515.105.01")),
+                per_gpu("NVIDIA-A10G", 23028, 1, ("8", "6"), "ampere"),
+            ]
+            .concat(),
+        ),
+        (
+            "rtx4090-8x",
+            rtx4090,
+            [
+                common("8", ("12", "2"), ("535", "154", "535.154.05")),
+                per_gpu(
+                    "NVIDIA-GeForce-RTX-4090",
+                    24564,
+                    8,
+                    ("8", "9"),
+                    "ada-lovelace",
+                ),
+            ]
+            .concat(),
+        ),
+        (
+            "workstation-2gpu",
+            vec![at("0000:81:00.0", "0x2231"), at("0000:c1:00.0", "0x2231")],
+            [
+                common("2", ("13", "1"), ("590", "44", "590.44.01")),
+                per_gpu("NVIDIA-RTX-A5000", 24564, 2, ("8", "6"), "ampere"),
+            ]
+            .concat(),
+        ),
+    ];
+    for (fixture_name, gpus, expected) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let gpus: Vec<(&str, &str)> = gpus.iter().map(|(a, d)| (a.as_str(), *d)).collect();
+        nvidia_sysfs(dir.path(), &gpus);
+        let root = dir.path().to_str().unwrap();
+        let r = run(
+            &[
+                "labels",
+                "-o",
+                "json",
+                "--sysfs-root",
+                root,
+                "--proc-root",
+                "/nonexistent",
+            ],
+            fixture_name,
+            "nvidia_ml",
+        );
+        assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{fixture_name}");
+        let expected: Vec<(&str, &str)> = expected.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        assert_eq!(labels(&r.stdout), map(&expected), "{fixture_name}");
+    }
+}
