@@ -12,13 +12,21 @@ pub struct Config {
     pub sources: Sources,
     #[serde(default)]
     pub labels: LabelPolicy,
-    /// Compatibility profiles, e.g. `nvidia-gfd`.
+    /// Compatibility profiles; an unknown name is an error, not a silently missing label set.
     #[serde(default)]
-    pub profiles: Vec<String>,
+    pub profiles: Vec<Profile>,
     #[serde(default)]
     pub mig_strategy: MigStrategy,
     #[serde(default)]
     pub publish: Publish,
+}
+
+/// A compatibility profile: another tool's label set, computed from the same features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Profile {
+    /// NVIDIA GPU Feature Discovery's `nvidia.com/*` labels (docs/nvidia-gfd.md).
+    #[serde(rename = "nvidia-gfd")]
+    NvidiaGfd,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -208,9 +216,18 @@ publish: {sink: stdout, interval: 30s}
         assert_eq!(c.sources.nvml.lib_path, "/x/libnvidia-ml.so.1");
         assert_eq!(c.sources.sharing.config_file, "/etc/dp/config.yaml");
         assert_eq!(c.labels.extra_label_ns, vec!["example.com"]);
-        assert_eq!(c.profiles, vec!["nvidia-gfd"]);
+        assert_eq!(c.profiles, vec![Profile::NvidiaGfd]);
         assert_eq!(c.mig_strategy, MigStrategy::Mixed);
         assert_eq!(c.publish.sink, "stdout");
+    }
+
+    #[test]
+    fn an_unknown_profile_is_an_error_with_position() {
+        let e = Config::parse(Path::new("c.yaml"), "profiles: [nvidia-gdf]\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.yaml:1:12: unknown variant `nvidia-gdf`, expected one of nvidia-gfd"
+        );
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub struct Evaluated {
 pub fn evaluate_node(features: &FeatureSet, config: &Config, rules: &RuleSet) -> Evaluated {
     let (mut labels, notes) = pci::builtin_labels(features, &config.sources.pci);
     let mut rejected = Vec::new();
-    if config.profiles.iter().any(|p| p == gfd::PROFILE) {
+    if config.profiles.contains(&crate::config::Profile::NvidiaGfd) {
         // Profile labels obey the same namespace policy as rule labels (`denyLabelNs`).
         for (key, value) in gfd::labels(features, config) {
             match validate::validate_label(&key, &value, &config.labels) {
