@@ -343,20 +343,44 @@ mod tests {
     use super::*;
     use crate::features::Instance;
 
+    /// The samples of the exposition whose metric name starts with `prefix`: `name{labels}` ->
+    /// value, compared whole by the tests.
+    fn samples(text: &str, prefix: &str) -> std::collections::BTreeMap<String, String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && l.starts_with(prefix))
+            .filter_map(|l| l.rsplit_once(' '))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
     #[test]
     fn names_are_prefixed_and_build_info_is_there() {
         let m = Metrics::new();
         m.published("written");
         m.publish_error("server");
         let text = m.encode();
-        assert!(text.contains("gpu_labeler_build_info{version=\""), "{text}");
-        assert!(
-            text.contains("gpu_labeler_publishes_total{result=\"written\"} 1"),
-            "{text}"
+        let version = env!("CARGO_PKG_VERSION");
+        assert_eq!(
+            samples(&text, "gpu_labeler_build_info"),
+            map(&[(
+                &format!("gpu_labeler_build_info{{version=\"{version}\"}}"),
+                "1"
+            )])
         );
-        assert!(
-            text.contains("gpu_labeler_publish_errors_total{reason=\"server\"} 1"),
-            "{text}"
+        assert_eq!(
+            samples(&text, "gpu_labeler_publishes_total"),
+            map(&[("gpu_labeler_publishes_total{result=\"written\"}", "1")])
+        );
+        assert_eq!(
+            samples(&text, "gpu_labeler_publish_errors_total"),
+            map(&[("gpu_labeler_publish_errors_total{reason=\"server\"}", "1")])
         );
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             assert!(line.starts_with("gpu_labeler_"), "{line}");
@@ -376,24 +400,28 @@ mod tests {
         f.insert_attribute("gpu.node", "nvml", "ok");
         m.observe_features(&f);
         let text = m.encode();
-        assert!(
-            text.contains("gpu_labeler_gpus{vendor=\"nvidia\",product=\"H100\"} 2"),
-            "{text}"
+        assert_eq!(
+            samples(&text, "gpu_labeler_gpus"),
+            map(&[("gpu_labeler_gpus{vendor=\"nvidia\",product=\"H100\"}", "2")])
         );
-        assert!(
-            text.contains("gpu_labeler_nvml_status{status=\"ok\"} 1"),
-            "{text}"
-        );
-        assert!(
-            text.contains("gpu_labeler_nvml_status{status=\"unavailable\"} 0"),
-            "{text}"
+        assert_eq!(
+            samples(&text, "gpu_labeler_nvml_status"),
+            map(&[
+                ("gpu_labeler_nvml_status{status=\"ok\"}", "1"),
+                ("gpu_labeler_nvml_status{status=\"unavailable\"}", "0"),
+                ("gpu_labeler_nvml_status{status=\"error\"}", "0"),
+            ])
         );
         m.observe_features(&FeatureSet::default());
         let text = m.encode();
-        assert!(!text.contains("gpu_labeler_gpus{"), "{text}");
-        assert!(
-            text.contains("gpu_labeler_nvml_status{status=\"unavailable\"} 1"),
-            "{text}"
+        assert_eq!(samples(&text, "gpu_labeler_gpus"), map(&[]));
+        assert_eq!(
+            samples(&text, "gpu_labeler_nvml_status"),
+            map(&[
+                ("gpu_labeler_nvml_status{status=\"ok\"}", "0"),
+                ("gpu_labeler_nvml_status{status=\"unavailable\"}", "1"),
+                ("gpu_labeler_nvml_status{status=\"error\"}", "0"),
+            ])
         );
     }
 
