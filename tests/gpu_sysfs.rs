@@ -241,7 +241,7 @@ fn garbage_kfd_properties_skip_that_node_with_its_path() {
     assert_eq!(
         stderr,
         format!(
-            " WARN {}: simd_count is not a number: \"lots\"; KFD node skipped\n",
+            "warning: {}: simd_count is not a number: \"lots\"; KFD node skipped\n",
             props.display()
         )
     );
@@ -277,7 +277,7 @@ fn non_numeric_vram_total_falls_back_to_the_kfd_banks() {
     assert_eq!(
         stderr,
         format!(
-            " WARN {}: not a number: \"sixteen gigs\"; attribute left out\n",
+            "warning: {}: not a number: \"sixteen gigs\"; attribute left out\n",
             shown.display()
         )
     );
@@ -293,7 +293,7 @@ fn an_invalid_utf8_product_name_is_reported_with_its_path() {
     assert_eq!(
         stderr,
         format!(
-            " WARN {}: binary content, not a text attribute; attribute left out\n",
+            "warning: {}: binary content, not a text attribute; attribute left out\n",
             dev.join("product_name").display()
         )
     );

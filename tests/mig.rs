@@ -237,7 +237,7 @@ fn any_other_mig_failure_is_a_warning_and_the_rest_is_kept() {
     assert_eq!(r.code, 0);
     assert_eq!(
         r.stderr.lines().collect::<Vec<_>>(),
-        [" WARN GPU 0: NVML MIG device 0 attributes: an internal driver error occurred"]
+        ["warning: GPU 0: NVML MIG device 0 attributes: an internal driver error occurred"]
     );
     let f: Value = serde_json::from_str(&r.stdout).unwrap();
     let all = h200_migs();

@@ -179,7 +179,7 @@ fn a_lost_gpu_is_left_to_sysfs_and_the_others_keep_their_nvml_values() {
     assert_eq!(
         r.stderr.lines().collect::<Vec<_>>(),
         [
-            " WARN NVML GPU 3: device fell off the bus or has otherwise become inacessible; left to sysfs"
+            "warning: NVML GPU 3: device fell off the bus or has otherwise become inacessible; left to sysfs"
         ],
     );
     let v: Value = serde_json::from_str(&r.stdout).unwrap();

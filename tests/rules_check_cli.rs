@@ -64,7 +64,7 @@ fn labels_with_a_broken_rules_file_prints_the_rest_and_exits_1() {
     );
     assert_eq!(
         stderr,
-        " WARN tests/fixtures/sysfs/nfd-rootfs-1/bus/pci/devices/0000:00:1f.2: no `vendor` attribute (NFD needs class, vendor, device, subsystem_vendor, subsystem_device); PCI device skipped\n\
+        "warning: tests/fixtures/sysfs/nfd-rootfs-1/bus/pci/devices/0000:00:1f.2: no `vendor` attribute (NFD needs class, vendor, device, subsystem_vendor, subsystem_device); PCI device skipped\n\
          error: tests/fixtures/rules/typos/typos.yaml:20:26: rule \"typo-op\" (NodeFeatureRule \"my-rules\"): matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Inn\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse\n"
     );
 }

@@ -55,7 +55,7 @@ fn nfd_e2e_extended_resources_with_a_denied_namespace_reported() {
     );
     assert_eq!(
         stderr,
-        " WARN extended resource \"bad.kubernetes.io/malo=999\" from rule \"e2e not allowed rule\" (NodeFeatureRule \"e2e-extened-resource-test\", tests/fixtures/rules/nfd/e2e-nodefeaturerule-4.yaml:29:7) rejected: namespace \"bad.kubernetes.io\" is not allowed\n"
+        "warning: extended resource \"bad.kubernetes.io/malo=999\" from rule \"e2e not allowed rule\" (NodeFeatureRule \"e2e-extened-resource-test\", tests/fixtures/rules/nfd/e2e-nodefeaturerule-4.yaml:29:7) rejected: namespace \"bad.kubernetes.io\" is not allowed\n"
     );
 }
 

@@ -290,7 +290,7 @@ fn a_bad_file_is_reported_with_line_and_column_and_shares_nothing() {
         assert_eq!(
             r.stderr.lines().collect::<Vec<_>>(),
             [format!(
-                " WARN invalid sharing config {}:{at}: {message}; gpu.sharing left out",
+                "warning: invalid sharing config {}:{at}: {message}; gpu.sharing left out",
                 path.display()
             )]
         );
@@ -307,7 +307,7 @@ fn a_missing_file_is_reported_with_its_path() {
     assert_eq!(
         r.stderr.lines().collect::<Vec<_>>(),
         [format!(
-            " WARN cannot read sharing config {}: No such file or directory (os error 2); gpu.sharing left out",
+            "warning: cannot read sharing config {}: No such file or directory (os error 2); gpu.sharing left out",
             missing.display()
         )]
     );

@@ -83,20 +83,23 @@ impl Run {
     }
 }
 
-/// Splits tracing's `fmt` lines (`  WARN message`) into level and message.
+/// Splits the printing commands' log lines (`warning: message`) into level (`WARN`, `ERROR`,
+/// ...) and message; other lines are kept whole with an empty level.
 pub fn parse_log(stderr: &str) -> Vec<(String, String)> {
     stderr
         .lines()
         .map(|l| {
-            let t = l.trim_start();
-            match t.split_once(' ') {
-                Some((level, msg))
-                    if matches!(level, "ERROR" | "WARN" | "INFO" | "DEBUG" | "TRACE") =>
-                {
-                    (level.to_string(), msg.to_string())
-                }
-                _ => (String::new(), l.to_string()),
-            }
+            let level = |prefix: &str| l.strip_prefix(prefix);
+            let parsed = [
+                ("ERROR", "error: "),
+                ("WARN", "warning: "),
+                ("INFO", "info: "),
+                ("DEBUG", "debug: "),
+                ("TRACE", "trace: "),
+            ]
+            .iter()
+            .find_map(|(name, prefix)| level(prefix).map(|m| (name.to_string(), m.to_string())));
+            parsed.unwrap_or_else(|| (String::new(), l.to_string()))
         })
         .collect()
 }
