@@ -48,31 +48,7 @@ fn dell_args<'a>(cmd: &'a str, proc_root: &'a str) -> Vec<&'a str> {
 }
 
 fn h100_labels() -> BTreeMap<String, String> {
-    map(&[
-        ("gpu-nvidia.count", "8"),
-        ("gpu.compute.major", "9"),
-        ("gpu.compute.minor", "0"),
-        ("gpu.count", "8"),
-        ("gpu.cuda.major", "12"),
-        ("gpu.cuda.minor", "2"),
-        ("gpu.driver.major", "535"),
-        ("gpu.driver.minor", "161"),
-        ("gpu.driver.version", "535.161.08"),
-        ("gpu.family", "hopper"),
-        ("gpu.memory", "81559"),
-        ("gpu.memory.max", "81559"),
-        ("gpu.memory.total", "652472"),
-        ("gpu.mig.capable", "true"),
-        ("gpu.mig.enabled", "false"),
-        ("gpu.present", "true"),
-        ("gpu.product", "NVIDIA-H100-80GB-HBM3"),
-        ("gpu.vendor", "nvidia"),
-        ("gpu.vgpu.present", "false"),
-        ("gpu.virtual", "false"),
-        ("pci-0300_102b.present", "true"),
-        ("pci-0302_10de.present", "true"),
-        ("pci-0302_10de.sriov.capable", "true"),
-    ])
+    common::h100_default_labels()
 }
 
 #[test]

@@ -502,3 +502,34 @@ pub fn labels_of(json: &str) -> std::collections::BTreeMap<String, String> {
     let v: serde_json::Value = serde_json::from_str(json).expect("labels -o json is JSON");
     serde_json::from_value(v["labels"].clone()).expect("labels are strings")
 }
+
+/// The default labels of the Dell XE9680 fixture with 8x H100 through the fake NVML
+/// (`h100-8x.json`): the values of the real capture (81559 MiB, CC 9.0, driver 535.161.08,
+/// CUDA 12.2) and NFD's PCI labels of the tree.
+pub fn h100_default_labels() -> std::collections::BTreeMap<String, String> {
+    label_map(&[
+        ("gpu-nvidia.count", "8"),
+        ("gpu.compute.major", "9"),
+        ("gpu.compute.minor", "0"),
+        ("gpu.count", "8"),
+        ("gpu.cuda.major", "12"),
+        ("gpu.cuda.minor", "2"),
+        ("gpu.driver.major", "535"),
+        ("gpu.driver.minor", "161"),
+        ("gpu.driver.version", "535.161.08"),
+        ("gpu.family", "hopper"),
+        ("gpu.memory", "81559"),
+        ("gpu.memory.max", "81559"),
+        ("gpu.memory.total", "652472"),
+        ("gpu.mig.capable", "true"),
+        ("gpu.mig.enabled", "false"),
+        ("gpu.present", "true"),
+        ("gpu.product", "NVIDIA-H100-80GB-HBM3"),
+        ("gpu.vendor", "nvidia"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+        ("pci-0300_102b.present", "true"),
+        ("pci-0302_10de.present", "true"),
+        ("pci-0302_10de.sriov.capable", "true"),
+    ])
+}
