@@ -141,13 +141,6 @@ impl FeatureSet {
             .map(String::as_str)
     }
 
-    /// Whether a feature name exists in any of the three kinds.
-    pub fn has_feature(&self, feature: &str) -> bool {
-        self.flags.contains_key(feature)
-            || self.attributes.contains_key(feature)
-            || self.instances.contains_key(feature)
-    }
-
     /// Canonical JSON of the snapshot (pretty, sorted keys).
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a FeatureSet always serialises")

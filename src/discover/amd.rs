@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::sysfs::{Sysfs, SysfsError, short};
 
 use super::Warnings;
-use super::pci::{PciAddress, PciDevice};
+use super::pci::PciDevice;
 
 /// What the KFD says about one topology node with SIMDs (a GPU or a GPU partition).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,16 +184,6 @@ pub fn attributes(
         }
     }
     out
-}
-
-/// The PCI address a KFD node points at (for messages and tests).
-pub fn node_address(n: &KfdNode) -> PciAddress {
-    PciAddress {
-        domain: n.domain,
-        bus: n.bus,
-        device: n.slot,
-        function: 0,
-    }
 }
 
 #[cfg(test)]
