@@ -63,8 +63,21 @@ pub struct Evaluated {
 /// `profiles` (`nvidia-gfd`), then the rules (which win on the same key, as in nfd-master).
 /// Pure: the same inputs always give the same output.
 pub fn evaluate_node(features: &FeatureSet, config: &Config, rules: &RuleSet) -> Evaluated {
-    let (mut labels, notes) = pci::builtin_labels(features, &config.sources.pci);
+    let (pci_labels, notes) = pci::builtin_labels(features, &config.sources.pci);
+    let mut labels = LabelMap::new();
     let mut rejected = Vec::new();
+    // NFD's PCI source names its labels after the attribute values; from a snapshot these can be
+    // anything, so they are validated like every other label (nfd-master does the same).
+    for (key, value) in pci_labels {
+        match validate::validate_label(&key, &value, &config.labels) {
+            Ok(key) => {
+                labels.insert(key, value);
+            }
+            Err(e) => rejected.push(format!(
+                "label \"{key}={value}\" from NFD's PCI source rejected: {e}"
+            )),
+        }
+    }
     if config.profiles.contains(&crate::config::Profile::NvidiaGfd) {
         // Profile labels obey the same namespace policy as rule labels (`denyLabelNs`).
         for (key, value) in gfd::labels(features, config) {
