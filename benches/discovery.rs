@@ -120,6 +120,11 @@ fn main() {
     );
 
     let bin = common::binary();
+    println!(
+        "binary: {} ({:.2} MiB)",
+        bin.display(),
+        std::fs::metadata(&bin).expect("binary").len() as f64 / (1024.0 * 1024.0)
+    );
     let proc = dir.path().join("proc-absent");
     let labeler_args: Vec<String> = vec![
         "labels".into(),

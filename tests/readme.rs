@@ -1,0 +1,100 @@
+//! The README's label table is the real output: each example column is compared, whole, with
+//! `gpu-labeler labels` on the fixture the column names. A label the program gives and the
+//! table lacks, or a value that drifted, fails here.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+
+use common::*;
+
+const PREFIX: &str = "feature.node.kubernetes.io/";
+
+/// The rows of the table between `<!-- labels-table -->` markers: label key and the cells of
+/// the example columns (`None` for "—").
+fn table() -> (Vec<String>, Vec<(String, Vec<Option<String>>)>) {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let start = readme
+        .find("<!-- labels-table -->")
+        .expect("table start marker");
+    let end = readme
+        .find("<!-- /labels-table -->")
+        .expect("table end marker");
+    let mut lines = readme[start..end].lines().skip(1);
+    let cells = |line: &str| -> Vec<String> {
+        line.trim()
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let header = cells(lines.next().expect("header"));
+    lines.next().expect("separator");
+    let columns = header[2..].to_vec();
+    let rows = lines
+        .map(|line| {
+            let c = cells(line);
+            assert_eq!(c.len(), header.len(), "row {line:?}");
+            let key = c[0].trim_matches('`').to_string();
+            let examples = c[2..]
+                .iter()
+                .map(|v| match v.as_str() {
+                    "—" => None,
+                    v => Some(
+                        v.strip_prefix('`')
+                            .and_then(|v| v.strip_suffix('`'))
+                            .unwrap_or_else(|| panic!("example {v:?} of {key} not in backticks"))
+                            .to_string(),
+                    ),
+                })
+                .collect();
+            (key, examples)
+        })
+        .collect();
+    (columns, rows)
+}
+
+fn column(rows: &[(String, Vec<Option<String>>)], i: usize) -> BTreeMap<String, String> {
+    rows.iter()
+        .filter_map(|(key, ex)| ex[i].clone().map(|v| (format!("{PREFIX}{key}"), v)))
+        .collect()
+}
+
+#[test]
+fn the_readme_label_table_is_the_real_output() {
+    let (columns, rows) = table();
+    assert_eq!(columns, ["8x H100", "8x MI210"]);
+
+    // 8x H100: the Dell XE9680 tree with NVML through the fake library (the real capture's values).
+    let lib = fake_nvml_lib("nvidia_ml");
+    let fixture = nvml_fixture("h100-8x");
+    let mut args = fixture_args(&["labels", "-o", "json"], "dell-xe9680-8xh100", &[]);
+    args.retain(|a| a != "--no-nvml");
+    args.extend(["--nvml-lib".into(), lib.into_os_string()]);
+    let h100 = run_env(args, &[("FAKE_NVML_FIXTURE", fixture.as_os_str())]);
+    assert_eq!(labels_of(h100.ok()), column(&rows, 0), "8x H100 column");
+
+    // 8x MI210: KFD and amdgpu sysfs, no NVML.
+    let mi210 = run_env(
+        fixture_args(&["labels", "-o", "json"], "amd-mi210-8x", &[]),
+        &[] as &[(&str, &OsStr)],
+    );
+    assert_eq!(labels_of(mi210.ok()), column(&rows, 1), "8x MI210 column");
+
+    // Rows without an example on either node are label patterns or labels that need MIG or a
+    // sharing configuration; each is one of SPEC §5's.
+    let documented_only: Vec<&str> = rows
+        .iter()
+        .filter(|(_, ex)| ex.iter().all(Option::is_none))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    assert_eq!(
+        documented_only,
+        [
+            "gpu.mig-<profile>.count",
+            "gpu.sharing-strategy",
+            "gpu.replicas"
+        ]
+    );
+}
