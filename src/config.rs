@@ -114,10 +114,33 @@ pub enum MigStrategy {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Publish {
-    #[serde(default = "default_sink")]
+    /// Checked when the file is read, so that a typo is reported with file:line:column by every
+    /// command, not only by `run` and without a position.
+    #[serde(default = "default_sink", deserialize_with = "sink_name")]
     pub sink: String,
-    #[serde(default = "default_interval")]
+    #[serde(default = "default_interval", deserialize_with = "duration_text")]
     pub interval: String,
+}
+
+/// The sinks `publish.sink` may name (`--sink`'s values).
+pub const SINKS: [&str; 4] = ["node", "nodefeature", "features-file", "stdout"];
+
+fn sink_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if SINKS.contains(&s.as_str()) {
+        Ok(s)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "unknown sink {s:?}, expected one of {}",
+            SINKS.join(", ")
+        )))
+    }
+}
+
+fn duration_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    crate::daemon::parse_duration(&s).map_err(serde::de::Error::custom)?;
+    Ok(s)
 }
 
 impl Default for Publish {
@@ -219,6 +242,20 @@ publish: {sink: stdout, interval: 30s}
         assert_eq!(c.profiles, vec![Profile::NvidiaGfd]);
         assert_eq!(c.mig_strategy, MigStrategy::Mixed);
         assert_eq!(c.publish.sink, "stdout");
+    }
+
+    #[test]
+    fn a_bad_interval_or_sink_is_an_error_with_position() {
+        let e = Config::parse(Path::new("c.yaml"), "publish:\n  interval: soon\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.yaml:2:13: invalid duration \"soon\": expected e.g. 60s, 5m, 1h"
+        );
+        let e = Config::parse(Path::new("c.yaml"), "publish: {sink: nowhere}\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.yaml:1:17: unknown sink \"nowhere\", expected one of node, nodefeature, features-file, stdout"
+        );
     }
 
     #[test]

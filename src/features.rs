@@ -311,6 +311,12 @@ enum SnapshotDoc {
     Bare(FeatureSet),
 }
 
+/// A whole `NodeFeature`: only its `spec.features` matter.
+#[derive(Deserialize)]
+struct NodeFeatureDoc {
+    spec: NodeFeatureSpec,
+}
+
 #[derive(Deserialize)]
 struct NodeFeatureSpec {
     #[serde(default, deserialize_with = "null_as_default")]
@@ -334,20 +340,35 @@ pub fn parse_snapshot(path: &Path, text: &str) -> Result<FeatureSet, SnapshotErr
         column,
         message,
     };
-    let mut value: serde_json::Value = if text.trim_start().starts_with('{') {
+    let is_json = text.trim_start().starts_with('{');
+    let yaml_err = |e: serde_saphyr::Error| {
+        let (line, column) = crate::yaml::error_position(&e);
+        parse_err(line, column, crate::yaml::error_message(&e))
+    };
+    let mut value: serde_json::Value = if is_json {
         serde_json::from_str(text)
             .map_err(|e| parse_err(e.line() as u64, e.column() as u64, e.to_string()))?
     } else {
-        serde_saphyr::from_str(text).map_err(|e| {
-            let (line, column) = crate::yaml::error_position(&e);
-            parse_err(line, column, crate::yaml::error_message(&e))
-        })?
+        serde_saphyr::from_str(text).map_err(yaml_err)?
     };
     // A structural problem is reported where its feature is written.
     check_shape(&mut value).map_err(|(feature, message)| {
         let (line, column) = locate(text, &feature);
         parse_err(line, column, message)
     })?;
+    if !is_json {
+        // Read again with strings as the target, so that an unquoted scalar is the string it
+        // spells: `class: 0302` is "0302" and `driver: 535.10` is "535.10" (through a number
+        // they would be "302" and "535.1").
+        return Ok(if value.get("spec").is_some() {
+            serde_saphyr::from_str::<NodeFeatureDoc>(text)
+                .map_err(yaml_err)?
+                .spec
+                .features
+        } else {
+            serde_saphyr::from_str::<FeatureSet>(text).map_err(yaml_err)?
+        });
+    }
     let doc: SnapshotDoc =
         serde_json::from_value(value).map_err(|e| parse_err(1, 1, e.to_string()))?;
     Ok(match doc {
@@ -527,6 +548,28 @@ spec:
         .unwrap();
         assert_eq!(f.attribute("gpu.node", "count"), Some("8"));
         assert_eq!(f.attribute("gpu.node", "homogeneous"), Some("true"));
+    }
+
+    #[test]
+    fn unquoted_yaml_scalars_keep_their_spelling() {
+        let text = "instances:\n  pci.device:\n    elements:\n      - attributes: {class: 0302, vendor: 10de, revision: 0x01}\nattributes:\n  gpu.driver:\n    elements: {nvidia: 535.10, cuda: 12.0}\n";
+        let f = parse_snapshot(Path::new("s.yaml"), text).unwrap();
+        assert_eq!(
+            f.instances("pci.device")[0].attributes,
+            [("class", "0302"), ("revision", "0x01"), ("vendor", "10de")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        );
+        assert_eq!(f.attribute("gpu.driver", "nvidia"), Some("535.10"));
+        assert_eq!(f.attribute("gpu.driver", "cuda"), Some("12.0"));
+        let nf = format!(
+            "apiVersion: v1alpha1\nkind: NodeFeature\nspec:\n  features:\n{}",
+            text.lines()
+                .map(|l| format!("    {l}\n"))
+                .collect::<String>()
+        );
+        assert_eq!(parse_snapshot(Path::new("nf.yaml"), &nf).unwrap(), f);
     }
 
     #[test]

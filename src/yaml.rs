@@ -14,10 +14,14 @@ pub fn error_message(e: &serde_saphyr::Error) -> String {
     let text = e.to_string();
     let first = text.lines().next().unwrap_or_default();
     let rest = first.strip_prefix("error: ").unwrap_or(first);
-    match rest.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
-        Some((loc, msg)) if loc.contains(" column ") => msg.to_string(),
-        _ => rest.to_string(),
-    }
+    let msg = match rest.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((loc, msg)) if loc.contains(" column ") => msg,
+        _ => rest,
+    };
+    // The parser's advice to its programmer is no help to whoever wrote the file.
+    msg.strip_suffix(", set DuplicateKeyPolicy in Options if acceptable")
+        .unwrap_or(msg)
+        .to_string()
 }
 
 #[cfg(test)]
@@ -29,5 +33,12 @@ mod tests {
         let e = serde_saphyr::from_str::<serde_json::Value>("a:\n  b: [\n").unwrap_err();
         assert_eq!(error_position(&e).0, 2);
         assert_eq!(error_message(&e), "unclosed bracket '['");
+    }
+
+    #[test]
+    fn a_duplicate_key_is_named_without_the_parsers_advice() {
+        let e = serde_saphyr::from_str::<serde_json::Value>("a: 1\na: 2\n").unwrap_err();
+        assert_eq!(error_position(&e), (2, 1));
+        assert_eq!(error_message(&e), "duplicate mapping key: a");
     }
 }

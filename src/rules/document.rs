@@ -189,9 +189,12 @@ pub fn parse_documents(text: &str) -> (Vec<Node>, Vec<SyntaxError>) {
         match serde_saphyr::from_str::<Node>(text) {
             Ok(node) => docs.push(node),
             Err(yaml_err) => match serde_json::from_str::<serde_json::Value>(text) {
-                // Only tabs make valid JSON invalid YAML; anything else (a duplicate key)
-                // stays the YAML parser's error.
-                Ok(v) if text.contains('\t') => docs.push(from_json(&v)),
+                // Only tabs and characters YAML does not print (DEL, C1 controls, U+FFFE/F,
+                // which JSON strings may hold raw) make valid JSON invalid YAML; anything else
+                // (a duplicate key) stays the YAML parser's error.
+                Ok(v) if text.chars().any(|c| c == '\t' || !yaml_printable(c)) => {
+                    docs.push(from_json(&v))
+                }
                 Ok(_) => errors.push(saphyr_error(&yaml_err, 0)),
                 Err(e) => errors.push(SyntaxError {
                     pos: Pos::new(
@@ -234,6 +237,11 @@ fn saphyr_error(e: &serde_saphyr::Error, offset: u32) -> SyntaxError {
         pos,
         message: crate::yaml::error_message(e),
     }
+}
+
+/// YAML 1.2's `c-printable` (line breaks included).
+fn yaml_printable(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | ' '..='~' | '\u{85}' | '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..)
 }
 
 fn looks_like_json(text: &str) -> bool {
@@ -345,6 +353,18 @@ mod tests {
         assert!(docs.is_empty());
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].pos.line, 3, "{errs:?}");
+    }
+
+    #[test]
+    fn json_with_characters_yaml_does_not_print() {
+        // JSON strings may hold DEL and C1 controls raw (serde_json writes them so).
+        let text = "{\"a\": \"x\u{7f}\u{88}\u{fffe}y\"}";
+        let (docs, errs) = parse_documents(text);
+        assert_eq!(errs, vec![]);
+        assert_eq!(
+            map_get(&docs[0], "a").val,
+            Val::Str("x\u{7f}\u{88}\u{fffe}y".into())
+        );
     }
 
     #[test]
