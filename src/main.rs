@@ -35,9 +35,14 @@ where
 
 fn main() -> ExitCode {
     let cli = gpu_labeler::cli::Cli::parse();
-    // The daemon reports what it publishes (info); the printing commands only warn.
+    // The daemon reports what it publishes (info); the printing commands only warn. kube's
+    // client logs each failed request at ERROR without saying which object or why ("failed with
+    // status 500 Internal Server Error"); the daemon's own line names both, so kube's own lines
+    // only appear when GPU_LABELER_LOG asks for them.
     let (daemon, json, level) = match &cli.command {
-        gpu_labeler::cli::Command::Run { publish, .. } => (true, publish.log_json, "info"),
+        gpu_labeler::cli::Command::Run { publish, .. } => {
+            (true, publish.log_json, "info,kube_client=off")
+        }
         _ => (false, false, "warn"),
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("GPU_LABELER_LOG")

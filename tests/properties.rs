@@ -599,7 +599,14 @@ fn check_valid_and_reported(
             reports(&e)
         );
     }
-    let rejected_prefix = |key: &str, raw: &str| format!("label \"{key}={raw}\" from ");
+    // Reports escape the key and value (a newline cannot split the line).
+    let rejected_prefix = |key: &str, raw: &str| {
+        format!(
+            "label \"{}={}\" from ",
+            key.escape_debug(),
+            raw.escape_debug()
+        )
+    };
 
     // Every static label of a generated rule is published with its value, or reported.
     for (key, (raw, rule)) in generated_final(rules) {

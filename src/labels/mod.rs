@@ -74,7 +74,8 @@ pub fn evaluate_node(features: &FeatureSet, config: &Config, rules: &RuleSet) ->
                 labels.insert(key, value);
             }
             Err(e) => rejected.push(format!(
-                "label \"{key}={value}\" from NFD's PCI source rejected: {e}"
+                "label \"{}={value}\" from NFD's PCI source rejected: {e}",
+                key.escape_debug()
             )),
         }
     }

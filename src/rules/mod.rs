@@ -140,12 +140,14 @@ pub struct RejectedLabel {
 
 impl fmt::Display for RejectedLabel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Escaped like the reason's `{:?}`, so that a newline or a control character in a
+        // refused label cannot split or garble the log line that reports it.
         write!(
             f,
             "{} \"{}={}\" from rule {:?} (NodeFeatureRule {:?}, {}) rejected: {}",
             self.kind.as_str(),
-            self.key,
-            self.value,
+            self.key.escape_debug(),
+            self.value.escape_debug(),
             self.rule,
             self.object,
             self.location,

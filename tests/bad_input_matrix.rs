@@ -1,0 +1,1633 @@
+//! The bad-input matrix (issue 8): every kind of malformed input gpu-labeler accepts, one row
+//! each, in one table. A row says how the input is broken and what must happen: the exit code,
+//! every message line exactly as printed (level and text), and the whole label map that
+//! survives (printed by `labels -o json`, or on the Node for the `run` daemon's rows).
+//!
+//! Inputs: rule files, the config file, snapshots (`--features`), sysfs, NVML (the fake
+//! `libnvidia_ml.so` with injected faults), the device plugin's sharing config, and the API
+//! server's answers to `run --oneshot`. `tests/bad_input.rs` and the other suites keep their
+//! deeper per-case checks (whole feature sets); this is the one place that lists them all.
+
+mod apiserver;
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::{
+    PREFIX, Tree, fake_nvml_lib, fixture_args, label_map, labels_of, nvidia_sysfs, nvml_fixture,
+    parse_log, run_env,
+};
+
+type Labels = BTreeMap<String, String>;
+type Log = Vec<(String, String)>;
+
+/// What a run gave, or must give.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Outcome {
+    code: i32,
+    /// Every line of stderr as (level, message); see `common::parse_log`.
+    log: Log,
+    labels: Labels,
+}
+
+/// Runs a row in its temporary directory: (actual, expected).
+type Check = Box<dyn Fn(&Path) -> (Outcome, Outcome) + Send + Sync>;
+
+/// One row: its name, how the input is broken, and its check.
+struct Row {
+    name: &'static str,
+    broken: &'static str,
+    check: Check,
+}
+
+fn row(
+    name: &'static str,
+    broken: &'static str,
+    check: impl Fn(&Path) -> (Outcome, Outcome) + Send + Sync + 'static,
+) -> Row {
+    Row {
+        name,
+        broken,
+        check: Box::new(check),
+    }
+}
+
+fn err(m: impl Into<String>) -> (String, String) {
+    ("ERROR".to_string(), m.into())
+}
+
+fn warn(m: impl Into<String>) -> (String, String) {
+    ("WARN".to_string(), m.into())
+}
+
+fn expect(code: i32, log: Log, labels: Labels) -> Outcome {
+    Outcome { code, log, labels }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running `labels`.
+
+const DELL: &str = "dell-xe9680-8xh100";
+const NFD: &str = "nfd-rootfs-1";
+const ASPEED: &str = "0000:02:00.0";
+
+/// `labels -o json ARGS` with `env`; an empty stdout (the command failed before printing) is
+/// an empty label map.
+fn labels_run(args: Vec<OsString>, env: &[(&str, &OsStr)]) -> Outcome {
+    let r = run_env(args, env);
+    let labels = if r.stdout.trim().is_empty() {
+        Labels::new()
+    } else {
+        labels_of(&r.stdout)
+    };
+    Outcome {
+        code: r.code,
+        log: r.log(),
+        labels,
+    }
+}
+
+fn os(items: &[&dyn AsRef<OsStr>]) -> Vec<OsString> {
+    items.iter().map(|i| i.as_ref().to_os_string()).collect()
+}
+
+/// `labels -o json` on the Dell tree (8x H100, no NVML), without the shipped rules, plus `extra`.
+fn dell_labels(extra: Vec<OsString>) -> Outcome {
+    let mut a = fixture_args(&["labels", "-o", "json"], DELL, &["--no-default-rules"]);
+    a.extend(extra);
+    labels_run(a, &[])
+}
+
+/// NFD's PCI labels of the Dell tree.
+fn dell_pci() -> Labels {
+    label_map(&[
+        ("pci-0300_102b.present", "true"),
+        ("pci-0302_10de.present", "true"),
+        ("pci-0302_10de.sriov.capable", "true"),
+    ])
+}
+
+/// The Dell tree's labels with the shipped rules, from sysfs alone (no NVML answer).
+fn dell_sysfs_default() -> Labels {
+    let mut l = dell_pci();
+    l.extend(label_map(&[
+        ("gpu-nvidia.count", "8"),
+        ("gpu.count", "8"),
+        ("gpu.present", "true"),
+        ("gpu.product", "GH100-H100-SXM5-80GB"),
+        ("gpu.vendor", "nvidia"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+    ]));
+    l
+}
+
+fn with(mut base: Labels, more: &[(&str, &str)]) -> Labels {
+    base.extend(label_map(more));
+    base
+}
+
+fn without(mut base: Labels, keys: &[&str]) -> Labels {
+    for k in keys {
+        let key = if k.contains('/') {
+            k.to_string()
+        } else {
+            format!("{PREFIX}{k}")
+        };
+        assert!(base.remove(&key).is_some(), "{key} was expected");
+    }
+    base
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn show(p: &Path) -> String {
+    p.display().to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rule files.
+
+const HEADER: &str = "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\n";
+
+/// A NodeFeatureRule `name` whose rule `rule` gives `label=true` on NVIDIA nodes.
+fn nvidia_rule(object: &str, rule: &str, label: &str) -> String {
+    format!(
+        "{HEADER}metadata:\n  name: {object}\nspec:\n  rules:\n    - name: {rule}\n      labels:\n        {label}: \"true\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {{op: In, value: [\"10de\"]}}\n"
+    )
+}
+
+/// The good rule file every rule row loads besides the broken one.
+fn good_rules(dir: &Path) -> PathBuf {
+    write(
+        dir,
+        "good.yaml",
+        &nvidia_rule("good", "nvidia", "good.nvidia"),
+    )
+}
+
+fn good_labels() -> Labels {
+    with(dell_pci(), &[("good.nvidia", "true")])
+}
+
+/// `labels` with the good rule file and `bad` (a rule file written into `dir`).
+fn rules_row(dir: &Path, name: &str, text: &str) -> (PathBuf, Outcome) {
+    let good = good_rules(dir);
+    let bad = write(dir, name, text);
+    let out = dell_labels(os(&[&"--rules", &good, &"--rules", &bad]));
+    (bad, out)
+}
+
+/// A one-rule object (`metadata.name: r`) with the rule body `rule` (indented YAML).
+fn one_rule(rule: &str) -> String {
+    format!("{HEADER}metadata:\n  name: r\nspec:\n  rules:\n{rule}")
+}
+
+fn rule_rows() -> Vec<Row> {
+    vec![
+        row(
+            "rules: YAML syntax error",
+            "an unclosed flow mapping on line 8",
+            |dir| {
+                let text = one_rule("    - name: x\n      labels: {a: \"b\"\n");
+                let (bad, out) = rules_row(dir, "syntax.yaml", &text);
+                let e = expect(
+                    1,
+                    vec![err(format!(
+                        "{}:8:15: invalid YAML/JSON: unclosed bracket '{{'",
+                        show(&bad)
+                    ))],
+                    good_labels(),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "rules: unknown operator",
+            "`op: Inn` in one object; another object in the same file is fine",
+            |dir| {
+                let text = format!(
+                    "{}---\n{}",
+                    one_rule(
+                        "    - name: typo\n      labels:\n        typo: \"true\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: Inn, value: [\"10de\"]}\n"
+                    ),
+                    nvidia_rule("other", "fine", "other.fine")
+                );
+                let (bad, out) = rules_row(dir, "op.yaml", &text);
+                let e = expect(
+                    1,
+                    vec![err(format!(
+                        "{}:13:26: rule \"typo\" (NodeFeatureRule \"r\"): matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Inn\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse",
+                        show(&bad)
+                    ))],
+                    with(good_labels(), &[("other.fine", "true")]),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "rules: a bad rule among good ones in one object",
+            "the object's second rule has `op: Inn`: the API server refuses the whole object, so its good rule does not apply either",
+            |dir| {
+                let text = one_rule(
+                    "    - name: fine\n      labels:\n        fine: \"true\"\n    - name: typo\n      labels:\n        typo: \"true\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: Inn, value: [\"10de\"]}\n",
+                );
+                let (bad, out) = rules_row(dir, "object.yaml", &text);
+                let e = expect(
+                    1,
+                    vec![err(format!(
+                        "{}:16:26: rule \"typo\" (NodeFeatureRule \"r\"): matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Inn\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse",
+                        show(&bad)
+                    ))],
+                    good_labels(),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "rules: wrong apiVersion",
+            "apiVersion nfd.k8s-sigs.io/v1",
+            |dir| {
+                let text = "apiVersion: nfd.k8s-sigs.io/v1\nkind: NodeFeatureRule\nmetadata:\n  name: r\nspec:\n  rules: []\n";
+                let (bad, out) = rules_row(dir, "apiversion.yaml", text);
+                let e = expect(
+                    1,
+                    vec![err(format!(
+                        "{}:1:13: NodeFeatureRule \"r\": unsupported apiVersion \"nfd.k8s-sigs.io/v1\" (expected \"nfd.k8s-sigs.io/v1alpha1\")",
+                        show(&bad)
+                    ))],
+                    good_labels(),
+                );
+                (out, e)
+            },
+        ),
+        row("rules: wrong kind", "kind NodeFeature", |dir| {
+            let text = "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeature\nmetadata:\n  name: r\nspec:\n  rules: []\n";
+            let (bad, out) = rules_row(dir, "kind.yaml", text);
+            let e = expect(
+                1,
+                vec![err(format!(
+                    "{}:2:7: NodeFeatureRule \"r\": unsupported kind \"NodeFeature\" (expected \"NodeFeatureRule\")",
+                    show(&bad)
+                ))],
+                good_labels(),
+            );
+            (out, e)
+        }),
+        row(
+            "rules: duplicate keys",
+            "label `a` twice in one map",
+            |dir| {
+                let text =
+                    one_rule("    - name: d\n      labels:\n        a: \"1\"\n        a: \"2\"\n");
+                let (bad, out) = rules_row(dir, "dup.yaml", &text);
+                let e = expect(
+                    1,
+                    vec![err(format!(
+                        "{}:10:9: invalid YAML/JSON: duplicate mapping key: a",
+                        show(&bad)
+                    ))],
+                    good_labels(),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "rules: bad regexp",
+            "`InRegexp [\"10d[\"]` on a present key: fails at evaluation, the other rules apply, exit 0",
+            |dir| {
+                let text = one_rule(
+                    "    - name: re\n      labels:\n        re: \"1\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: InRegexp, value: [\"10d[\"]}\n",
+                );
+                let (bad, out) = rules_row(dir, "regex.yaml", &text);
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "rule \"re\" (NodeFeatureRule \"r\", {}:7:7) failed: invalid regexp \"10d[\": regex parse error: 10d[ ^ error: unclosed character class",
+                        show(&bad)
+                    ))],
+                    good_labels(),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "rules: Gt on a non-number",
+            "`vendor Gt 5`: the first PCI function's vendor 14e4 is not a number at evaluation",
+            |dir| {
+                let text = one_rule(
+                    "    - name: gt\n      labels:\n        gt: \"1\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: Gt, value: [\"5\"]}\n",
+                );
+                let (bad, out) = rules_row(dir, "gt.yaml", &text);
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "rule \"gt\" (NodeFeatureRule \"r\", {}:7:7) failed: not a number \"14e4\"",
+                        show(&bad)
+                    ))],
+                    good_labels(),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "rules: a template that fails",
+            "labelsTemplate calls `now` (unsupported, as documented)",
+            |dir| {
+                let text = one_rule(
+                    "    - name: tmpl\n      labelsTemplate: \"t={{ now }}\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: In, value: [\"10de\"]}\n",
+                );
+                let (bad, out) = rules_row(dir, "tmpl.yaml", &text);
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "rule \"tmpl\" (NodeFeatureRule \"r\", {}:7:7) failed: failed to expand template: line 1, column 6: template function \"now\" is not supported by gpu-labeler",
+                        show(&bad)
+                    ))],
+                    good_labels(),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "rules: a template line without `=`",
+            "labelsTemplate expands to `oops`",
+            |dir| {
+                let text = one_rule(
+                    "    - name: noeq\n      labelsTemplate: \"oops\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: In, value: [\"10de\"]}\n",
+                );
+                let (bad, out) = rules_row(dir, "noeq.yaml", &text);
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "rule \"noeq\" (NodeFeatureRule \"r\", {}:7:7) failed: failed to expand template: missing value in expanded template line \"oops\", (format must be '<key>=<value>')",
+                        show(&bad)
+                    ))],
+                    good_labels(),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "rules: an invalid label value",
+            "a rule gives `bad=has space`: refused and reported, its other label applies",
+            |dir| {
+                let text = one_rule(
+                    "    - name: v\n      labels:\n        bad: \"has space\"\n        ok: \"yes\"\n",
+                );
+                let (bad, out) = rules_row(dir, "value.yaml", &text);
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "label \"{PREFIX}bad=has space\" from rule \"v\" (NodeFeatureRule \"r\", {}:7:7) rejected: invalid value \"has space\": a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                        show(&bad)
+                    ))],
+                    with(good_labels(), &[("ok", "yes")]),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "rules: JSON with characters YAML does not print",
+            "a JSON rule file whose label value holds DEL and a C1 control (valid JSON): it loads, and that label is refused and reported",
+            |dir| {
+                // serde_json writes DEL and C1 controls raw, as here.
+                let text = serde_json::json!({"apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+                    "kind": "NodeFeatureRule", "metadata": {"name": "j"},
+                    "spec": {"rules": [{"name": "c1",
+                        "labels": {"c1": "a\u{7f}\u{88}b", "plain": "yes"}}]}})
+                .to_string();
+                assert!(text.contains('\u{88}'));
+                let (bad, out) = rules_row(dir, "c1.json", &text);
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "label \"{PREFIX}c1=a\\u{{7f}}\\u{{88}}b\" from rule \"c1\" (NodeFeatureRule \"j\", {}) rejected: invalid value \"a\\u{{7f}}\\u{{88}}b\": a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                        show(&bad)
+                    ))],
+                    with(good_labels(), &[("plain", "yes")]),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "rules: a path that does not exist",
+            "--rules names a missing file",
+            |dir| {
+                let good = good_rules(dir);
+                let missing = dir.join("missing.yaml");
+                let out = dell_labels(os(&[&"--rules", &good, &"--rules", &missing]));
+                let e = expect(
+                    1,
+                    vec![err(format!(
+                        "{}: cannot read rule file: No such file or directory (os error 2)",
+                        show(&missing)
+                    ))],
+                    good_labels(),
+                );
+                (out, e)
+            },
+        ),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// The config file.
+
+fn config_row(dir: &Path, text: &str) -> (PathBuf, Outcome) {
+    let c = write(dir, "config.yaml", text);
+    let out = dell_labels(os(&[&"--config", &c]));
+    (c, out)
+}
+
+/// A config error: exit 1, one line, nothing printed on stdout.
+fn config_error(c: &Path, at: &str, message: &str) -> Outcome {
+    expect(
+        1,
+        vec![err(format!("invalid config {}:{at}: {message}", show(c)))],
+        Labels::new(),
+    )
+}
+
+fn config_rows() -> Vec<Row> {
+    vec![
+        row(
+            "config: unknown key",
+            "sources.pci.deviceLabelFeilds",
+            |dir| {
+                let (c, out) =
+                    config_row(dir, "sources:\n  pci:\n    deviceLabelFeilds: [class]\n");
+                let e = config_error(
+                    &c,
+                    "3:5",
+                    "unknown field `deviceLabelFeilds`, expected one of deviceClassWhitelist, deviceLabelFields",
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "config: wrong type",
+            "deviceClassWhitelist: 3 (a list is expected)",
+            |dir| {
+                let (c, out) = config_row(dir, "sources:\n  pci:\n    deviceClassWhitelist: 3\n");
+                let e = config_error(&c, "3:27", "expected sequence start");
+                (out, e)
+            },
+        ),
+        row("config: bad duration", "publish.interval: soon", |dir| {
+            let (c, out) = config_row(dir, "publish:\n  interval: soon\n");
+            let e = config_error(
+                &c,
+                "2:13",
+                "invalid duration \"soon\": expected e.g. 60s, 5m, 1h",
+            );
+            (out, e)
+        }),
+        row("config: unknown sink", "publish.sink: nowhere", |dir| {
+            let (c, out) = config_row(dir, "publish: {sink: nowhere}\n");
+            let e = config_error(
+                &c,
+                "1:17",
+                "unknown sink \"nowhere\", expected one of node, nodefeature, features-file, stdout",
+            );
+            (out, e)
+        }),
+        row("config: bad migStrategy", "migStrategy: sometimes", |dir| {
+            let (c, out) = config_row(dir, "migStrategy: sometimes\n");
+            let e = config_error(
+                &c,
+                "1:14",
+                "unknown variant `sometimes`, expected one of none, single, mixed",
+            );
+            (out, e)
+        }),
+        row("config: unknown profile", "profiles: [nvidia-gdf]", |dir| {
+            let (c, out) = config_row(dir, "profiles: [nvidia-gdf]\n");
+            let e = config_error(
+                &c,
+                "1:12",
+                "unknown variant `nvidia-gdf`, expected one of nvidia-gfd",
+            );
+            (out, e)
+        }),
+        row(
+            "config: bad nvml.enabled",
+            "sources.nvml.enabled: maybe",
+            |dir| {
+                let (c, out) = config_row(dir, "sources:\n  nvml: {enabled: maybe}\n");
+                let e = config_error(
+                    &c,
+                    "2:19",
+                    "unknown variant `maybe`, expected one of auto, true, false",
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "config: bad duration, daemon",
+            "publish.interval: soon, given to `run`: refused at start with its position",
+            |dir| {
+                let c = write(dir, "config.yaml", "publish:\n  interval: soon\n");
+                let mut a = fixture_args(
+                    &["run"],
+                    DELL,
+                    &[
+                        "--no-default-rules",
+                        "--sink",
+                        "stdout",
+                        "--oneshot",
+                        "--listen",
+                        "127.0.0.1:0",
+                    ],
+                );
+                a.extend(os(&[&"--config", &c]));
+                let out = labels_run(a, &[]);
+                let e = config_error(
+                    &c,
+                    "2:13",
+                    "invalid duration \"soon\": expected e.g. 60s, 5m, 1h",
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "config: missing file",
+            "--config names a file that does not exist",
+            |dir| {
+                let c = dir.join("nope.yaml");
+                let out = dell_labels(os(&[&"--config", &c]));
+                let e = expect(
+                    1,
+                    vec![err(format!(
+                        "cannot read config {}: No such file or directory (os error 2)",
+                        show(&c)
+                    ))],
+                    Labels::new(),
+                );
+                (out, e)
+            },
+        ),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Snapshots.
+
+fn snapshot_row(dir: &Path, name: &str, text: &str) -> (PathBuf, Outcome) {
+    let s = write(dir, name, text);
+    let out = labels_run(os(&[&"labels", &"-o", &"json", &"--features", &s]), &[]);
+    (s, out)
+}
+
+fn snapshot_error(s: &Path, at: &str, message: &str) -> Outcome {
+    expect(
+        1,
+        vec![err(format!("invalid snapshot {}:{at}: {message}", show(s)))],
+        Labels::new(),
+    )
+}
+
+fn snapshot_rows() -> Vec<Row> {
+    vec![
+        row(
+            "snapshot: truncated JSON",
+            "the file ends inside an object",
+            |dir| {
+                let (s, out) = snapshot_row(
+                    dir,
+                    "trunc.json",
+                    "{\"flags\": {\"kernel.loadedmodule\": {\"elements\": {\"nvidia\": {}}}},\n \"attributes\": {\"gpu.node\": {\"elements\": {\"count\": \"8\"",
+                );
+                let e = snapshot_error(
+                    &s,
+                    "2:54",
+                    "EOF while parsing an object at line 2 column 54",
+                );
+                (out, e)
+            },
+        ),
+        row("snapshot: wrong structure", "`flags` is a list", |dir| {
+            let (s, out) =
+                snapshot_row(dir, "struct.json", "{\"flags\": [], \"attributes\": {}}\n");
+            let e = snapshot_error(&s, "1:3", "`flags` must be an object");
+            (out, e)
+        }),
+        row(
+            "snapshot: YAML syntax error",
+            "an unclosed flow mapping",
+            |dir| {
+                let (s, out) = snapshot_row(
+                    dir,
+                    "syntax.yaml",
+                    "attributes:\n  gpu.node:\n    elements: {count: \"8\"\n",
+                );
+                let e = snapshot_error(&s, "3:15", "unclosed bracket '{'");
+                (out, e)
+            },
+        ),
+        row(
+            "snapshot: a list where a string belongs",
+            "gpu.node count: [8]",
+            |dir| {
+                let (s, out) = snapshot_row(
+                    dir,
+                    "list.yaml",
+                    "attributes:\n  gpu.node:\n    elements:\n      count: [8]\n",
+                );
+                let e = snapshot_error(
+                    &s,
+                    "2:3",
+                    "attributes.gpu.node.elements must be a map of string values",
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "snapshot: numbers where strings belong",
+            "unquoted YAML numbers and booleans: `count: 8`, `class: 0302`, `homogeneous: true` are the strings they spell",
+            |dir| {
+                let (_, out) = snapshot_row(
+                    dir,
+                    "numbers.yaml",
+                    "attributes:\n  gpu.node:\n    elements:\n      count: 8\n      vendor: nvidia\n      homogeneous: true\ninstances:\n  pci.device:\n    elements:\n      - attributes: {class: 0302, vendor: 10de}\n",
+                );
+                let e = expect(
+                    0,
+                    vec![],
+                    label_map(&[
+                        ("gpu.count", "8"),
+                        ("gpu.present", "true"),
+                        ("gpu.vendor", "nvidia"),
+                        ("pci-0302_10de.present", "true"),
+                    ]),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "snapshot: numbers in JSON",
+            "`\"count\": 8` (a JSON number) is the string \"8\"",
+            |dir| {
+                let (_, out) = snapshot_row(
+                    dir,
+                    "numbers.json",
+                    "{\"attributes\": {\"gpu.node\": {\"elements\": {\"count\": 8, \"vendor\": \"amd\"}}}}\n",
+                );
+                let e = expect(
+                    0,
+                    vec![],
+                    label_map(&[
+                        ("gpu.count", "8"),
+                        ("gpu.present", "true"),
+                        ("gpu.vendor", "amd"),
+                    ]),
+                );
+                (out, e)
+            },
+        ),
+        row("snapshot: empty file", "zero bytes", |dir| {
+            let (s, out) = snapshot_row(dir, "empty.json", "");
+            let e = snapshot_error(
+                &s,
+                "1:1",
+                "expected an object with flags/attributes/instances, or a NodeFeature",
+            );
+            (out, e)
+        }),
+        row(
+            "snapshot: a bare string",
+            "the document is a string",
+            |dir| {
+                let (s, out) = snapshot_row(dir, "string.yaml", "\"just a string\"\n");
+                let e = snapshot_error(
+                    &s,
+                    "1:1",
+                    "expected an object with flags/attributes/instances, or a NodeFeature",
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "snapshot: missing file",
+            "--features names a file that does not exist",
+            |dir| {
+                let s = dir.join("nope.json");
+                let out = labels_run(os(&[&"labels", &"-o", &"json", &"--features", &s]), &[]);
+                let e = expect(
+                    1,
+                    vec![err(format!(
+                        "cannot read snapshot {}: No such file or directory (os error 2)",
+                        show(&s)
+                    ))],
+                    Labels::new(),
+                );
+                (out, e)
+            },
+        ),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// sysfs (nfd-rootfs-1: an ASPEED BMC VGA, Intel accelerators with SR-IOV, a hidden PMC).
+
+const NEEDS: &str = "(NFD needs class, vendor, device, subsystem_vendor, subsystem_device)";
+
+/// `labels` on a broken copy of nfd-rootfs-1 (no shipped rules).
+fn nfd_labels(tree: &Tree) -> Outcome {
+    let mut a: Vec<OsString> = os(&[&"labels", &"-o", &"json"]);
+    a.extend(common::discovery_args(
+        tree.root(),
+        &common::proc_fixture(NFD),
+    ));
+    a.push("--no-default-rules".into());
+    labels_run(a, &[])
+}
+
+/// Every copy of nfd-rootfs-1 warns about its PMC function, which has only `class`.
+fn pmc(tree: &Tree) -> (String, String) {
+    warn(format!(
+        "{}: no `vendor` attribute {NEEDS}; PCI device skipped",
+        tree.entry("0000:00:1f.2").display()
+    ))
+}
+
+fn nfd_all() -> Labels {
+    label_map(&[
+        ("pci-0300_1a03.present", "true"),
+        ("pci-0b40_8086.present", "true"),
+        ("pci-0b40_8086.sriov.capable", "true"),
+    ])
+}
+
+fn nfd_without_aspeed() -> Labels {
+    without(nfd_all(), &["pci-0300_1a03.present"])
+}
+
+/// The ASPEED function broken by `breaker`, which returns the path and the problem to report:
+/// the function is skipped with that message, everything else labelled.
+fn aspeed_row(
+    name: &'static str,
+    broken: &'static str,
+    breaker: fn(&Tree) -> (PathBuf, String),
+) -> Row {
+    row(name, broken, move |_| {
+        let tree = Tree::copy_of(NFD);
+        let (path, problem) = breaker(&tree);
+        let out = nfd_labels(&tree);
+        let e = expect(
+            0,
+            vec![
+                pmc(&tree),
+                warn(format!("{}: {problem}; PCI device skipped", path.display())),
+            ],
+            nfd_without_aspeed(),
+        );
+        (out, e)
+    })
+}
+
+fn sysfs_rows() -> Vec<Row> {
+    vec![
+        aspeed_row(
+            "sysfs: missing attribute",
+            "subsystem_vendor removed",
+            |t| {
+                std::fs::remove_file(t.entry(ASPEED).join("subsystem_vendor")).unwrap();
+                (
+                    t.entry(ASPEED),
+                    format!("no `subsystem_vendor` attribute {NEEDS}"),
+                )
+            },
+        ),
+        aspeed_row("sysfs: empty attribute", "vendor is empty", |t| {
+            (
+                t.write_attr(ASPEED, "vendor", b""),
+                "not a hex id: \"\"".into(),
+            )
+        }),
+        aspeed_row("sysfs: garbage attribute", "device is 0xzz00", |t| {
+            (
+                t.write_attr(ASPEED, "device", b"0xzz00\n"),
+                "not a hex id: \"0xzz00\"".into(),
+            )
+        }),
+        aspeed_row(
+            "sysfs: binary attribute",
+            "subsystem_device holds NUL and 0xff bytes",
+            |t| {
+                (
+                    t.write_attr(ASPEED, "subsystem_device", b"\x00\x20\xff\xfe\n"),
+                    "binary content, not a text attribute".into(),
+                )
+            },
+        ),
+        aspeed_row("sysfs: huge attribute", "class is 90,000 bytes", |t| {
+            (
+                t.write_attr(ASPEED, "class", "0x030000\n".repeat(10_000).as_bytes()),
+                "larger than 65536 bytes, not a sysfs attribute".into(),
+            )
+        }),
+        aspeed_row(
+            "sysfs: attribute that is a directory",
+            "class is a directory",
+            |t| {
+                let p = t.entry(ASPEED).join("class");
+                std::fs::remove_file(&p).unwrap();
+                std::fs::create_dir(&p).unwrap();
+                (p, "Is a directory (os error 21)".into())
+            },
+        ),
+        aspeed_row(
+            "sysfs: dangling symlink",
+            "the device directory is gone, its bus link stays",
+            |t| {
+                std::fs::remove_dir_all(t.device_dir(ASPEED)).unwrap();
+                (
+                    t.entry(ASPEED),
+                    "dangling symlink to ../../../devices/pci0000:00/0000:02:00.0".into(),
+                )
+            },
+        ),
+        aspeed_row(
+            "sysfs: symlink loop",
+            "the bus link points at itself",
+            |t| {
+                std::fs::remove_file(t.entry(ASPEED)).unwrap();
+                std::os::unix::fs::symlink(ASPEED, t.entry(ASPEED)).unwrap();
+                (t.entry(ASPEED), "symlink loop".into())
+            },
+        ),
+        aspeed_row(
+            "sysfs: entry that is not a directory",
+            "a file where the bus link should be",
+            |t| {
+                std::fs::remove_file(t.entry(ASPEED)).unwrap();
+                std::fs::write(t.entry(ASPEED), "not a device\n").unwrap();
+                (t.entry(ASPEED), "not a directory".into())
+            },
+        ),
+        row(
+            "sysfs: garbage optional attribute",
+            "revision is 0xa1b2: left out, the device kept",
+            |_| {
+                let tree = Tree::copy_of(NFD);
+                let p = tree.write_attr(ASPEED, "revision", b"0xa1b2\n");
+                let out = nfd_labels(&tree);
+                let e = expect(
+                    0,
+                    vec![
+                        pmc(&tree),
+                        warn(format!(
+                            "{}: not a hex byte: \"0xa1b2\"; attribute left out",
+                            p.display()
+                        )),
+                    ],
+                    nfd_all(),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "sysfs: stray entry",
+            "bus/pci/devices/README, not a PCI address",
+            |_| {
+                let tree = Tree::copy_of(NFD);
+                let p = tree.root().join("bus/pci/devices/README");
+                std::fs::write(&p, "x\n").unwrap();
+                let out = nfd_labels(&tree);
+                let e = expect(
+                    0,
+                    vec![
+                        pmc(&tree),
+                        warn(format!(
+                            "{}: not a PCI address (dddd:bb:dd.f); PCI device skipped",
+                            p.display()
+                        )),
+                    ],
+                    nfd_all(),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "sysfs: unreadable directory",
+            "bus/pci/devices is a file",
+            |_| {
+                let tree = Tree::copy_of(NFD);
+                let d = tree.root().join("bus/pci/devices");
+                std::fs::remove_dir_all(&d).unwrap();
+                std::fs::write(&d, "x\n").unwrap();
+                let out = nfd_labels(&tree);
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "cannot list PCI devices: {}: not a directory",
+                        d.display()
+                    ))],
+                    Labels::new(),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "sysfs: missing directory",
+            "bus/pci/devices does not exist",
+            |_| {
+                let tree = Tree::copy_of(NFD);
+                let d = tree.root().join("bus/pci/devices");
+                std::fs::remove_dir_all(&d).unwrap();
+                let out = nfd_labels(&tree);
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "{}: does not exist; no PCI devices discovered",
+                        d.display()
+                    ))],
+                    Labels::new(),
+                );
+                (out, e)
+            },
+        ),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// NVML (the fake library through the real dlopen path).
+
+/// `labels` on the Dell tree with the shipped rules and the fake NVML on `fixture`.
+fn dell_nvml(fixture: &Path, lib: &Path) -> Outcome {
+    let mut a = fixture_args(&["labels", "-o", "json"], DELL, &[]);
+    a.retain(|x| x != "--no-nvml");
+    a.extend(os(&[&"--nvml-lib", &lib]));
+    labels_run(a, &[("FAKE_NVML_FIXTURE", fixture.as_os_str())])
+}
+
+/// A copy of `h100-8x.json` with `faults`, written into `dir`.
+fn h100_with_faults(dir: &Path, faults: serde_json::Value) -> PathBuf {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(nvml_fixture("h100-8x")).unwrap()).unwrap();
+    v["faults"] = faults;
+    write(dir, "nvml.json", &v.to_string())
+}
+
+fn h100() -> Labels {
+    common::h100_default_labels()
+}
+
+const DRIVER_ERROR: &str = "an internal driver error occurred";
+
+fn nvml_rows() -> Vec<Row> {
+    vec![
+        row(
+            "nvml: driver not loaded",
+            "nvmlInit answers DRIVER_NOT_LOADED: unavailable, sysfs labels",
+            |_| {
+                let out = dell_nvml(
+                    &nvml_fixture("init-driver-not-loaded"),
+                    &fake_nvml_lib("nvidia_ml"),
+                );
+                (out, expect(0, vec![], dell_sysfs_default()))
+            },
+        ),
+        row(
+            "nvml: init fails",
+            "nvmlInit answers UNKNOWN: an error, sysfs labels",
+            |dir| {
+                let f = h100_with_faults(dir, serde_json::json!({"init": "UNKNOWN"}));
+                let lib = fake_nvml_lib("nvidia_ml");
+                let out = dell_nvml(&f, &lib);
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "NVML: {}: init failed: {DRIVER_ERROR}",
+                        lib.display()
+                    ))],
+                    dell_sysfs_default(),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "nvml: not a library",
+            "--nvml-lib is a text file: unavailable (as if not installed), sysfs labels",
+            |dir| {
+                let lib = write(dir, "libnvidia-ml.so.1", "not an ELF file\n");
+                let out = dell_nvml(&nvml_fixture("h100-8x"), &lib);
+                (out, expect(0, vec![], dell_sysfs_default()))
+            },
+        ),
+        row(
+            "nvml: device count fails",
+            "nvmlDeviceGetCount answers UNKNOWN: driver versions kept, GPUs from sysfs",
+            |dir| {
+                let f = h100_with_faults(
+                    dir,
+                    serde_json::json!({"errors": [{"function": "nvmlDeviceGetCount_v2", "error": "UNKNOWN"}]}),
+                );
+                let out = dell_nvml(&f, &fake_nvml_lib("nvidia_ml"));
+                let e = expect(
+                    0,
+                    vec![warn(format!("NVML: device count: {DRIVER_ERROR}"))],
+                    with(
+                        dell_sysfs_default(),
+                        &[
+                            ("gpu.cuda.major", "12"),
+                            ("gpu.cuda.minor", "2"),
+                            ("gpu.driver.major", "535"),
+                            ("gpu.driver.minor", "161"),
+                            ("gpu.driver.version", "535.161.08"),
+                        ],
+                    ),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "nvml: one GPU lost",
+            "device_errors: GPU 3 answers GPU_IS_LOST to every call",
+            |_| {
+                let out = dell_nvml(
+                    &nvml_fixture("h100-8x-gpu3-lost"),
+                    &fake_nvml_lib("nvidia_ml"),
+                );
+                let e = expect(
+                    0,
+                    vec![warn(
+                        "NVML GPU 3: device fell off the bus or has otherwise become inacessible; left to sysfs",
+                    )],
+                    without(
+                        h100(),
+                        &[
+                            "gpu.memory",
+                            "gpu.memory.max",
+                            "gpu.memory.total",
+                            "gpu.product",
+                            "gpu.family",
+                            "gpu.compute.major",
+                            "gpu.compute.minor",
+                        ],
+                    ),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "nvml: one call fails on one GPU",
+            "nvmlDeviceGetMemoryInfo answers UNKNOWN for GPU 2",
+            |dir| {
+                let f = h100_with_faults(
+                    dir,
+                    serde_json::json!({"errors": [
+                {"function": "nvmlDeviceGetMemoryInfo", "gpu": 2, "error": "UNKNOWN"},
+                {"function": "nvmlDeviceGetMemoryInfo_v2", "gpu": 2, "error": "UNKNOWN"}]}),
+                );
+                let out = dell_nvml(&f, &fake_nvml_lib("nvidia_ml"));
+                let e = expect(
+                    0,
+                    vec![warn(format!("GPU 2: NVML memory: {DRIVER_ERROR}"))],
+                    without(
+                        h100(),
+                        &["gpu.memory", "gpu.memory.max", "gpu.memory.total"],
+                    ),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "nvml: driver version fails",
+            "nvmlSystemGetDriverVersion answers UNKNOWN",
+            |dir| {
+                let f = h100_with_faults(
+                    dir,
+                    serde_json::json!({"errors": [{"function": "nvmlSystemGetDriverVersion", "error": "UNKNOWN"}]}),
+                );
+                let out = dell_nvml(&f, &fake_nvml_lib("nvidia_ml"));
+                let e = expect(
+                    0,
+                    vec![warn(format!("NVML driver version: {DRIVER_ERROR}"))],
+                    without(
+                        h100(),
+                        &["gpu.driver.major", "gpu.driver.minor", "gpu.driver.version"],
+                    ),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "nvml: functions not found",
+            "an old driver: MIG, compute capability and CUDA version functions are FUNCTION_NOT_FOUND",
+            |dir| {
+                let root = dir.join("sys");
+                nvidia_sysfs(&root, &[("0000:43:00.0", "0x1cb3")]);
+                let mut a = os(&[
+                    &"labels",
+                    &"-o",
+                    &"json",
+                    &"--sysfs-root",
+                    &root,
+                    &"--proc-root",
+                    &"/nonexistent",
+                    &"--pci-ids",
+                    &common::pci_ids(),
+                    &"--nvml-lib",
+                    &fake_nvml_lib("nvidia_ml"),
+                ]);
+                a.extend([]);
+                let f = nvml_fixture("old-driver-no-mig");
+                let out = labels_run(a, &[("FAKE_NVML_FIXTURE", f.as_os_str())]);
+                let e = expect(
+                    0,
+                    vec![],
+                    label_map(&[
+                        ("gpu-nvidia.count", "1"),
+                        ("gpu.count", "1"),
+                        ("gpu.driver.major", "418"),
+                        ("gpu.driver.minor", "43"),
+                        ("gpu.driver.version", "418.43"),
+                        ("gpu.memory", "1998"),
+                        ("gpu.memory.max", "1998"),
+                        ("gpu.memory.total", "1998"),
+                        ("gpu.mig.capable", "false"),
+                        ("gpu.mig.enabled", "false"),
+                        ("gpu.present", "true"),
+                        ("gpu.product", "Quadro-P400"),
+                        ("gpu.vendor", "nvidia"),
+                        ("gpu.vgpu.present", "false"),
+                        ("gpu.virtual", "false"),
+                        ("pci-0302_10de.present", "true"),
+                    ]),
+                );
+                (out, e)
+            },
+        ),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// The NVIDIA device plugin's sharing configuration.
+
+/// `labels` (shipped rules, no NVML) with a config naming `sharing` as the sharing file.
+fn sharing_row(dir: &Path, text: &[u8]) -> (PathBuf, Outcome) {
+    let s = dir.join("dp-config.yaml");
+    std::fs::write(&s, text).unwrap();
+    let c = write(
+        dir,
+        "config.yaml",
+        &format!("sources:\n  sharing:\n    configFile: {}\n", show(&s)),
+    );
+    let mut a = fixture_args(&["labels", "-o", "json"], DELL, &[]);
+    a.extend(os(&[&"--config", &c]));
+    (s, labels_run(a, &[]))
+}
+
+fn sharing_left_out(s: &Path, at: &str, message: &str) -> Outcome {
+    expect(
+        0,
+        vec![warn(format!(
+            "invalid sharing config {}:{at}: {message}; gpu.sharing left out",
+            show(s)
+        ))],
+        dell_sysfs_default(),
+    )
+}
+
+fn sharing_rows() -> Vec<Row> {
+    vec![
+        row("sharing: garbage", "binary bytes", |dir| {
+            let (s, out) = sharing_row(dir, b"\x00\x01\xff garbage");
+            let e = expect(
+                0,
+                vec![warn(format!(
+                    "cannot read sharing config {}: stream did not contain valid UTF-8; gpu.sharing left out",
+                    show(&s)
+                ))],
+                dell_sysfs_default(),
+            );
+            (out, e)
+        }),
+        row("sharing: not a mapping", "a YAML list", |dir| {
+            let (s, out) = sharing_row(dir, b"- a\n- b\n");
+            let e = sharing_left_out(&s, "1:1", "expected mapping start");
+            (out, e)
+        }),
+        row("sharing: unknown strategy", "sharing.spacial", |dir| {
+            let (s, out) = sharing_row(dir, b"version: v1\nsharing:\n  spacial:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n");
+            let e = sharing_left_out(
+                &s,
+                "3:3",
+                "unknown field `spacial`, expected one of timeSlicing, mps",
+            );
+            (out, e)
+        }),
+        row("sharing: bad replicas", "replicas: 1", |dir| {
+            let (s, out) = sharing_row(dir, b"version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 1\n");
+            let e = sharing_left_out(&s, "6:17", "number of replicas must be >= 2");
+            (out, e)
+        }),
+        row(
+            "sharing: missing file",
+            "configFile names a file that does not exist",
+            |dir| {
+                let s = dir.join("nope.yaml");
+                let c = write(
+                    dir,
+                    "config.yaml",
+                    &format!("sources:\n  sharing:\n    configFile: {}\n", show(&s)),
+                );
+                let mut a = fixture_args(&["labels", "-o", "json"], DELL, &[]);
+                a.extend(os(&[&"--config", &c]));
+                let out = labels_run(a, &[]);
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "cannot read sharing config {}: No such file or directory (os error 2); gpu.sharing left out",
+                        show(&s)
+                    ))],
+                    dell_sysfs_default(),
+                );
+                (out, e)
+            },
+        ),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// The API server's answers to `run --oneshot` (node sink).
+
+use apiserver::{Agent, FakeApiServer, Faults};
+
+const NODE: &str = "gpu-node-1";
+
+/// The daemon's stderr as (level, message): tracing's `LEVEL message` lines without time; a
+/// retry's jittered delay is written `<delay>`. Lines that are not log lines (main's closing
+/// `error: ...`) go through `parse_log`. INFO lines are left out: they say what was published,
+/// which the Node's labels show.
+fn daemon_log(lines: &[String]) -> Log {
+    let delay = regex::Regex::new(r"retrying in [0-9.]+(ms|s|µs)").unwrap();
+    lines
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .flat_map(|l| {
+            let t = l.trim_start();
+            let parsed = ["ERROR", "WARN", "INFO", "DEBUG", "TRACE"]
+                .iter()
+                .find_map(|lvl| {
+                    t.strip_prefix(&format!("{lvl} "))
+                        .map(|m| (lvl.to_string(), m.to_string()))
+                });
+            let (level, message) = parsed.unwrap_or_else(|| parse_log(l).remove(0));
+            (level != "INFO").then(|| {
+                (
+                    level,
+                    delay
+                        .replace_all(&message, "retrying in <delay>")
+                        .into_owned(),
+                )
+            })
+        })
+        .collect()
+}
+
+/// `run --oneshot` against the server at `url`: exit code and log; labels are the Node's.
+fn oneshot(dir: &Path, url: &str, extra: &[&str]) -> (i32, Log) {
+    let kubeconfig = apiserver::write_kubeconfig(dir, url);
+    let rules = write(
+        dir,
+        "rules.yaml",
+        &apiserver::rule_file(&[("nvidia", "test.nvidia")]),
+    );
+    let mut args = vec!["--rules", rules.to_str().unwrap(), "--oneshot"];
+    args.extend_from_slice(extra);
+    let mut agent = Agent::start(&apiserver::run_args(&kubeconfig, NODE, &args), &[]);
+    let code = agent.wait_exit(Duration::from_secs(60));
+    (code, daemon_log(&agent.log()))
+}
+
+fn kubelet() -> Labels {
+    apiserver::map(&[("kubernetes.io/hostname", NODE), ("team", "ml")])
+}
+
+fn ours() -> Labels {
+    with(dell_pci(), &[("test.nvidia", "true")])
+}
+
+fn cluster() -> FakeApiServer {
+    let s = FakeApiServer::start();
+    s.add_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+    s.merge_patch_labels(NODE, "ops-controller", &[("team", Some("ml"))]);
+    s
+}
+
+/// An API server that answers every request 403 Forbidden (RBAC without `nodes patch`).
+struct Forbidden {
+    url: String,
+    stop: Arc<AtomicBool>,
+    addr: std::net::SocketAddr,
+}
+
+impl Forbidden {
+    fn start() -> Forbidden {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut c) = conn else { continue };
+                let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+                let mut buf = [0u8; 65536];
+                let mut req = Vec::new();
+                // Headers, then the body by Content-Length.
+                while let Ok(n) = c.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    req.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&req);
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if req.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                let body = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                    "status": "Failure", "reason": "Forbidden", "code": 403,
+                    "message": format!("nodes \"{NODE}\" is forbidden: User \"system:serviceaccount:gpu-labeler:gpu-labeler\" cannot patch resource \"nodes\" in API group \"\" at the cluster scope"),
+                    "details": {"name": NODE, "kind": "nodes"}})
+                .to_string();
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Forbidden {
+            url: format!("http://{addr}"),
+            stop,
+            addr,
+        }
+    }
+}
+
+impl Drop for Forbidden {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(self.addr);
+    }
+}
+
+/// (exit code, log, Node labels) as one Outcome.
+fn node_outcome(code: i32, log: Log, labels: Labels) -> Outcome {
+    Outcome { code, log, labels }
+}
+
+fn api_rows() -> Vec<Row> {
+    vec![
+        row(
+            "api: 500 once",
+            "the first request answers 500: retried, then applied",
+            |dir| {
+                let s = cluster();
+                s.set_faults(Faults {
+                    error_500: 1,
+                    ..Faults::default()
+                });
+                let (code, log) = oneshot(dir, &s.url(), &[]);
+                let actual = node_outcome(code, log, s.labels(NODE));
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "GET node {NODE}: 500 InternalError: Internal error occurred: injected fault (server); attempt 1, retrying in <delay>"
+                    ))],
+                    apiserver::union(&[&kubelet(), &ours()]),
+                );
+                (actual, e)
+            },
+        ),
+        row(
+            "api: 409 conflict",
+            "another manager owns one of our keys with another value: reported, the rest applied",
+            |dir| {
+                let s = cluster();
+                let contested = format!("{PREFIX}pci-0302_10de.present");
+                s.merge_patch_labels(NODE, "ops-controller", &[(&contested, Some("false"))]);
+                let (code, log) = oneshot(dir, &s.url(), &[]);
+                let actual = node_outcome(code, log, s.labels(NODE));
+                let mut want = apiserver::union(&[&kubelet(), &ours()]);
+                want.insert(contested.clone(), "false".into());
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "label {contested} is owned by field manager \"ops-controller\" with another value; not applied"
+                    ))],
+                    want,
+                );
+                (actual, e)
+            },
+        ),
+        row(
+            "api: 409 on apply",
+            "the first apply answers 409 Conflict: retried, then applied",
+            |dir| {
+                let s = cluster();
+                s.set_faults(Faults {
+                    conflict_409: 1,
+                    only_method: Some("PATCH".into()),
+                    ..Faults::default()
+                });
+                let (code, log) = oneshot(dir, &s.url(), &[]);
+                let actual = node_outcome(code, log, s.labels(NODE));
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "apply to node {NODE}: 409 Conflict: Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again (conflict); attempt 1, retrying in <delay>"
+                    ))],
+                    apiserver::union(&[&kubelet(), &ours()]),
+                );
+                (actual, e)
+            },
+        ),
+        row(
+            "api: 403 forbidden",
+            "every request answers 403: four attempts, exit 3, the Node untouched",
+            |dir| {
+                let f = Forbidden::start();
+                let (code, log) = oneshot(dir, &f.url, &[]);
+                let forbidden = format!(
+                    "GET node {NODE}: 403 Forbidden: nodes \"{NODE}\" is forbidden: User \"system:serviceaccount:gpu-labeler:gpu-labeler\" cannot patch resource \"nodes\" in API group \"\" at the cluster scope"
+                );
+                let e = expect(
+                    3,
+                    vec![
+                        warn(format!(
+                            "{forbidden} (client); attempt 1, retrying in <delay>"
+                        )),
+                        warn(format!(
+                            "{forbidden} (client); attempt 2, retrying in <delay>"
+                        )),
+                        warn(format!(
+                            "{forbidden} (client); attempt 3, retrying in <delay>"
+                        )),
+                        err(format!(
+                            "publishing failed after 4 attempts (client): {forbidden}"
+                        )),
+                    ],
+                    Labels::new(),
+                );
+                (node_outcome(code, log, Labels::new()), e)
+            },
+        ),
+        row(
+            "api: timeout once",
+            "the first answer takes 4 s, past the 2 s request timeout: retried, then applied",
+            |dir| {
+                let s = cluster();
+                s.set_faults(Faults {
+                    slow: 1,
+                    slow_for: Duration::from_secs(4),
+                    ..Faults::default()
+                });
+                // `run_args` sets a 1 s interval: requests time out after 2 s.
+                let (code, log) = oneshot(dir, &s.url(), &[]);
+                let actual = node_outcome(code, log, s.labels(NODE));
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "GET node {NODE}: no answer in 2s (timeout); attempt 1, retrying in <delay>"
+                    ))],
+                    apiserver::union(&[&kubelet(), &ours()]),
+                );
+                (actual, e)
+            },
+        ),
+        row(
+            "api: unreachable, then back",
+            "nothing listens: four attempts, exit 3; once the server is up, the next run applies",
+            |dir| {
+                let port = apiserver::reserve_port();
+                let url = format!("http://127.0.0.1:{port}");
+                let (code, log) = oneshot(dir, &url, &[]);
+                let down = format!(
+                    "GET node {NODE}: ServiceError: client error (Connect): tcp connect error: Connection refused (os error 111)"
+                );
+                let during = node_outcome(code, log, Labels::new());
+                let s = FakeApiServer::start_on(port);
+                s.add_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+                s.merge_patch_labels(NODE, "ops-controller", &[("team", Some("ml"))]);
+                let (code2, log2) = oneshot(dir, &url, &[]);
+                let after = node_outcome(code2, log2, s.labels(NODE));
+                // One Outcome for both runs: codes as a two-digit number, logs concatenated.
+                let actual = Outcome {
+                    code: during.code * 10 + after.code,
+                    log: [during.log, after.log].concat(),
+                    labels: after.labels,
+                };
+                let e = expect(
+                    30,
+                    vec![
+                        warn(format!("{down} (network); attempt 1, retrying in <delay>")),
+                        warn(format!("{down} (network); attempt 2, retrying in <delay>")),
+                        warn(format!("{down} (network); attempt 3, retrying in <delay>")),
+                        err(format!(
+                            "publishing failed after 4 attempts (network): {down}"
+                        )),
+                    ],
+                    apiserver::union(&[&kubelet(), &ours()]),
+                );
+                (actual, e)
+            },
+        ),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn matrix() -> Vec<Row> {
+    [
+        rule_rows(),
+        config_rows(),
+        snapshot_rows(),
+        sysfs_rows(),
+        nvml_rows(),
+        sharing_rows(),
+        api_rows(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+#[test]
+fn bad_input_matrix() {
+    let rows = matrix();
+    let names: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.name).collect();
+    assert_eq!(names.len(), rows.len(), "row names are unique");
+    // Rows run on a few threads (the daemon rows mostly wait on back-off); every row's result
+    // is collected and all failures reported together.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(r) = rows.get(i) else { break };
+                    let dir = tempfile::tempdir().unwrap();
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        (r.check)(dir.path())
+                    }));
+                    let failure = match result {
+                        Ok((actual, expected)) if actual == expected => None,
+                        Ok((actual, expected)) => Some(format!(
+                            "row {:?} ({}):\n  actual:   {actual:#?}\n  expected: {expected:#?}",
+                            r.name, r.broken
+                        )),
+                        Err(p) => Some(format!(
+                            "row {:?} ({}): panicked: {}",
+                            r.name,
+                            r.broken,
+                            p.downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                                .unwrap_or_default()
+                        )),
+                    };
+                    if let Some(f) = failure {
+                        failures.lock().unwrap().push(f);
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows failed:\n{}",
+        failures.len(),
+        rows.len(),
+        failures.join("\n\n")
+    );
+}
