@@ -374,15 +374,14 @@ fn the_admission_policy_lets_the_agent_change_only_its_own_nodes_labels() {
         labels
     };
     let ttl = [("node.alpha.kubernetes.io/ttl", "0")];
+    // The usual request: the agent on n1 patches n1.
+    let own = |what, object, expected| -> Row {
+        (what, SA, Some("n1"), "UPDATE", "", "n1", object, expected)
+    };
     let labels_denied = "gpu-labeler may only add, change or remove labels in its own namespaces";
     let rows: Vec<Row> = vec![
-        (
+        own(
             "adds labels in its namespaces (sub-domains and nvidia.com too)",
-            SA,
-            Some("n1"),
-            "UPDATE",
-            "",
-            "n1",
             node(
                 "n1",
                 &own_labels(&[
@@ -396,13 +395,8 @@ fn the_admission_policy_lets_the_agent_change_only_its_own_nodes_labels() {
             ),
             Ok(()),
         ),
-        (
+        own(
             "changes and removes its own labels",
-            SA,
-            Some("n1"),
-            "UPDATE",
-            "",
-            "n1",
             node(
                 "n1",
                 &[
@@ -437,13 +431,8 @@ fn the_admission_policy_lets_the_agent_change_only_its_own_nodes_labels() {
                 "gpu-labeler may only change its own Node, and its token names no node (a token bound to the pod is needed)",
             ),
         ),
-        (
+        own(
             "a label outside its namespaces",
-            SA,
-            Some("n1"),
-            "UPDATE",
-            "",
-            "n1",
             node(
                 "n1",
                 &own_labels(&[("node-role.kubernetes.io/control-plane", "")]),
@@ -452,13 +441,8 @@ fn the_admission_policy_lets_the_agent_change_only_its_own_nodes_labels() {
             ),
             Err(labels_denied),
         ),
-        (
+        own(
             "a look-alike namespace",
-            SA,
-            Some("n1"),
-            "UPDATE",
-            "",
-            "n1",
             node(
                 "n1",
                 &own_labels(&[("evilfeature.node.kubernetes.io/x", "1")]),
@@ -467,13 +451,8 @@ fn the_admission_policy_lets_the_agent_change_only_its_own_nodes_labels() {
             ),
             Err(labels_denied),
         ),
-        (
+        own(
             "a foreign label changed",
-            SA,
-            Some("n1"),
-            "UPDATE",
-            "",
-            "n1",
             node(
                 "n1",
                 &[
@@ -487,13 +466,8 @@ fn the_admission_policy_lets_the_agent_change_only_its_own_nodes_labels() {
             ),
             Err(labels_denied),
         ),
-        (
+        own(
             "a foreign label removed",
-            SA,
-            Some("n1"),
-            "UPDATE",
-            "",
-            "n1",
             node(
                 "n1",
                 &[
@@ -506,13 +480,8 @@ fn the_admission_policy_lets_the_agent_change_only_its_own_nodes_labels() {
             ),
             Err(labels_denied),
         ),
-        (
+        own(
             "an annotation outside its namespaces",
-            SA,
-            Some("n1"),
-            "UPDATE",
-            "",
-            "n1",
             node(
                 "n1",
                 &own_labels(&[]),
@@ -524,13 +493,8 @@ fn the_admission_policy_lets_the_agent_change_only_its_own_nodes_labels() {
             ),
             Err("gpu-labeler may only add, change or remove annotations in its own namespaces"),
         ),
-        (
+        own(
             "a taint",
-            SA,
-            Some("n1"),
-            "UPDATE",
-            "",
-            "n1",
             node(
                 "n1",
                 &own_labels(&[]),
