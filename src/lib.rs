@@ -10,6 +10,8 @@ pub mod daemon;
 pub mod default_rules;
 pub mod discover;
 pub mod features;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod labels;
 pub mod metrics;
 pub mod pciids;

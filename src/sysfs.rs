@@ -95,10 +95,9 @@ impl Sysfs {
     pub fn read_u64(&self, path: &Path) -> Result<Option<u64>, SysfsError> {
         match self.read(path)? {
             None => Ok(None),
-            Some(s) => s
-                .parse::<u64>()
+            Some(s) => parse_u64(&s)
                 .map(Some)
-                .map_err(|_| SysfsError::invalid(path, format!("not a number: {:?}", short(&s)))),
+                .map_err(|reason| SysfsError::invalid(path, reason)),
         }
     }
 
@@ -325,12 +324,9 @@ impl DirHandle {
     pub fn read_u64(&self, name: &str) -> Result<Option<u64>, SysfsError> {
         match self.read(name)? {
             None => Ok(None),
-            Some(s) => s.parse::<u64>().map(Some).map_err(|_| {
-                SysfsError::invalid(
-                    &self.path.join(name),
-                    format!("not a number: {:?}", short(&s)),
-                )
-            }),
+            Some(s) => parse_u64(&s)
+                .map(Some)
+                .map_err(|reason| SysfsError::invalid(&self.path.join(name), reason)),
         }
     }
 
@@ -355,8 +351,14 @@ impl DirHandle {
     }
 }
 
+/// An unsigned decimal attribute; the error is the reason, for a message that names the file.
+pub(crate) fn parse_u64(s: &str) -> Result<u64, String> {
+    s.parse::<u64>()
+        .map_err(|_| format!("not a number: {:?}", short(s)))
+}
+
 /// Attribute bytes to trimmed text; binary or non-UTF-8 content is an error naming the path.
-fn text(buf: Vec<u8>, path: &Path) -> Result<Option<String>, SysfsError> {
+pub(crate) fn text(buf: Vec<u8>, path: &Path) -> Result<Option<String>, SysfsError> {
     if buf.contains(&0) {
         return Err(SysfsError::Binary {
             path: path.to_path_buf(),

@@ -53,32 +53,10 @@ fn read_node(sysfs: &Sysfs, path: &Path) -> Result<Option<KfdNode>, SysfsError> 
     let Some(text) = sysfs.read(&props_path)? else {
         return Ok(None);
     };
-    let mut props = BTreeMap::new();
-    for line in text.lines() {
-        let mut it = line.split_whitespace();
-        if let (Some(k), Some(v), None) = (it.next(), it.next(), it.next()) {
-            props.insert(k, v);
-        }
-    }
-    let num = |k: &str| -> Result<Option<u64>, SysfsError> {
-        props
-            .get(k)
-            .map(|v| {
-                v.parse::<u64>().map_err(|_| {
-                    SysfsError::invalid(&props_path, format!("{k} is not a number: {:?}", short(v)))
-                })
-            })
-            .transpose()
-    };
-    let simd_count = num("simd_count")?.unwrap_or(0);
-    if simd_count == 0 {
+    let Some(props) =
+        parse_properties(&text).map_err(|reason| SysfsError::invalid(&props_path, reason))?
+    else {
         return Ok(None); // a CPU node
-    }
-    let location =
-        num("location_id")?.ok_or_else(|| SysfsError::invalid(&props_path, "no location_id"))?;
-    let cu_count = match (num("simd_per_cu")?, simd_count) {
-        (Some(per), s) if per > 0 => Some(s / per),
-        _ => None,
     };
     // Memory: the node's banks, else its local_mem_size (0 means "not reported").
     let mut memory: Option<u64> = None;
@@ -86,33 +64,140 @@ fn read_node(sysfs: &Sysfs, path: &Path) -> Result<Option<KfdNode>, SysfsError> 
         for b in banks {
             let p = path.join("mem_banks").join(b).join("properties");
             if let Some(t) = sysfs.read(&p)? {
-                for line in t.lines() {
-                    if let Some(v) = line.strip_prefix("size_in_bytes ") {
-                        let v = v.trim().parse::<u64>().map_err(|_| {
-                            SysfsError::invalid(
-                                &p,
-                                format!("size_in_bytes is not a number: {:?}", short(v)),
-                            )
-                        })?;
-                        memory = Some(memory.unwrap_or(0) + v);
-                    }
+                let size = parse_mem_bank(&t).map_err(|reason| SysfsError::invalid(&p, reason))?;
+                if let Some(size) = size {
+                    let sum = memory.unwrap_or(0).checked_add(size).ok_or_else(|| {
+                        SysfsError::invalid(&p, "the memory banks' sizes add up to more than 2^64")
+                    })?;
+                    memory = Some(sum);
                 }
             }
         }
     }
-    if memory.is_none() {
-        memory = num("local_mem_size")?.filter(|&m| m > 0);
-    }
     Ok(Some(KfdNode {
         path: path.to_path_buf(),
-        domain: num("domain")?.unwrap_or(0) as u32,
+        domain: props.domain,
+        bus: props.bus,
+        slot: props.slot,
+        simd_count: props.simd_count,
+        cu_count: props.cu_count,
+        gfx_target_version: props.gfx_target_version,
+        memory_bytes: memory.or(props.local_mem_size),
+    }))
+}
+
+/// The numbers of a KFD topology node's `properties` file that discovery uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KfdProperties {
+    pub domain: u32,
+    pub bus: u8,
+    pub slot: u8,
+    pub simd_count: u64,
+    pub cu_count: Option<u64>,
+    pub gfx_target_version: Option<u64>,
+    /// `local_mem_size`, when not 0 ("not reported").
+    pub local_mem_size: Option<u64>,
+}
+
+/// Parses a KFD node's `properties` (`<name> <value>` lines; other lines are ignored).
+/// `Ok(None)` for a node without SIMDs (a CPU); the error is the reason, for a message that
+/// names the file.
+pub fn parse_properties(text: &str) -> Result<Option<KfdProperties>, String> {
+    let mut props = BTreeMap::new();
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        if let (Some(k), Some(v), None) = (it.next(), it.next(), it.next()) {
+            props.insert(k, v);
+        }
+    }
+    let num = |k: &str| -> Result<Option<u64>, String> {
+        props
+            .get(k)
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("{k} is not a number: {:?}", short(v)))
+            })
+            .transpose()
+    };
+    let simd_count = num("simd_count")?.unwrap_or(0);
+    if simd_count == 0 {
+        return Ok(None);
+    }
+    let location = num("location_id")?.ok_or("no location_id")?;
+    let cu_count = match num("simd_per_cu")? {
+        Some(per) if per > 0 => Some(simd_count / per),
+        _ => None,
+    };
+    let domain = match num("domain")? {
+        None => 0,
+        Some(d) => u32::try_from(d).map_err(|_| format!("domain is out of range: {d}"))?,
+    };
+    Ok(Some(KfdProperties {
+        domain,
         bus: ((location >> 8) & 0xff) as u8,
         slot: ((location >> 3) & 0x1f) as u8,
         simd_count,
         cu_count,
         gfx_target_version: num("gfx_target_version")?,
-        memory_bytes: memory,
+        local_mem_size: num("local_mem_size")?.filter(|&m| m > 0),
     }))
+}
+
+/// The size of a memory bank from its `properties` (`size_in_bytes <n>`); `Ok(None)` when the
+/// file has none. The error is the reason, for a message that names the file.
+pub fn parse_mem_bank(text: &str) -> Result<Option<u64>, String> {
+    let mut memory: Option<u64> = None;
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("size_in_bytes ") {
+            let v = v
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("size_in_bytes is not a number: {:?}", short(v)))?;
+            memory = Some(
+                memory
+                    .unwrap_or(0)
+                    .checked_add(v)
+                    .ok_or("size_in_bytes adds up to more than 2^64")?,
+            );
+        }
+    }
+    Ok(memory)
+}
+
+/// What the KFD nodes of one GPU (one per partition) add up to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KfdTotals {
+    pub simd_count: u64,
+    /// When every node has it.
+    pub cu_count: Option<u64>,
+    /// When every node has it.
+    pub memory_bytes: Option<u64>,
+    /// The first node's.
+    pub gfx_target_version: Option<u64>,
+}
+
+/// The sums over a GPU's KFD nodes; `None` when it has none, or when a sum does not fit in 64
+/// bits (values no GPU has: the KFD numbers are not believed).
+pub fn totals(mine: &[&KfdNode]) -> Option<KfdTotals> {
+    let first = mine.first()?;
+    let mut t = KfdTotals {
+        simd_count: 0,
+        cu_count: Some(0),
+        memory_bytes: Some(0),
+        gfx_target_version: first.gfx_target_version,
+    };
+    for n in mine {
+        t.simd_count = t.simd_count.checked_add(n.simd_count)?;
+        t.cu_count = match (t.cu_count, n.cu_count) {
+            (Some(a), Some(b)) => Some(a.checked_add(b)?),
+            _ => None,
+        };
+        t.memory_bytes = match (t.memory_bytes, n.memory_bytes) {
+            (Some(a), Some(b)) => Some(a.checked_add(b)?),
+            _ => None,
+        };
+    }
+    Some(t)
 }
 
 /// `90010` -> `gfx90a`, `90402` -> `gfx942`, `110000` -> `gfx1100`: major·10000 + minor·100 +
@@ -153,21 +238,23 @@ pub fn attributes(
             None
         }
     };
-    let kfd_memory: Option<u64> = mine
-        .iter()
-        .map(|n| n.memory_bytes)
-        .try_fold(0u64, |acc, m| m.map(|m| acc + m))
-        .filter(|_| !mine.is_empty());
+    let totals = totals(&mine);
+    if !mine.is_empty() && totals.is_none() {
+        warn(SysfsError::invalid(
+            &dev.path,
+            "the KFD topology's SIMD, CU or memory counts of this GPU add up to more than 2^64",
+        ));
+    }
+    let kfd_memory = totals.as_ref().and_then(|t| t.memory_bytes);
     if let Some(bytes) = vram.or(kfd_memory) {
         out.insert("memory_mib".into(), (bytes >> 20).to_string());
     }
-    if !mine.is_empty() {
-        let simd: u64 = mine.iter().map(|n| n.simd_count).sum();
-        out.insert("simd_count".into(), simd.to_string());
-        if let Some(cu) = mine.iter().map(|n| n.cu_count).sum::<Option<u64>>() {
+    if let Some(t) = &totals {
+        out.insert("simd_count".into(), t.simd_count.to_string());
+        if let Some(cu) = t.cu_count {
             out.insert("cu_count".into(), cu.to_string());
         }
-        if let Some(v) = mine[0].gfx_target_version {
+        if let Some(v) = t.gfx_target_version {
             out.insert("gfx_target".into(), gfx_target(v));
         }
     }

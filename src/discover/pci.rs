@@ -232,22 +232,12 @@ fn read_device(parent: &DirHandle, name: &str) -> Result<(PciDevice, Vec<SysfsEr
                 format!("no `{attr}` attribute (NFD needs class, vendor, device, subsystem_vendor, subsystem_device)"),
             )
         })?;
-        let value = nfd_normalise(attr, &raw);
-        let digits_ok = match *attr {
-            "class" => (4..=6).contains(&raw_hex(&raw).len()),
-            _ => raw_hex(&raw).len() == 4,
-        };
-        if !digits_ok || !raw_hex(&raw).bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(SysfsError::invalid(
-                &file,
-                format!("not a hex id: {:?}", short(&raw)),
-            ));
-        }
-        ids[i] = u32::from_str_radix(raw_hex(&raw), 16).unwrap_or_default();
+        let id = parse_id(attr, &raw).map_err(|reason| SysfsError::invalid(&file, reason))?;
+        ids[i] = id.id;
         if i == 0 {
-            class_digits = raw_hex(&raw).len();
+            class_digits = id.digits;
         }
-        attributes.insert(attr.to_string(), value.to_ascii_lowercase());
+        attributes.insert(attr.to_string(), id.value);
     }
     // A 4-digit class file lacks the programming interface byte.
     let class_code = if class_digits == 4 {
@@ -306,7 +296,7 @@ fn read_device(parent: &DirHandle, name: &str) -> Result<(PciDevice, Vec<SysfsEr
 }
 
 /// NFD's normalisation: strip `0x`, trim, and keep the first 4 hex digits of `class`.
-fn nfd_normalise(attr: &str, raw: &str) -> String {
+pub(crate) fn nfd_normalise(attr: &str, raw: &str) -> String {
     let v = raw.strip_prefix("0x").unwrap_or(raw).trim();
     if attr == "class" && v.len() > 4 {
         v.get(..4).unwrap_or(v).to_string()
@@ -319,56 +309,85 @@ fn raw_hex(raw: &str) -> &str {
     raw.strip_prefix("0x").unwrap_or(raw).trim()
 }
 
+/// A mandatory id attribute (`class`, `vendor`, `device`, `subsystem_*`), parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PciId {
+    /// NFD's attribute value (normalised, lower case).
+    pub value: String,
+    /// The number the hex digits spell.
+    pub id: u32,
+    /// How many hex digits the file had (`class` has 4 or 6).
+    pub digits: usize,
+}
+
+/// Parses a mandatory id attribute: 4 hex digits (`class`: 4 to 6), `0x` optional. The error is
+/// the reason, for a message that names the file.
+pub(crate) fn parse_id(attr: &str, raw: &str) -> Result<PciId, String> {
+    let hex = raw_hex(raw);
+    let digits_ok = match attr {
+        "class" => (4..=6).contains(&hex.len()),
+        _ => hex.len() == 4,
+    };
+    if !digits_ok || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("not a hex id: {:?}", short(raw)));
+    }
+    Ok(PciId {
+        value: nfd_normalise(attr, raw).to_ascii_lowercase(),
+        id: u32::from_str_radix(hex, 16).unwrap_or_default(),
+        digits: hex.len(),
+    })
+}
+
 fn read_hex_byte(dir: &DirHandle, name: &str) -> Result<Option<String>, SysfsError> {
     let Some(raw) = dir.read(name)? else {
         return Ok(None);
     };
-    let path = &dir.path().join(name);
-    let v = raw_hex(&raw);
-    if v.is_empty() || v.len() > 2 || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(SysfsError::invalid(
-            path,
-            format!("not a hex byte: {:?}", short(&raw)),
-        ));
-    }
-    Ok(Some(format!(
-        "{:02x}",
-        u8::from_str_radix(v, 16).unwrap_or(0)
-    )))
+    parse_hex_byte(&raw)
+        .map(Some)
+        .map_err(|reason| SysfsError::invalid(&dir.path().join(name), reason))
 }
 
-/// `-1` (no NUMA affinity) is left out: absence means unknown.
+/// `0xa1` -> `a1`: one byte in hex, two lower-case digits.
+pub(crate) fn parse_hex_byte(raw: &str) -> Result<String, String> {
+    let v = raw_hex(raw);
+    if v.is_empty() || v.len() > 2 || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("not a hex byte: {:?}", short(raw)));
+    }
+    Ok(format!("{:02x}", u8::from_str_radix(v, 16).unwrap_or(0)))
+}
+
 fn read_numa(dir: &DirHandle, name: &str) -> Result<Option<String>, SysfsError> {
     let Some(raw) = dir.read(name)? else {
         return Ok(None);
     };
-    let path = &dir.path().join(name);
+    parse_numa(&raw).map_err(|reason| SysfsError::invalid(&dir.path().join(name), reason))
+}
+
+/// A `numa_node` value; `-1` (no NUMA affinity) is left out: absence means unknown.
+pub(crate) fn parse_numa(raw: &str) -> Result<Option<String>, String> {
     match raw.parse::<i64>() {
         Ok(n) if n >= 0 => Ok(Some(n.to_string())),
         Ok(_) => Ok(None),
-        Err(_) => Err(SysfsError::invalid(
-            path,
-            format!("not a number: {:?}", short(&raw)),
-        )),
+        Err(_) => Err(format!("not a number: {:?}", short(raw))),
     }
 }
 
-/// `16.0 GT/s PCIe` -> `16.0`; older kernels write `8 GT/s` -> `8.0`. `Unknown` is left out.
 fn read_link_speed(dir: &DirHandle, name: &str) -> Result<Option<String>, SysfsError> {
     let Some(raw) = dir.read(name)? else {
         return Ok(None);
     };
-    let path = &dir.path().join(name);
+    parse_link_speed(&raw).map_err(|reason| SysfsError::invalid(&dir.path().join(name), reason))
+}
+
+/// `16.0 GT/s PCIe` -> `16.0`; older kernels write `8 GT/s` -> `8.0`. `Unknown` is left out.
+pub(crate) fn parse_link_speed(raw: &str) -> Result<Option<String>, String> {
     if raw.starts_with("Unknown") {
         return Ok(None);
     }
     let first = raw.split_whitespace().next().unwrap_or_default();
     match first.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(Some(format!("{v:.1}"))),
-        _ => Err(SysfsError::invalid(
-            path,
-            format!("not a link speed: {:?}", short(&raw)),
-        )),
+        _ => Err(format!("not a link speed: {:?}", short(raw))),
     }
 }
 
