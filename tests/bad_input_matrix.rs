@@ -1130,7 +1130,7 @@ fn nvml_rows() -> Vec<Row> {
             |dir| {
                 let root = dir.join("sys");
                 nvidia_sysfs(&root, &[("0000:43:00.0", "0x1cb3")]);
-                let mut a = os(&[
+                let a = os(&[
                     &"labels",
                     &"-o",
                     &"json",
@@ -1143,7 +1143,6 @@ fn nvml_rows() -> Vec<Row> {
                     &"--nvml-lib",
                     &fake_nvml_lib("nvidia_ml"),
                 ]);
-                a.extend([]);
                 let f = nvml_fixture("old-driver-no-mig");
                 let out = labels_run(a, &[("FAKE_NVML_FIXTURE", f.as_os_str())]);
                 let e = expect(
