@@ -8,7 +8,8 @@
 //! `cargo bench --bench discovery` (a plain `fn main`, `harness = false`). Runs alternate
 //! between the two programs so that both see the same machine state; each child is reaped with
 //! `wait4` for its own peak RSS. Environment: `BENCH_RUNS` (default 21), `BENCH_COPIES` (default
-//! 4, i.e. 2,068 functions), `BENCH_STRICT=1` exits 1 when a target is missed.
+//! 4, i.e. 2,068 functions), `BENCH_STRICT=1` exits 1 when a target is missed, `BENCH_KEEP=1`
+//! keeps the generated tree.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -111,6 +112,12 @@ fn main() {
     let copies = env_num("BENCH_COPIES", 4).max(1);
     let dir = tempfile::tempdir().expect("tempdir");
     let tree = dir.path().join("sys");
+    // BENCH_KEEP=1 leaves the tree behind for measuring by hand (`/usr/bin/time -v`, perf).
+    let _dir = if std::env::var_os("BENCH_KEEP").is_some() {
+        Err(dir.keep())
+    } else {
+        Ok(dir)
+    };
     let t = Instant::now();
     let functions = common::generate_large_tree(&tree, copies);
     println!(
@@ -125,7 +132,7 @@ fn main() {
         bin.display(),
         std::fs::metadata(&bin).expect("binary").len() as f64 / (1024.0 * 1024.0)
     );
-    let proc = dir.path().join("proc-absent");
+    let proc = tree.with_file_name("proc-absent");
     let labeler_args: Vec<String> = vec![
         "labels".into(),
         "--sysfs-root".into(),
