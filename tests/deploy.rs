@@ -268,18 +268,25 @@ fn eval(expr: &str, ctx: &cel_interpreter::Context) -> cel_interpreter::Value {
         .unwrap_or_else(|e| panic!("evaluation error (the API server would deny): {expr}: {e}"))
 }
 
+/// Who asks for what: user, the node bound into the token, operation, subresource, the Node.
+struct Request<'a> {
+    user: &'a str,
+    node_claim: Option<&'a str>,
+    operation: &'a str,
+    sub_resource: &'a str,
+    name: &'a str,
+}
+
 /// The API server's decision for one request: `Ok` when admitted (or not matched), else the
 /// denial's message.
-fn admit(
-    p: &Policy,
-    user: &str,
-    node_claim: Option<&str>,
-    operation: &str,
-    sub_resource: &str,
-    name: &str,
-    object: Value,
-    old_object: Value,
-) -> Result<(), String> {
+fn admit(p: &Policy, r: &Request, object: Value, old_object: Value) -> Result<(), String> {
+    let Request {
+        user,
+        node_claim,
+        operation,
+        sub_resource,
+        name,
+    } = *r;
     let resource = if sub_resource.is_empty() {
         "nodes".to_string()
     } else {
@@ -544,7 +551,14 @@ fn the_admission_policy_lets_the_agent_change_only_its_own_nodes_labels() {
             old
         };
         let old = if op == "CREATE" { Value::Null } else { old };
-        let got = admit(&p, user, claim, op, sub, name, object, old);
+        let request = Request {
+            user,
+            node_claim: claim,
+            operation: op,
+            sub_resource: sub,
+            name,
+        };
+        let got = admit(&p, &request, object, old);
         if got != expected.map_err(str::to_string) {
             wrong.push(format!("{what}: got {got:?}, expected {expected:?}"));
         }

@@ -11,9 +11,12 @@ use common::*;
 
 const PREFIX: &str = "feature.node.kubernetes.io/";
 
+/// A row of the table: the label key and its example cells (`None` for "—").
+type Row = (String, Vec<Option<String>>);
+
 /// The rows of the table between `<!-- labels-table -->` markers: label key and the cells of
 /// the example columns (`None` for "—").
-fn table() -> (Vec<String>, Vec<(String, Vec<Option<String>>)>) {
+fn table() -> (Vec<String>, Vec<Row>) {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let start = readme
         .find("<!-- labels-table -->")
@@ -55,7 +58,7 @@ fn table() -> (Vec<String>, Vec<(String, Vec<Option<String>>)>) {
     (columns, rows)
 }
 
-fn column(rows: &[(String, Vec<Option<String>>)], i: usize) -> BTreeMap<String, String> {
+fn column(rows: &[Row], i: usize) -> BTreeMap<String, String> {
     rows.iter()
         .filter_map(|(key, ex)| ex[i].clone().map(|v| (format!("{PREFIX}{key}"), v)))
         .collect()
