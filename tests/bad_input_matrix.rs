@@ -1020,11 +1020,12 @@ fn nvml_rows() -> Vec<Row> {
         ),
         row(
             "nvml: not a library",
-            "--nvml-lib is a text file: unavailable (as if not installed), sysfs labels",
+            "--nvml-lib is a text file: a warning naming it and why, sysfs labels",
             |dir| {
                 let lib = write(dir, "libnvidia-ml.so.1", "not an ELF file\n");
                 let out = dell_nvml(&nvml_fixture("h100-8x"), &lib);
-                (out, expect(0, vec![], dell_sysfs_default()))
+                let why = format!("NVML: cannot load {}: file too short", lib.display());
+                (out, expect(0, vec![warn(why)], dell_sysfs_default()))
             },
         ),
         row(

@@ -6,7 +6,7 @@
 //! still discovered from sysfs.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
@@ -136,6 +136,15 @@ impl NvmlLibrary {
 fn init_status(path: &OsString, e: NvmlError) -> NvmlStatus {
     let lib = path.to_string_lossy();
     match e {
+        // A file that is there but does not load (not a library, wrong architecture, missing
+        // dependencies) is an operator's mistake worth a warning; a library that is absent
+        // (no driver yet, not an NVIDIA node) is not.
+        NvmlError::LibloadingError(err) if lib.contains('/') && Path::new(path).is_file() => {
+            // dlerror's text starts with the path again.
+            let err = err.to_string();
+            let why = err.strip_prefix(&format!("{lib}: ")).unwrap_or(&err);
+            NvmlStatus::Error(format!("cannot load {lib}: {why}"))
+        }
         NvmlError::LibloadingError(err) => {
             NvmlStatus::Unavailable(format!("cannot load {lib}: {err}"))
         }
