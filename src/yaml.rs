@@ -18,10 +18,16 @@ pub fn error_message(e: &serde_saphyr::Error) -> String {
         Some((loc, msg)) if loc.contains(" column ") => msg,
         _ => rest,
     };
-    // The parser's advice to its programmer is no help to whoever wrote the file.
-    msg.strip_suffix(", set DuplicateKeyPolicy in Options if acceptable")
-        .unwrap_or(msg)
-        .to_string()
+    // The parser's advice to its programmer is no help to whoever wrote the file, and its
+    // event names are the parser's words, not the author's.
+    let msg = msg
+        .strip_suffix(", set DuplicateKeyPolicy in Options if acceptable")
+        .unwrap_or(msg);
+    match msg {
+        "expected sequence start" => "expected a list here".to_string(),
+        "expected mapping start" => "expected a mapping (key: value) here".to_string(),
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -33,6 +39,26 @@ mod tests {
         let e = serde_saphyr::from_str::<serde_json::Value>("a:\n  b: [\n").unwrap_err();
         assert_eq!(error_position(&e).0, 2);
         assert_eq!(error_message(&e), "unclosed bracket '['");
+    }
+
+    #[test]
+    fn a_wrong_kind_of_node_is_said_in_the_authors_words() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Doc {
+            list: Vec<String>,
+        }
+        let e = serde_saphyr::from_str::<Doc>("list: \"03\"\n").unwrap_err();
+        assert_eq!(
+            (error_position(&e), error_message(&e)),
+            ((1, 7), "expected a list here".to_string())
+        );
+        let e = serde_saphyr::from_str::<std::collections::BTreeMap<String, String>>("[1]\n")
+            .unwrap_err();
+        assert_eq!(
+            (error_position(&e), error_message(&e)),
+            ((1, 1), "expected a mapping (key: value) here".to_string())
+        );
     }
 
     #[test]

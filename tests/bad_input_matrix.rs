@@ -481,7 +481,7 @@ fn config_rows() -> Vec<Row> {
             "deviceClassWhitelist: 3 (a list is expected)",
             |dir| {
                 let (c, out) = config_row(dir, "sources:\n  pci:\n    deviceClassWhitelist: 3\n");
-                let e = config_error(&c, "3:27", "expected sequence start");
+                let e = config_error(&c, "3:27", "expected a list here");
                 (out, e)
             },
         ),
@@ -1218,7 +1218,7 @@ fn sharing_rows() -> Vec<Row> {
         }),
         row("sharing: not a mapping", "a YAML list", |dir| {
             let (s, out) = sharing_row(dir, b"- a\n- b\n");
-            let e = sharing_left_out(&s, "1:1", "expected mapping start");
+            let e = sharing_left_out(&s, "1:1", "expected a mapping (key: value) here");
             (out, e)
         }),
         row("sharing: unknown strategy", "sharing.spacial", |dir| {
