@@ -2,6 +2,7 @@
 # Fuzzes each target for SECONDS (default 600), one at a time, at low priority, in fork mode so
 # that a crash is saved (artifacts/<target>/) and fuzzing goes on for the whole time.
 # Usage: fuzz/run-all.sh [SECONDS] [TARGET...]   (from anywhere; logs go to fuzz/logs/)
+# NO_BUILD=1 fuzzes the binaries already built (`cargo fuzz build`) instead of building each.
 set -u
 cd "$(dirname "$0")"
 secs=${1:-600}
@@ -12,8 +13,10 @@ bin=target/x86_64-unknown-linux-gnu/release
 mkdir -p logs
 for t in "${targets[@]}"; do
     # Built just before its run, so that library fixes made meanwhile are fuzzed too.
-    RUSTC_BOOTSTRAP=1 nice -n 10 cargo fuzz build "$t" > "logs/$t.build.log" 2>&1 \
-        || echo "build of $t failed; fuzzing the previous binary" >> "logs/$t.build.log"
+    if [ -z "${NO_BUILD:-}" ]; then
+        RUSTC_BOOTSTRAP=1 nice -n 10 cargo fuzz build "$t" > "logs/$t.build.log" 2>&1 \
+            || echo "build of $t failed; fuzzing the previous binary" >> "logs/$t.build.log"
+    fi
     mkdir -p "generated/$t" "artifacts/$t"
     dict=()
     [ -f "dict/$t.dict" ] && dict=("-dict=dict/$t.dict")
