@@ -154,7 +154,8 @@ def main():
         # A site overlay that takes both components.
         Path(tmp, "kustomization.yaml").write_text(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-            "resources: [../base]\ncomponents: [../components/nvidia, ../components/nodefeature]\n")
+            "resources: [../base]\ncomponents: [../components/nvidia, ../components/nodefeature]\n"
+            "images:\n  - name: gpu-labeler\n    newName: registry.example.com/gpu-labeler\n    newTag: 0.1.0\n")
         cases.append((Path(tmp), True, True))
         for path, nvidia, nodefeature in cases:
             text = render(path)
@@ -163,6 +164,10 @@ def main():
             where = "deploy (nvidia + nodefeature components)" if path == Path(tmp) else str(path)
             validate(where, text)
             check(where, text, nvidia, nodefeature)
+            images = sorted({c["image"] for d in yaml.safe_load_all(text) if d and d["kind"] == "DaemonSet"
+                             for c in d["spec"]["template"]["spec"]["containers"]})
+            want = "registry.example.com/gpu-labeler:0.1.0" if path == Path(tmp) else "gpu-labeler:0.1.0"
+            need(images == [want], f"{where}: images {images}, expected {want} (the README's site kustomization)")
             print(f"ok: {where}: {len([d for d in yaml.safe_load_all(text) if d])} objects")
         # The validator is strict: an unknown field must fail.
         broken = render(root).replace("readOnlyRootFilesystem: true", "readOnlyRootFileSystem: true")
