@@ -206,7 +206,12 @@ pub fn pci_config(data: &[u8]) {
         }
         Ok(None) => assert_eq!(parsed, vgpu::ConfigSpace::NotVgpu),
         Ok(Some(cap)) => {
-            assert_eq!(cap.first(), Some(&0x09));
+            // The capability's bytes: at least its header (id, next, length), starting with its id.
+            assert!(
+                cap.len() >= 3,
+                "capability shorter than its header: {cap:?}"
+            );
+            assert_eq!(cap[0], 0x09);
             let is_vgpu = vgpu::is_vgpu_capability(cap);
             assert_eq!(is_vgpu, matches!(parsed, vgpu::ConfigSpace::Vgpu(_)));
         }

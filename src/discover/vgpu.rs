@@ -20,6 +20,8 @@ const STATUS_CAP_LIST: u8 = 0x10;
 /// Byte holding the offset of the first capability.
 const CAP_POINTER: usize = 0x34;
 const CAP_VENDOR_SPECIFIC: u8 = 0x09;
+/// A capability's header: id, next pointer, length.
+const CAP_HEADER: usize = 3;
 /// The standard (non-extended) configuration space, where the capability list lives.
 const STANDARD_SIZE: usize = 256;
 /// vGPU capability: where its records start, and the host driver record's field sizes.
@@ -59,8 +61,9 @@ impl ConfigSpace {
     }
 }
 
-/// The first vendor-specific capability in the standard capability list, bounded by what was
-/// read. `Err(len)` when the list cannot be reached.
+/// The first vendor-specific capability in the standard capability list (its length byte's worth,
+/// never less than its 3-byte header), bounded by what was read. `Err(len)` when the list cannot
+/// be reached.
 pub fn vendor_specific_capability(config: &[u8]) -> Result<Option<&[u8]>, usize> {
     if config.len() < STANDARD_SIZE {
         return Err(config.len());
@@ -78,7 +81,9 @@ pub fn vendor_specific_capability(config: &[u8]) -> Result<Option<&[u8]>, usize>
             break;
         }
         if id == CAP_VENDOR_SPECIFIC {
-            let end = (pos + len).min(config.len());
+            // A length byte below 3 does not even cover the capability's own header (id, next,
+            // length); the header is still returned, never an empty slice.
+            let end = (pos + len.max(CAP_HEADER)).min(config.len());
             return Ok(Some(&config[pos..end]));
         }
         pos = next as usize;
@@ -224,6 +229,11 @@ mod tests {
         assert_eq!(parse(&c), ConfigSpace::Vgpu(None));
         c[0xf6] = 3;
         assert_eq!(parse(&c), ConfigSpace::Vgpu(None));
+        // A vendor-specific capability whose length byte does not cover its header: found
+        // (its header is returned), and not a vGPU one.
+        c[0xf2] = 0;
+        assert_eq!(vendor_specific_capability(&c), Ok(Some(&c[0xf0..0xf3])));
+        assert_eq!(parse(&c), ConfigSpace::NotVgpu);
         // No capability list at all.
         c[STATUS] = 0;
         assert_eq!(parse(&c), ConfigSpace::NotVgpu);
