@@ -246,16 +246,7 @@ pub fn kfd_properties(data: &[u8]) {
         if let Some(v) = props.gfx_target_version {
             let _ = amd::gfx_target(v);
         }
-        nodes.push(KfdNode {
-            path: Path::new("/fuzz/kfd").to_path_buf(),
-            domain: props.domain,
-            bus: props.bus,
-            slot: props.slot,
-            simd_count: props.simd_count,
-            cu_count: props.cu_count,
-            gfx_target_version: props.gfx_target_version,
-            memory_bytes: bank.ok().flatten().or(props.local_mem_size),
-        });
+        nodes.push(props.into_node(Path::new("/fuzz/kfd"), bank.ok().flatten()));
     }
     let mine: Vec<&KfdNode> = nodes.iter().collect();
     match amd::totals(&mine) {

@@ -74,16 +74,7 @@ fn read_node(sysfs: &Sysfs, path: &Path) -> Result<Option<KfdNode>, SysfsError> 
             }
         }
     }
-    Ok(Some(KfdNode {
-        path: path.to_path_buf(),
-        domain: props.domain,
-        bus: props.bus,
-        slot: props.slot,
-        simd_count: props.simd_count,
-        cu_count: props.cu_count,
-        gfx_target_version: props.gfx_target_version,
-        memory_bytes: memory.or(props.local_mem_size),
-    }))
+    Ok(Some(props.into_node(path, memory)))
 }
 
 /// The numbers of a KFD topology node's `properties` file that discovery uses.
@@ -102,6 +93,23 @@ pub struct KfdProperties {
 /// Parses a KFD node's `properties` (`<name> <value>` lines; other lines are ignored).
 /// `Ok(None)` for a node without SIMDs (a CPU); the error is the reason, for a message that
 /// names the file.
+impl KfdProperties {
+    /// The node at `path`, its memory the sum of its banks when they report any, else
+    /// `local_mem_size`.
+    pub fn into_node(self, path: &Path, banks: Option<u64>) -> KfdNode {
+        KfdNode {
+            path: path.to_path_buf(),
+            domain: self.domain,
+            bus: self.bus,
+            slot: self.slot,
+            simd_count: self.simd_count,
+            cu_count: self.cu_count,
+            gfx_target_version: self.gfx_target_version,
+            memory_bytes: banks.or(self.local_mem_size),
+        }
+    }
+}
+
 pub fn parse_properties(text: &str) -> Result<Option<KfdProperties>, String> {
     let mut props = BTreeMap::new();
     for line in text.lines() {
