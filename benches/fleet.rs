@@ -140,8 +140,7 @@ fn per_interval(c: Counts, intervals: f64) -> (f64, f64) {
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let nodes = env_num("FLEET_NODES", if full { 1000 } else { 50 }) as usize;
-    let interval =
-        Duration::from_millis(env_num("FLEET_INTERVAL_MS", if full { 2000 } else { 1000 }));
+    let interval = Duration::from_millis(env_num("FLEET_INTERVAL_MS", 2000));
 
     let server = FakeApiServer::start();
     for i in 0..nodes {

@@ -9,8 +9,8 @@
 //! minute, and the writes after the first publish (the target: none).
 //!
 //! `cargo build -p fake-nvml --release && cargo bench --bench soak` runs `SOAK_SECS` (default
-//! 600). Under `cargo test --benches` (no `--bench` argument) it runs for 6 seconds and checks
-//! the same targets, so CI keeps the harness working.
+//! 600). Under `cargo test --benches` (no `--bench` argument) it runs for 6 seconds, so CI keeps
+//! the harness working: the write targets are checked, the pace only as "it keeps cycling".
 
 #[path = "../tests/apiserver/mod.rs"]
 mod apiserver;
@@ -228,8 +228,13 @@ fn main() {
     }
     // The next cycle starts an interval after the previous one ended: a little under one a
     // second. Fewer than 90% of that means cycles are stuck or slow.
+    // The smoke run under `cargo test` (a debug build on a loaded CI machine, 4 s) only proves
+    // the loop keeps cycling; the pace is judged in the full run.
     let expected = secs.saturating_sub(sample * first as u64);
-    if steady_cycles * 10 < expected * 9 {
+    if !full && steady_cycles == 0 {
+        failed.push(format!("no cycle in {expected} s at a 1 s interval"));
+    }
+    if full && steady_cycles * 10 < expected * 9 {
         failed.push(format!(
             "only {steady_cycles} cycles in {expected} s at a 1 s interval"
         ));
