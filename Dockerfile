@@ -7,8 +7,8 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-# The PCI ID database is embedded at build time (the pci-ids crate falls back to its own copy
-# when the build has no network).
+# The PCI ID database (data/pci.ids) is embedded at build time; the build needs no network
+# beyond crates.io.
 RUN cargo build --release --locked --package gpu-labeler \
     && strip target/release/gpu-labeler
 

@@ -48,20 +48,29 @@ pub struct InstanceFeature {
     pub elements: Vec<Instance>,
 }
 
+/// An attribute name or value of an instance. Nearly all fit in 24 bytes (`subsystem_vendor`,
+/// `0000:3b:00.0`, `10de`) and are stored inline: a node with thousands of PCI functions holds
+/// tens of thousands of them, and an allocation each was a third of the scan's peak memory
+/// (BENCHMARKS.md, "Peak memory").
+pub type Text = compact_str::CompactString;
+
+/// An instance's attributes, by name.
+pub type Attributes = BTreeMap<Text, Text>;
+
 /// One instance: a bag of attributes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Instance {
     #[serde(default, deserialize_with = "null_as_default")]
-    pub attributes: BTreeMap<String, String>,
+    pub attributes: Attributes,
 }
 
 impl Instance {
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.attributes.get(key).map(String::as_str)
+        self.attributes.get(key).map(Text::as_str)
     }
 }
 
-impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Instance {
+impl<K: Into<Text>, V: Into<Text>> FromIterator<(K, V)> for Instance {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         Instance {
             attributes: iter
@@ -558,8 +567,8 @@ spec:
             f.instances("pci.device")[0].attributes,
             [("class", "0302"), ("revision", "0x01"), ("vendor", "10de")]
                 .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<BTreeMap<_, _>>()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect::<Attributes>()
         );
         assert_eq!(f.attribute("gpu.driver", "nvidia"), Some("535.10"));
         assert_eq!(f.attribute("gpu.driver", "cuda"), Some("12.0"));

@@ -1,9 +1,9 @@
 //! PCI ID database lookups: vendor and device names.
 //!
-//! The `pci-ids` crate embeds a database at build time; that is the default, so the same binary
-//! names the same device the same way on every node. A `pci.ids` file can be preferred at run
-//! time (`--pci-ids`, e.g. the host's `/usr/share/misc/pci.ids` mounted in, when it is newer);
-//! only the devices present on the node are kept from it.
+//! `data/pci.ids` is embedded at build time (indexed by vendor by `build.rs`); that is the
+//! default, so the same binary names the same device the same way on every node. A `pci.ids`
+//! file can be preferred at run time (`--pci-ids`, e.g. the host's `/usr/share/misc/pci.ids`
+//! mounted in, when it is newer); only the devices present on the node are kept from it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -11,7 +11,7 @@ use std::path::Path;
 /// Vendor id -> the device ids of that vendor present on the node.
 pub type Wanted = BTreeMap<u16, BTreeSet<u16>>;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 struct VendorEntry {
     name: String,
     devices: HashMap<u16, String>,
@@ -25,25 +25,21 @@ pub struct PciIds {
     vendors: HashMap<u16, VendorEntry>,
 }
 
+/// `data/pci.ids`, embedded as bytes; `VENDOR_INDEX` (from build.rs) locates each vendor.
+static DB: &[u8] = include_bytes!("../data/pci.ids");
+include!(concat!(env!("OUT_DIR"), "/pci_ids_index.rs"));
+
 impl PciIds {
-    /// Resolves `wanted` from the database embedded at build time: one pass over each present
-    /// vendor's devices (the crate's device lookup is a linear scan per call).
+    /// Resolves `wanted` from the database embedded at build time: the index locates each
+    /// present vendor's section, and only those sections are read.
     pub fn embedded(wanted: &Wanted) -> PciIds {
-        use pci_ids::FromId;
         let mut vendors = HashMap::new();
-        for (&vid, devices) in wanted {
-            let Some(v) = pci_ids::Vendor::from_id(vid) else {
-                continue;
-            };
-            let entry = VendorEntry {
-                name: v.name().to_string(),
-                devices: v
-                    .devices()
-                    .filter(|d| devices.contains(&d.id()))
-                    .map(|d| (d.id(), d.name().to_string()))
-                    .collect(),
-            };
-            vendors.insert(vid, entry);
+        for &vid in wanted.keys() {
+            if let Ok(i) = VENDOR_INDEX.binary_search_by_key(&vid, |&(id, ..)| id) {
+                let (_, start, end) = VENDOR_INDEX[i];
+                let section = DB.get(start as usize..end as usize).unwrap_or_default();
+                parse(section, wanted, &mut vendors);
+            }
         }
         PciIds {
             source: "embedded".into(),
@@ -55,34 +51,8 @@ impl PciIds {
     /// other vendors are skipped without decoding; the class section is never read.
     pub fn from_file(path: &Path, wanted: &Wanted) -> std::io::Result<PciIds> {
         let bytes = std::fs::read(path)?;
-        let mut vendors: HashMap<u16, VendorEntry> = HashMap::new();
-        let mut current: Option<(u16, &BTreeSet<u16>)> = None;
-        for line in bytes.split(|&b| b == b'\n') {
-            match line.first() {
-                None | Some(b'#') => continue,
-                Some(b'\t') => {
-                    let Some((vid, devices)) = current else {
-                        continue;
-                    };
-                    if line.get(1) == Some(&b'\t') {
-                        continue; // subsystem line
-                    }
-                    if let Some((id, name)) = split_entry(&line[1..])
-                        && devices.contains(&id)
-                    {
-                        vendors.entry(vid).or_default().devices.insert(id, name);
-                    }
-                }
-                Some(b'C') if line.starts_with(b"C ") => break, // the class section follows all vendors
-                Some(_) => {
-                    current = split_entry(line).and_then(|(id, name)| {
-                        let devices = wanted.get(&id)?;
-                        vendors.entry(id).or_default().name = name;
-                        Some((id, devices))
-                    });
-                }
-            }
-        }
+        let mut vendors = HashMap::new();
+        parse(&bytes, wanted, &mut vendors);
         Ok(PciIds {
             source: path.display().to_string(),
             vendors,
@@ -118,6 +88,38 @@ impl PciIds {
             .devices
             .get(&device)
             .map(String::as_str)
+    }
+}
+
+/// Adds the vendors and devices of `wanted` found in `bytes` (a whole `pci.ids` file or one
+/// vendor's section of it) to `vendors`.
+fn parse(bytes: &[u8], wanted: &Wanted, vendors: &mut HashMap<u16, VendorEntry>) {
+    let mut current: Option<(u16, &BTreeSet<u16>)> = None;
+    for line in bytes.split(|&b| b == b'\n') {
+        match line.first() {
+            None | Some(b'#') => continue,
+            Some(b'\t') => {
+                let Some((vid, devices)) = current else {
+                    continue;
+                };
+                if line.get(1) == Some(&b'\t') {
+                    continue; // subsystem line
+                }
+                if let Some((id, name)) = split_entry(&line[1..])
+                    && devices.contains(&id)
+                {
+                    vendors.entry(vid).or_default().devices.insert(id, name);
+                }
+            }
+            Some(b'C') if line.starts_with(b"C ") => break, // the class section follows all vendors
+            Some(_) => {
+                current = split_entry(line).and_then(|(id, name)| {
+                    let devices = wanted.get(&id)?;
+                    vendors.entry(id).or_default().name = name;
+                    Some((id, devices))
+                });
+            }
+        }
     }
 }
 
@@ -165,5 +167,36 @@ mod tests {
         );
         assert_eq!(ids.device_name(0x10de, 0x20b2), None);
         assert_eq!(ids.vendor_name(0x1002), None);
+    }
+
+    /// The index finds every vendor, with exactly the devices a pass over the whole file finds.
+    #[test]
+    fn the_index_reads_the_same_as_the_whole_file() {
+        let mut all = Wanted::new();
+        let mut vendor = None;
+        for line in DB.split(|&b| b == b'\n') {
+            if line.starts_with(b"C ") {
+                break;
+            }
+            match line {
+                [b'#', ..] | [] | [b'\t', b'\t', ..] => {}
+                [b'\t', rest @ ..] => {
+                    let (id, _) = split_entry(rest).expect("device line");
+                    all.entry(vendor.expect("a vendor first"))
+                        .or_default()
+                        .insert(id);
+                }
+                _ => {
+                    let (id, _) = split_entry(line).expect("vendor line");
+                    all.entry(id).or_default();
+                    vendor = Some(id);
+                }
+            }
+        }
+        assert!(all.len() > 2000, "{} vendors", all.len());
+        assert_eq!(VENDOR_INDEX.len(), all.len());
+        let mut whole = HashMap::new();
+        parse(DB, &all, &mut whole);
+        assert_eq!(PciIds::embedded(&all).vendors, whole);
     }
 }

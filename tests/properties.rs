@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use gpu_labeler::config::{Config, MigStrategy, Profile};
 use gpu_labeler::default_rules;
-use gpu_labeler::features::{FeatureSet, Instance, parse_snapshot};
+use gpu_labeler::features::{FeatureSet, parse_snapshot};
 use gpu_labeler::labels::{Evaluated, evaluate_node};
 use gpu_labeler::rules::{RuleSet, RuleSource};
 use proptest::prelude::*;
@@ -383,13 +383,13 @@ fn feature_set() -> BoxedStrategy<FeatureSet> {
                 let mut f = FeatureSet::default();
                 for (i, mut g) in gpus.into_iter().enumerate() {
                     g.insert("index".into(), i.to_string());
-                    f.push_instance("gpu.device", Instance { attributes: g });
+                    f.push_instance("gpu.device", g.into_iter().collect());
                 }
                 for m in migs {
-                    f.push_instance("gpu.mig", Instance { attributes: m });
+                    f.push_instance("gpu.mig", m.into_iter().collect());
                 }
                 for p in pcis {
-                    f.push_instance("pci.device", Instance { attributes: p });
+                    f.push_instance("pci.device", p.into_iter().collect());
                 }
                 for (k, v) in node {
                     f.insert_attribute("gpu.node", k, v);

@@ -95,7 +95,8 @@ pub fn nvidia_family(major: i32, minor: i32) -> &'static str {
 }
 
 /// SR-IOV virtual functions as a guest sees them: no `physfn`, only the device id says VF.
-/// From the PCI ID database (pci-ids 0.2.6): AMD MxGPU functions, named `... VF` or `MxGPU`.
+/// From the PCI ID database (data/pci.ids, 2025.07.11): AMD MxGPU functions, named `... VF`
+/// or `MxGPU`.
 pub const GUEST_VF_IDS: &[(u16, u16)] = &[
     (0x1002, 0x686c), // Vega 10 [Instinct MI25 MxGPU/MI25x2 MxGPU/V340 MxGPU/V340L MxGPU]
     (0x1002, 0x73ae), // Navi 21 [Radeon Pro V620 MxGPU]
@@ -266,14 +267,15 @@ pub fn discover(
         gpu.attributes.insert("index".into(), index.to_string());
         features.push_instance(
             GPU_DEVICE,
-            Instance {
-                attributes: gpu.attributes.clone(),
-            },
+            gpu.attributes
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect(),
         );
         for m in &gpu.mig {
             let mut i = Instance::default();
             let mut put = |k: &str, v: String| {
-                i.attributes.insert(k.to_string(), v);
+                i.attributes.insert(k.into(), v.into());
             };
             put("parent_index", index.to_string());
             if let Some(a) = gpu.attributes.get("address") {

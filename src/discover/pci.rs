@@ -1,10 +1,9 @@
 //! PCI functions from `<sysfs-root>/bus/pci/devices`: NFD's `pci.device` attributes with NFD's
 //! normalisation, plus this project's extensions (SPEC §3).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::features::Instance;
+use crate::features::{Attributes, Instance, Text};
 use crate::pciids::{PciIds, Wanted};
 use crate::sysfs::{DirHandle, Sysfs, SysfsError, open_dir_at, short};
 
@@ -93,12 +92,12 @@ pub struct PciDevice {
     /// The full 24-bit class code (`0x030200`); NFD's `class` attribute is its first 4 hex digits.
     pub class_code: u32,
     /// The `pci.device` attributes, without the names from the ID database.
-    pub attributes: BTreeMap<String, String>,
+    pub attributes: Attributes,
 }
 
 impl PciDevice {
     pub fn attr(&self, key: &str) -> Option<&str> {
-        self.attributes.get(key).map(String::as_str)
+        self.attributes.get(key).map(Text::as_str)
     }
 
     pub fn base_class(&self) -> u8 {
@@ -114,10 +113,10 @@ impl PciDevice {
     pub fn into_instance(self, ids: &PciIds) -> Instance {
         let mut attributes = self.attributes;
         if let Some(n) = ids.vendor_name(self.vendor_id) {
-            attributes.insert("vendor_name".into(), n.to_string());
+            attributes.insert(Text::const_new("vendor_name"), n.into());
         }
         if let Some(n) = ids.device_name(self.vendor_id, self.device_id) {
-            attributes.insert("device_name".into(), n.to_string());
+            attributes.insert(Text::const_new("device_name"), n.into());
         }
         Instance { attributes }
     }
@@ -221,7 +220,7 @@ fn read_device(parent: &DirHandle, name: &str) -> Result<(PciDevice, Vec<SysfsEr
         .ok_or_else(|| SysfsError::invalid(path, "not a PCI address (dddd:bb:dd.f)"))?;
     let dir = open_dir_at(parent.fd(), Path::new(name), path, DEVICE_ENTRIES)?;
 
-    let mut attributes = BTreeMap::new();
+    let mut attributes = Attributes::new();
     let mut ids = [0u32; 5];
     let mut class_digits = 0;
     for (i, attr) in MANDATORY.iter().enumerate() {
@@ -237,7 +236,7 @@ fn read_device(parent: &DirHandle, name: &str) -> Result<(PciDevice, Vec<SysfsEr
         if i == 0 {
             class_digits = id.digits;
         }
-        attributes.insert(attr.to_string(), id.value);
+        attributes.insert(Text::const_new(attr), id.value.into());
     }
     // A 4-digit class file lacks the programming interface byte.
     let class_code = if class_digits == 4 {
@@ -247,9 +246,9 @@ fn read_device(parent: &DirHandle, name: &str) -> Result<(PciDevice, Vec<SysfsEr
     };
 
     let mut problems = Vec::new();
-    let mut optional = |key: &str, value: Result<Option<String>, SysfsError>| match value {
+    let mut optional = |key: &'static str, value: Result<Option<String>, SysfsError>| match value {
         Ok(Some(v)) => {
-            attributes.insert(key.to_string(), v);
+            attributes.insert(Text::const_new(key), v.into());
         }
         Ok(None) => {}
         Err(e) => problems.push(e),

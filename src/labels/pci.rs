@@ -79,7 +79,7 @@ mod tests {
         ];
         let mut gpu = dev(&[("class", "0302"), ("vendor", "10de")]);
         gpu.attributes
-            .extend(common.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            .extend(common.iter().map(|(k, v)| ((*k).into(), (*v).into())));
         gpu.attributes.insert("sriov_totalvfs".into(), "32".into());
         f.push_instance(PCI_DEVICE, gpu);
         f.push_instance(

@@ -201,7 +201,7 @@ impl Elem<'_> {
             Elem::Instance(i) => Value::Object(
                 i.attributes
                     .iter()
-                    .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                    .map(|(k, v)| (k.to_string(), Value::from(v.as_str())))
                     .collect(),
             ),
         }
@@ -240,15 +240,15 @@ pub struct ExprTrace {
 }
 
 /// The name among `names` closest to an absent `key`, for `explain`.
-fn closest_name<'a>(
+fn closest_name<'a, S: AsRef<str> + ?Sized + 'a>(
     key: &str,
     input: Input<'_>,
-    names: impl Iterator<Item = &'a String>,
+    names: impl Iterator<Item = &'a S>,
 ) -> Option<String> {
     if input != Input::Absent {
         return None;
     }
-    super::closest(key, names.map(String::as_str)).map(str::to_string)
+    super::closest(key, names.map(AsRef::as_ref)).map(str::to_string)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -649,7 +649,7 @@ fn match_instances<'a, 'f: 'a>(
         for (n, e) in exprs.iter().enumerate() {
             let input = inst
                 .attributes
-                .get(&e.key)
+                .get(e.key.as_str())
                 .map_or(Input::Absent, |v| Input::Value(v.as_str()));
             let r = e.eval(input);
             if trace.is_some() {
