@@ -2,6 +2,8 @@
 //! normalisation, plus this project's extensions (SPEC §3).
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::features::{Attributes, Instance, Text};
 use crate::pciids::{PciIds, Wanted};
@@ -147,20 +149,25 @@ pub fn scan(sysfs: &Sysfs, warnings: &mut Warnings) -> Vec<PciDevice> {
     // Directory order is the filesystem's: sort, so that warnings come in the same order on
     // every run.
     names.sort_unstable();
-    let results = read_all(&parent, &names);
-    let mut devices = Vec::with_capacity(results.len());
-    for result in results {
-        match result {
+    // Consumed in place: on a big machine the devices are most of the scan's memory, and a
+    // second vector of them would be its peak.
+    let mut devices: Vec<PciDevice> = read_all(&parent, &names)
+        .into_iter()
+        .filter_map(|result| match result {
             Ok((d, problems)) => {
                 for e in problems {
                     warnings.push(format!("{e}; attribute left out"));
                 }
-                devices.push(d);
+                Some(d)
             }
-            Err(e) => warnings.push(format!("{e}; PCI device skipped")),
-        }
-    }
-    devices.sort_by_key(|d| d.sort_key);
+            Err(e) => {
+                warnings.push(format!("{e}; PCI device skipped"));
+                None
+            }
+        })
+        .collect();
+    // Unstable: the keys are unique (one directory per address), and it needs no buffer.
+    devices.sort_unstable_by_key(|d| d.sort_key);
     devices
 }
 
@@ -181,27 +188,28 @@ fn read_all(parent: &DirHandle, names: &[String]) -> Vec<DeviceResult> {
         return names.iter().map(|name| read_device(parent, name)).collect();
     }
     // Devices are handed out one at a time (some have many more attributes than others), and
-    // the calling thread works too.
-    let next = std::sync::atomic::AtomicUsize::new(0);
+    // the calling thread works too. Each result goes straight to its slot: no per-thread
+    // vectors growing by doubling, no merge.
+    let slots: Vec<OnceLock<DeviceResult>> = names.iter().map(|_| OnceLock::new()).collect();
+    let next = AtomicUsize::new(0);
     let work = || {
-        let mut done = Vec::new();
         loop {
-            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(name) = names.get(i) else { break };
-            done.push((i, read_device(parent, name)));
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let (Some(name), Some(slot)) = (names.get(i), slots.get(i)) else {
+                break;
+            };
+            let _ = slot.set(read_device(parent, name));
         }
-        done
     };
-    let mut results: Vec<(usize, DeviceResult)> = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
-        let mut all = work();
+        work();
         for h in helpers {
-            all.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
         }
-        all
     });
-    results.sort_unstable_by_key(|(i, _)| *i);
-    results.into_iter().map(|(_, r)| r).collect()
+    // Every index below `names.len()` was taken by exactly one thread, which filled its slot.
+    slots.into_iter().filter_map(OnceLock::into_inner).collect()
 }
 
 /// The vendor and device ids present, for reading only what is needed of a `pci.ids` file.
