@@ -51,7 +51,7 @@ pub struct InstanceFeature {
 /// An attribute name or value of an instance. Nearly all fit in 24 bytes (`subsystem_vendor`,
 /// `0000:3b:00.0`, `10de`) and are stored inline: a node with thousands of PCI functions holds
 /// tens of thousands of them, and an allocation each was a third of the scan's peak memory
-/// (BENCHMARKS.md, "Peak memory").
+/// (BENCHMARKS.md, "What was changed to meet the target").
 pub type Text = compact_str::CompactString;
 
 /// An instance's attributes, by name.
