@@ -1,19 +1,19 @@
-//! The command line (SPEC §2): argument definitions and the commands that print.
+//! The command line (SPEC §2): argument definitions and the commands that print. The only module
+//! that knows clap: it turns flags into the options of the floors below and calls down.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{Config, NvmlEnabled};
-use crate::default_rules;
-use crate::discover::nvml::{self, NvmlChoice, NvmlLibrary};
-use crate::discover::{self, DiscoveryOptions};
-use crate::features::{self, FeatureSet};
-use crate::labels::{self, Evaluated};
+use clap::builder::PossibleValue;
+
+use crate::daemon::{self, PublishOptions, SinkKind};
+use crate::error::{Error, exit};
+use crate::labels;
+use crate::pipeline::{self, RuleFiles, Sources};
 use crate::publish::stdout::{LabelFormat, render};
 use crate::rules::RuleSet;
-use crate::{Error, exit};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -82,12 +82,25 @@ pub enum RulesCommand {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SinkKind {
-    Node,
-    Nodefeature,
-    FeaturesFile,
-    Stdout,
+// `--sink` and `-o` take the names the floors below define; clap learns them here.
+impl clap::ValueEnum for SinkKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &SinkKind::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()))
+    }
+}
+
+impl clap::ValueEnum for LabelFormat {
+    fn value_variants<'a>() -> &'a [Self] {
+        &LabelFormat::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()))
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -168,47 +181,40 @@ pub struct RulesArgs {
 }
 
 impl DiscoveryArgs {
-    /// Flags win over the config file; the default is the loader's search.
-    pub fn nvml_choice(&self, config: &Config) -> NvmlChoice {
-        if self.no_nvml || config.sources.nvml.enabled == NvmlEnabled::False {
-            return NvmlChoice::Disabled;
-        }
-        let path = self.nvml_lib.clone().unwrap_or_else(|| {
-            if config.sources.nvml.lib_path.is_empty() {
-                PathBuf::from(nvml::DEFAULT_LIB)
-            } else {
-                PathBuf::from(&config.sources.nvml.lib_path)
-            }
-        });
-        NvmlChoice::Library(path)
-    }
-
-    pub fn load_config(&self) -> Result<Config, Error> {
-        match &self.config {
-            Some(p) => Ok(Config::load(p)?),
-            None => Ok(Config::default()),
+    pub fn sources(&self) -> Sources {
+        Sources {
+            sysfs_root: self.sysfs_root.clone(),
+            proc_root: self.proc_root.clone(),
+            nvml_lib: self.nvml_lib.clone(),
+            no_nvml: self.no_nvml,
+            features: self.features.clone(),
+            config: self.config.clone(),
+            pci_ids: self.pci_ids.clone(),
         }
     }
+}
 
-    /// The feature set: from the snapshot when given, else discovered. Warnings go to the log.
-    pub fn features(&self, config: &Config) -> Result<FeatureSet, Error> {
-        if let Some(path) = &self.features {
-            return Ok(features::load_snapshot(path)?);
+impl RulesArgs {
+    pub fn rule_files(&self) -> RuleFiles {
+        RuleFiles {
+            paths: self.rules.clone(),
+            no_default_rules: self.no_default_rules,
         }
-        let mut nvml = NvmlLibrary::new(self.nvml_choice(config));
-        let d = discover::discover(
-            &DiscoveryOptions {
-                sysfs_root: self.sysfs_root.clone(),
-                proc_root: self.proc_root.clone(),
-                pci_ids: self.pci_ids.clone(),
-                config: config.clone(),
-            },
-            &mut nvml,
-        );
-        for w in &d.warnings {
-            tracing::warn!("{w}");
+    }
+}
+
+impl PublishArgs {
+    pub fn options(&self) -> PublishOptions {
+        PublishOptions {
+            node_name: self.node_name.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+            sink: self.sink,
+            features_file: self.features_file.clone(),
+            interval: self.interval.clone(),
+            oneshot: self.oneshot,
+            dry_run: self.dry_run,
+            listen: self.listen.clone(),
         }
-        Ok(d.features)
     }
 }
 
@@ -233,7 +239,11 @@ pub fn run(cli: Cli) -> u8 {
             discovery,
             rules,
             publish,
-        } => crate::daemon::run(discovery, rules, publish),
+        } => daemon::run(daemon::Options {
+            sources: discovery.sources(),
+            rules: rules.rule_files(),
+            publish: publish.options(),
+        }),
         Command::Version => {
             print(&format!("gpu-labeler {}\n", env!("CARGO_PKG_VERSION")));
             Ok(exit::OK)
@@ -248,28 +258,14 @@ pub fn run(cli: Cli) -> u8 {
     }
 }
 
-/// Loads the shipped rules (unless `--no-default-rules`) and the `--rules` paths. A broken file
-/// never stops the others from loading; its errors are returned, one line each.
-pub fn load_rules(args: &RulesArgs) -> (RuleSet, Vec<String>) {
-    let mut sources = if args.no_default_rules {
-        Vec::new()
-    } else {
-        default_rules::sources()
-    };
-    let (files, mut errors) = RuleSet::load_paths(&args.rules);
-    sources.extend(files);
-    let (set, load_errors) = RuleSet::load(sources);
-    errors.extend(load_errors);
-    (set, errors.iter().map(ToString::to_string).collect())
-}
-
 fn cmd_labels(args: &DiscoveryArgs, rules: &RulesArgs, format: LabelFormat) -> Result<u8, Error> {
-    let config = args.load_config()?;
+    let (sources, rules) = (args.sources(), rules.rule_files());
+    let config = sources.load_config()?;
     // Rules parse while the node is discovered: measured 2-3 ms (6%) off `labels` on a
     // 2,000-function machine, which the issue-2 target needs.
     let (features, (rule_set, rule_errors)) = std::thread::scope(|scope| {
-        let rules = scope.spawn(|| load_rules(rules));
-        let features = args.features(&config);
+        let rules = scope.spawn(|| rules.load());
+        let features = sources.features(&config);
         let rules = rules
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
@@ -277,7 +273,7 @@ fn cmd_labels(args: &DiscoveryArgs, rules: &RulesArgs, format: LabelFormat) -> R
     });
     let features = features?;
     let evaluated = labels::evaluate_node(&features, &config, &rule_set);
-    report(&evaluated);
+    pipeline::report(&evaluated);
     print(&render(&evaluated.output, format));
     // The process ends here: freeing thousands of feature maps would only delay the exit
     // (part of the same measured 2-3 ms).
@@ -293,23 +289,14 @@ fn cmd_labels(args: &DiscoveryArgs, rules: &RulesArgs, format: LabelFormat) -> R
     })
 }
 
-/// Logs what an evaluation has to report: failed rules and rejected labels are warnings.
-pub fn report(e: &Evaluated) {
-    for n in &e.notes {
-        tracing::info!("{n}");
-    }
-    for m in e.errors.iter().chain(&e.rejected) {
-        tracing::warn!("{m}");
-    }
-}
-
 fn cmd_explain(args: &DiscoveryArgs, rules: &RulesArgs, rule: Option<&str>) -> Result<u8, Error> {
-    let config = args.load_config()?;
-    let (rule_set, rule_errors) = load_rules(rules);
+    let sources = args.sources();
+    let config = sources.load_config()?;
+    let (rule_set, rule_errors) = rules.rule_files().load();
     for e in &rule_errors {
         eprintln!("error: {e}");
     }
-    let features = args.features(&config)?;
+    let features = sources.features(&config)?;
     print(&crate::rules::explain(&rule_set, &features, rule));
     Ok(if rule_errors.is_empty() {
         exit::OK
@@ -348,8 +335,9 @@ fn cmd_rules_check(paths: &[PathBuf]) -> Result<u8, Error> {
 }
 
 fn cmd_features(args: &DiscoveryArgs, format: FeatureFormat) -> Result<u8, Error> {
-    let config = args.load_config()?;
-    let features = args.features(&config)?;
+    let sources = args.sources();
+    let config = sources.load_config()?;
+    let features = sources.features(&config)?;
     print(&match format {
         FeatureFormat::Json => features.to_json() + "\n",
         FeatureFormat::Yaml => features.to_yaml(),

@@ -2,6 +2,7 @@
 //! typo is an error naming file, line and column instead of a silently ignored setting.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -139,9 +140,31 @@ fn sink_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error>
 
 fn duration_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let s = String::deserialize(d)?;
-    crate::daemon::parse_duration(&s).map_err(serde::de::Error::custom)?;
+    parse_duration(&s).map_err(serde::de::Error::custom)?;
     Ok(s)
 }
+
+/// Parses a duration: `90s`, `5m`, `1h30m`, `1.5s`, `500ms` (humantime's spans, which include
+/// Go's); a bare number is seconds. Zero, negative and absurdly long durations are refused.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("empty duration".into());
+    }
+    let d = match t.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 && n <= MAX_DURATION_SECS => Duration::from_secs_f64(n),
+        Ok(_) => return Err(format!("invalid duration {s:?}: must be positive")),
+        Err(_) => humantime::parse_duration(t)
+            .map_err(|_| format!("invalid duration {s:?}: expected e.g. 60s, 5m, 1h"))?,
+    };
+    if d.is_zero() || d.as_secs_f64() > MAX_DURATION_SECS {
+        return Err(format!("invalid duration {s:?}: must be positive"));
+    }
+    Ok(d)
+}
+
+/// About 31 years: anything longer is a typo.
+const MAX_DURATION_SECS: f64 = 1e9;
 
 impl Default for Publish {
     fn default() -> Self {
@@ -279,5 +302,18 @@ publish: {sink: stdout, interval: 30s}
         };
         assert_eq!(*line, 3, "{e}");
         assert!(e.to_string().starts_with("invalid config c.yaml:3:"), "{e}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        for bad in ["", "0s", "-1s", "5x", "s", "1e400", "m5"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -19,19 +19,79 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::cli::{DiscoveryArgs, PublishArgs, RulesArgs, SinkKind, load_rules};
-use crate::config::Config;
+use crate::config::{self, Config};
+use crate::discover;
 use crate::discover::nvml::{NvmlChoice, NvmlLibrary};
 use crate::discover::sharing::SharingSource;
-use crate::discover::{self, DiscoveryOptions};
+use crate::error::{Error, exit};
 use crate::features::{self, FeatureSet};
-use crate::labels::{NodeOutput, evaluate_node};
+use crate::labels::evaluate_node;
 use crate::metrics::{self, Health};
+use crate::output::NodeOutput;
+use crate::pipeline::{RuleFiles, Sources};
 use crate::publish::features_file::{self, FeaturesFileSink};
 use crate::publish::node::{NodeSink, Outcome, OutcomeKind, PublishError};
 use crate::publish::nodefeature::{self, NodeFeatureSink};
 use crate::rules::RuleSet;
-use crate::{Error, exit};
+
+/// Everything `run` is told: where inputs come from and how to publish. Built by the command
+/// line from its flags and environment.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub sources: Sources,
+    pub rules: RuleFiles,
+    pub publish: PublishOptions,
+}
+
+/// Where labels go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkKind {
+    Node,
+    Nodefeature,
+    FeaturesFile,
+    Stdout,
+}
+
+impl SinkKind {
+    /// Every sink, in the order `--sink` lists them.
+    pub const ALL: [SinkKind; 4] = [
+        SinkKind::Node,
+        SinkKind::Nodefeature,
+        SinkKind::FeaturesFile,
+        SinkKind::Stdout,
+    ];
+
+    /// The name `--sink` and `publish.sink` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            SinkKind::Node => "node",
+            SinkKind::Nodefeature => "nodefeature",
+            SinkKind::FeaturesFile => "features-file",
+            SinkKind::Stdout => "stdout",
+        }
+    }
+}
+
+/// How and where to publish (SPEC §6).
+#[derive(Debug, Clone)]
+pub struct PublishOptions {
+    /// The Node to label (this node).
+    pub node_name: Option<String>,
+    /// kubeconfig file (else in-cluster config, else $KUBECONFIG).
+    pub kubeconfig: Option<PathBuf>,
+    /// Where labels go (default: the config's publish.sink).
+    pub sink: Option<SinkKind>,
+    /// Path of the features.d file for the features-file sink.
+    pub features_file: Option<PathBuf>,
+    /// Time between scans (default: the config's publish.interval).
+    pub interval: Option<String>,
+    /// Publish once and exit.
+    pub oneshot: bool,
+    /// Compute and log what would be published, but do not write.
+    pub dry_run: bool,
+    /// Address for /healthz, /readyz and /metrics; empty for none.
+    pub listen: String,
+}
 
 /// Backoff after a failed cycle: 1 s doubling to 5 min, full jitter.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
@@ -39,53 +99,6 @@ pub const BACKOFF_CAP: Duration = Duration::from_secs(300);
 /// `--oneshot` tries this many times (backoff capped at 8 s) before exiting 3.
 const ONESHOT_ATTEMPTS: u32 = 4;
 const ONESHOT_BACKOFF_CAP: Duration = Duration::from_secs(8);
-
-/// Parses a duration: `90s`, `5m`, `1h30m`, `500ms`; a bare number is seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if t.is_empty() {
-        return Err("empty duration".into());
-    }
-    if let Ok(n) = t.parse::<f64>() {
-        return secs(n, s);
-    }
-    let mut total = 0.0;
-    let mut rest = t;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (num, tail) = rest.split_at(num_len);
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let n: f64 = num
-            .parse()
-            .map_err(|_| format!("invalid duration {s:?}: expected e.g. 60s, 5m, 1h"))?;
-        let scale = match unit {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => {
-                return Err(format!(
-                    "invalid duration {s:?}: unit must be ms, s, m or h"
-                ));
-            }
-        };
-        total += n * scale;
-        rest = tail;
-    }
-    secs(total, s)
-}
-
-fn secs(n: f64, original: &str) -> Result<Duration, String> {
-    if !n.is_finite() || n <= 0.0 || n > 1e9 {
-        return Err(format!("invalid duration {original:?}: must be positive"));
-    }
-    Ok(Duration::from_secs_f64(n))
-}
 
 /// A uniformly random number in [0, 1): std's randomly keyed hasher is random enough for jitter.
 pub fn random_fraction() -> f64 {
@@ -176,8 +189,8 @@ fn hash_file(p: &Path, h: &mut DefaultHasher) {
 /// The config and rules in force: the last good version of each, and the digests that say
 /// when their files change.
 struct Inputs {
-    discovery: DiscoveryArgs,
-    rules_args: RulesArgs,
+    sources: Sources,
+    rule_files: RuleFiles,
     config: Config,
     rules: RuleSet,
     config_digest: u64,
@@ -185,22 +198,22 @@ struct Inputs {
 }
 
 impl Inputs {
-    fn config_paths(discovery: &DiscoveryArgs) -> Vec<PathBuf> {
-        discovery.config.iter().cloned().collect()
+    fn config_paths(sources: &Sources) -> Vec<PathBuf> {
+        sources.config.iter().cloned().collect()
     }
 
     /// Loads both at start: an invalid one is an error (exit 1), as for `labels`.
-    fn load(discovery: DiscoveryArgs, rules_args: RulesArgs) -> Result<Inputs, Error> {
-        let config_digest = digest(&Self::config_paths(&discovery));
-        let rules_digest = digest(&rules_args.rules);
-        let config = discovery.load_config()?;
-        let (rules, errors) = load_rules(&rules_args);
+    fn load(sources: Sources, rule_files: RuleFiles) -> Result<Inputs, Error> {
+        let config_digest = digest(&Self::config_paths(&sources));
+        let rules_digest = digest(&rule_files.paths);
+        let config = sources.load_config()?;
+        let (rules, errors) = rule_files.load();
         if !errors.is_empty() {
             return Err(Error::InvalidInput(errors.join("\n")));
         }
         Ok(Inputs {
-            discovery,
-            rules_args,
+            sources,
+            rule_files,
             config,
             rules,
             config_digest,
@@ -213,10 +226,10 @@ impl Inputs {
     /// something new is in force.
     fn reload(&mut self, force: bool, health: &Health) -> bool {
         let mut changed = false;
-        let d = digest(&Self::config_paths(&self.discovery));
+        let d = digest(&Self::config_paths(&self.sources));
         if force || d != self.config_digest {
             self.config_digest = d;
-            match self.discovery.load_config() {
+            match self.sources.load_config() {
                 Ok(c) => {
                     if c != self.config {
                         tracing::info!("config reloaded");
@@ -230,10 +243,10 @@ impl Inputs {
                 }
             }
         }
-        let d = digest(&self.rules_args.rules);
+        let d = digest(&self.rule_files.paths);
         if force || d != self.rules_digest {
             self.rules_digest = d;
-            let (rules, errors) = load_rules(&self.rules_args);
+            let (rules, errors) = self.rule_files.load();
             if errors.is_empty() {
                 tracing::info!("rules reloaded: {} rules", rules.rule_count());
                 self.rules = rules;
@@ -346,40 +359,31 @@ async fn kube_client(kubeconfig: Option<&Path>, timeout: Duration) -> Result<Cli
     Client::try_from(config).map_err(|e| invalid(&e))
 }
 
-fn sink_name(kind: SinkKind) -> &'static str {
-    match kind {
-        SinkKind::Node => "node",
-        SinkKind::Nodefeature => "nodefeature",
-        SinkKind::FeaturesFile => "features-file",
-        SinkKind::Stdout => "stdout",
-    }
-}
-
-fn sink_kind(publish: &PublishArgs, config: &Config) -> Result<SinkKind, Error> {
+fn sink_kind(publish: &PublishOptions, config: &Config) -> Result<SinkKind, Error> {
     if let Some(k) = publish.sink {
         return Ok(k);
     }
-    match config.publish.sink.as_str() {
-        "node" => Ok(SinkKind::Node),
-        "nodefeature" => Ok(SinkKind::Nodefeature),
-        "features-file" => Ok(SinkKind::FeaturesFile),
-        "stdout" => Ok(SinkKind::Stdout),
-        other => Err(Error::InvalidInput(format!(
-            "config publish.sink: unknown sink {other:?} (node, nodefeature, features-file, stdout)"
-        ))),
-    }
+    let name = config.publish.sink.as_str();
+    SinkKind::ALL
+        .into_iter()
+        .find(|k| k.name() == name)
+        .ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "config publish.sink: unknown sink {name:?} (node, nodefeature, features-file, stdout)"
+            ))
+        })
 }
 
 /// The interval in force: the flag, else the config's `publish.interval`.
-fn interval(publish: &PublishArgs, config: &Config) -> Result<Duration, Error> {
+fn interval(publish: &PublishOptions, config: &Config) -> Result<Duration, Error> {
     let (text, from) = match &publish.interval {
         Some(s) => (s.as_str(), "--interval"),
         None => (config.publish.interval.as_str(), "config publish.interval"),
     };
-    parse_duration(text).map_err(|e| Error::InvalidInput(format!("{from}: {e}")))
+    config::parse_duration(text).map_err(|e| Error::InvalidInput(format!("{from}: {e}")))
 }
 
-fn node_name(publish: &PublishArgs, sink: &str) -> Result<String, Error> {
+fn node_name(publish: &PublishOptions, sink: &str) -> Result<String, Error> {
     match publish.node_name.as_deref().map(str::trim) {
         Some(n) if !n.is_empty() => Ok(n.to_string()),
         _ => Err(Error::InvalidInput(format!(
@@ -389,7 +393,7 @@ fn node_name(publish: &PublishArgs, sink: &str) -> Result<String, Error> {
 }
 
 async fn build_sink(
-    publish: &PublishArgs,
+    publish: &PublishOptions,
     kind: SinkKind,
     timeout: Duration,
 ) -> Result<Sink, Error> {
@@ -437,7 +441,7 @@ impl From<PublishError> for CycleError {
 /// Everything that lives across cycles.
 struct Daemon {
     inputs: Inputs,
-    publish: PublishArgs,
+    publish: PublishOptions,
     /// One NVML handle for the process's lifetime (replaced only when the config picks another
     /// library); `None` while a scan holds it.
     nvml: Option<NvmlLibrary>,
@@ -467,25 +471,20 @@ impl Daemon {
 
     async fn scan(&mut self) -> Result<FeatureSet, CycleError> {
         let config = self.inputs.config.clone();
-        if let Some(path) = &self.inputs.discovery.features {
+        if let Some(path) = &self.inputs.sources.features {
             return features::load_snapshot(path).map_err(|e| CycleError {
                 reason: "snapshot",
                 message: e.to_string(),
             });
         }
-        let choice = self.inputs.discovery.nvml_choice(&config);
+        let choice = self.inputs.sources.nvml_choice(&config);
         if choice != self.nvml_choice || self.nvml.is_none() {
             self.nvml = Some(NvmlLibrary::new(choice.clone()));
             self.nvml_choice = choice;
         }
         let mut nvml = self.nvml.take().expect("set above");
         let mut sharing = std::mem::take(&mut self.sharing);
-        let opts = DiscoveryOptions {
-            sysfs_root: self.inputs.discovery.sysfs_root.clone(),
-            proc_root: self.inputs.discovery.proc_root.clone(),
-            pci_ids: self.inputs.discovery.pci_ids.clone(),
-            config,
-        };
+        let opts = self.inputs.sources.discovery_options(&config);
         // Discovery reads files and may call into NVML: off the async thread.
         let d = tokio::task::spawn_blocking(move || {
             let d = discover::discover_with(&opts, &mut nvml, &mut sharing);
@@ -512,7 +511,7 @@ impl Daemon {
         self.health.beat();
         if self.inputs.reload(force_reload, &self.health) {
             self.set_interval();
-            let wanted = sink_kind(&self.publish, &self.inputs.config).map(sink_name);
+            let wanted = sink_kind(&self.publish, &self.inputs.config).map(SinkKind::name);
             if wanted.is_ok_and(|w| w != self.sink.name()) {
                 tracing::warn!(
                     "config publish.sink changed; the sink ({}) changes on the next start",
@@ -688,23 +687,24 @@ async fn stop_signal(term: &mut Signal, int: &mut Signal) -> &'static str {
 }
 
 /// `gpu-labeler run`: returns the exit code.
-pub fn run(discovery: DiscoveryArgs, rules: RulesArgs, publish: PublishArgs) -> Result<u8, Error> {
+pub fn run(options: Options) -> Result<u8, Error> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::Runtime(format!("cannot start the async runtime: {e}")))?;
-    let result = rt.block_on(run_async(discovery, rules, publish));
+    let result = rt.block_on(run_async(options));
     // A scan abandoned on SIGTERM must not hold the exit.
     rt.shutdown_timeout(Duration::from_secs(1));
     result
 }
 
-async fn run_async(
-    discovery: DiscoveryArgs,
-    rules: RulesArgs,
-    publish: PublishArgs,
-) -> Result<u8, Error> {
-    let inputs = Inputs::load(discovery, rules)?;
+async fn run_async(options: Options) -> Result<u8, Error> {
+    let Options {
+        sources,
+        rules,
+        publish,
+    } = options;
+    let inputs = Inputs::load(sources, rules)?;
     let kind = sink_kind(&publish, &inputs.config)?;
     let every = interval(&publish, &inputs.config)?;
     // Installed before anything slow, so that a SIGTERM during start-up is a clean stop.
@@ -719,7 +719,7 @@ async fn run_async(
     let timeout = request_timeout(every);
     let sink = build_sink(&publish, kind, timeout).await?;
     let health = Arc::new(Health::new(Duration::from_secs(600)));
-    let nvml_choice = inputs.discovery.nvml_choice(&inputs.config);
+    let nvml_choice = inputs.sources.nvml_choice(&inputs.config);
     let mut daemon = Daemon {
         nvml: Some(NvmlLibrary::new(nvml_choice.clone())),
         nvml_choice,
@@ -750,19 +750,6 @@ async fn run_async(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        for bad in ["", "0s", "-1s", "5x", "s", "1e400", "m5"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn backoff_doubles_to_the_cap_with_full_jitter() {

@@ -13,12 +13,12 @@ use crate::discover::amd::{self, KfdNode};
 use crate::discover::pci::{PciAddress, parse_hex_byte, parse_id, parse_link_speed, parse_numa};
 use crate::discover::{sharing, vgpu};
 use crate::features::{FeatureSet, Instance, parse_snapshot};
-use crate::labels::validate::{
+use crate::labels::{Evaluated, evaluate_node};
+use crate::rules::{RuleSet, RuleSource};
+use crate::validate::{
     label_value, sanitize_value, validate_annotation, validate_extended_resource, validate_label,
     validate_taint,
 };
-use crate::labels::{Evaluated, evaluate_node};
-use crate::rules::{RuleSet, RuleSource};
 
 /// The file name the fuzzed text is reported under.
 const RULES_FILE: &str = "fuzz-rules.yaml";

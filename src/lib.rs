@@ -2,53 +2,44 @@
 //! evaluate NodeFeatureRules over them and publish the labels.
 //!
 //! Data flows one way: `discover` -> `FeatureSet` -> `rules` + built-in labels -> `NodeOutput`
-//! -> `publish`. Everything between discovery and publishing is pure.
+//! -> `publish`. Everything between discovery and publishing is pure. The modules stand in
+//! floors in that order, each importing only the floors below it (README "Architecture";
+//! `tests/architecture.rs` checks it):
+//!
+//! 0. [`sysfs`], [`pciids`], [`yaml`], [`config`], [`features`], [`output`], [`validate`],
+//!    [`error`]: the readers and the shared vocabulary
+//! 1. [`discover`]: one file per source
+//! 2. [`rules`], [`default_rules`]: NodeFeatureRule parsing and evaluation
+//! 3. [`labels`], [`pipeline`]: label assembly, and the inputs every command loads
+//! 4. [`publish`], [`metrics`]: the sinks and the health/metrics server
+//! 5. [`daemon`]: the `run` loop
+//! 6. [`fuzzing`], [`cli`]: entry points
 
-pub mod cli;
+// Floor 0
 pub mod config;
-pub mod daemon;
-pub mod default_rules;
-pub mod discover;
+pub mod error;
 pub mod features;
+pub mod output;
+pub mod pciids;
+pub mod sysfs;
+pub mod validate;
+pub mod yaml;
+// Floor 1
+pub mod discover;
+// Floor 2
+pub mod default_rules;
+pub mod rules;
+// Floor 3
+pub mod labels;
+pub mod pipeline;
+// Floor 4
+pub mod metrics;
+pub mod publish;
+// Floor 5
+pub mod daemon;
+// Floor 6
+pub mod cli;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod labels;
-pub mod metrics;
-pub mod pciids;
-pub mod publish;
-pub mod rules;
-pub mod sysfs;
-pub mod yaml;
 
-/// Process exit codes (SPEC §2).
-pub mod exit {
-    pub const OK: u8 = 0;
-    /// Invalid input: rules, config, snapshot.
-    pub const INVALID_INPUT: u8 = 1;
-    /// Usage error (clap's own code).
-    pub const USAGE: u8 = 2;
-    /// A runtime failure that could not be retried.
-    pub const RUNTIME: u8 = 3;
-}
-
-/// Errors that end a command, with the exit code each maps to.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Config(#[from] config::ConfigError),
-    #[error(transparent)]
-    Snapshot(#[from] features::SnapshotError),
-    #[error("{0}")]
-    InvalidInput(String),
-    #[error("{0}")]
-    Runtime(String),
-}
-
-impl Error {
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            Error::Config(_) | Error::Snapshot(_) | Error::InvalidInput(_) => exit::INVALID_INPUT,
-            Error::Runtime(_) => exit::RUNTIME,
-        }
-    }
-}
+pub use error::{Error, exit};

@@ -5,7 +5,7 @@
 //!    whatever simple rules an operator writes; every label that is refused is reported, never
 //!    silently dropped (SPEC §4). The validator here is written from the Kubernetes rules
 //!    (apimachinery's `IsQualifiedName`, `IsDNS1123Subdomain`, `IsValidLabelValue`), not taken
-//!    from `src/labels/validate.rs`.
+//!    from `src/validate.rs`.
 //! 2. Labels do not depend on the order devices are discovered: instance order in a feature set,
 //!    and PCI addresses renamed among identical functions of the real fixture trees (so directory
 //!    order differs) give the same whole label map.

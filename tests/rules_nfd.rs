@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use gpu_labeler::config::LabelPolicy;
 use gpu_labeler::features::{FeatureSet, Instance, parse_snapshot};
-use gpu_labeler::labels::Taint;
+use gpu_labeler::output::Taint;
 use gpu_labeler::rules::{Evaluation, OutputKind, RuleSet, RuleSource, check};
 
 const DIR: &str = "tests/fixtures/rules";

@@ -22,9 +22,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::features::{FeatureSet, Instance};
-use crate::labels::validate::sanitize_value;
 use crate::pciids::PciIds;
 use crate::sysfs::Sysfs;
+use crate::validate::sanitize_value;
 
 use super::Warnings;
 use super::nvml::{NvmlGpu, NvmlMigDevice, NvmlScan};

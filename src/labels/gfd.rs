@@ -30,8 +30,8 @@ use crate::discover::gpu::{GPU_DEVICE, GPU_DRIVER, GPU_MIG};
 use crate::discover::sharing::{GPU_SHARING, Sharing, Strategy};
 use crate::features::{FeatureSet, Instance};
 
-use super::LabelMap;
-use super::validate::{label_value, sanitize_value};
+use crate::output::LabelMap;
+use crate::validate::{label_value, sanitize_value};
 
 /// The profile's name in `profiles:`.
 pub const PROFILE: &str = "nvidia-gfd";

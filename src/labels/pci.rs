@@ -5,7 +5,7 @@ use crate::discover::PCI_DEVICE;
 use crate::discover::pci::MANDATORY;
 use crate::features::FeatureSet;
 
-use super::{FEATURE_PREFIX, LabelMap};
+use crate::output::{FEATURE_PREFIX, LabelMap};
 
 /// The labels NFD's PCI source gives for these features and this configuration.
 /// Returns the labels and, when `deviceLabelFields` had names NFD ignores, a note saying so.

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::node::{LabelDiff, Outcome, OutcomeKind, PublishError};
-use crate::labels::{LabelMap, NodeOutput};
+use crate::output::{LabelMap, NodeOutput};
 use crate::publish::stdout::{LabelFormat, render};
 
 /// NFD's default features.d directory, with our file name.

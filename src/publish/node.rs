@@ -19,7 +19,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, core::Status};
 use serde_json::{Value, json};
 
-use crate::labels::{LabelMap, NodeOutput};
+use crate::output::{LabelMap, NodeOutput};
 
 /// Our field manager on every object we apply.
 pub const FIELD_MANAGER: &str = "gpu-labeler";

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::node::{FIELD_MANAGER, LabelDiff, Outcome, OutcomeKind, PublishError};
 use crate::features::FeatureSet;
-use crate::labels::{LabelMap, NodeOutput};
+use crate::output::{LabelMap, NodeOutput};
 
 pub const GROUP: &str = "nfd.k8s-sigs.io";
 pub const VERSION: &str = "v1alpha1";

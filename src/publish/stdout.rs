@@ -1,13 +1,33 @@
 //! Printing labels: `-o text|json|yaml|features-file` (SPEC §2).
 
-use crate::labels::NodeOutput;
+use crate::output::NodeOutput;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LabelFormat {
     Text,
     Json,
     Yaml,
     FeaturesFile,
+}
+
+impl LabelFormat {
+    /// Every format, in the order `-o` lists them.
+    pub const ALL: [LabelFormat; 4] = [
+        LabelFormat::Text,
+        LabelFormat::Json,
+        LabelFormat::Yaml,
+        LabelFormat::FeaturesFile,
+    ];
+
+    /// The name `-o` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            LabelFormat::Text => "text",
+            LabelFormat::Json => "json",
+            LabelFormat::Yaml => "yaml",
+            LabelFormat::FeaturesFile => "features-file",
+        }
+    }
 }
 
 /// Renders the output of one evaluation.
@@ -41,7 +61,7 @@ fn key_value_lines(output: &NodeOutput) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels::Taint;
+    use crate::output::Taint;
 
     fn output() -> NodeOutput {
         let mut o = NodeOutput::default();

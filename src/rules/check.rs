@@ -17,11 +17,11 @@ use super::model::{ObjectSpec, RuleSpec, TermSpec};
 use super::template::{RuleTemplate, unsupported_functions};
 use super::{RuleLoadError, RuleSource, closest, read_source};
 use crate::config::LabelPolicy;
-use crate::labels::validate::{
+use crate::output::{FEATURE_PREFIX, Taint};
+use crate::validate::{
     label_value, namespace, qualified_name, validate_annotation, validate_extended_resource,
     validate_label, validate_taint,
 };
-use crate::labels::{FEATURE_PREFIX, Taint};
 
 /// The findings of `rules check`. `errors` non-empty means the files are invalid.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

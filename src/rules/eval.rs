@@ -15,7 +15,7 @@ use super::document::Pos;
 use super::expression::{Expr, Input, Op};
 use super::template::RuleTemplate;
 use crate::features::{FeatureSet, Instance, Nil};
-use crate::labels::Taint;
+use crate::output::Taint;
 
 /// A rule, compiled.
 #[derive(Debug)]

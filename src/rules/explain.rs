@@ -15,7 +15,7 @@ use super::expression::Expr;
 use super::{Evaluation, OutputKind, RuleRecord, RuleSet, closest};
 use crate::config::LabelPolicy;
 use crate::features::FeatureSet;
-use crate::labels::validate::{FEATURE_NS, add_namespace};
+use crate::validate::{FEATURE_NS, add_namespace};
 
 /// How many instances are listed per term before the rest is summarised.
 const MAX_INSTANCES: usize = 20;

@@ -21,10 +21,10 @@ use std::path::{Path, PathBuf};
 
 use crate::config::LabelPolicy;
 use crate::features::FeatureSet;
-use crate::labels::validate::{
+use crate::output::{NodeOutput, Taint};
+use crate::validate::{
     FEATURE_NS, validate_annotation, validate_extended_resource, validate_label, validate_taint,
 };
-use crate::labels::{NodeOutput, Taint};
 
 mod check;
 mod document;

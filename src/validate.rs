@@ -9,7 +9,7 @@
 use sha2::{Digest, Sha256};
 
 use crate::config::LabelPolicy;
-use crate::labels::{FEATURE_PREFIX, Taint};
+use crate::output::{FEATURE_PREFIX, Taint};
 
 /// NFD's namespace for feature labels, annotations, extended resources and taints.
 pub const FEATURE_NS: &str = "feature.node.kubernetes.io";

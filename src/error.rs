@@ -1,0 +1,36 @@
+//! How a command ends: the process exit codes (SPEC §2) and the errors that map to them.
+
+use crate::{config, features};
+
+/// Process exit codes (SPEC §2).
+pub mod exit {
+    pub const OK: u8 = 0;
+    /// Invalid input: rules, config, snapshot.
+    pub const INVALID_INPUT: u8 = 1;
+    /// Usage error (clap's own code).
+    pub const USAGE: u8 = 2;
+    /// A runtime failure that could not be retried.
+    pub const RUNTIME: u8 = 3;
+}
+
+/// Errors that end a command, with the exit code each maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Snapshot(#[from] features::SnapshotError),
+    #[error("{0}")]
+    InvalidInput(String),
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl Error {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Config(_) | Error::Snapshot(_) | Error::InvalidInput(_) => exit::INVALID_INPUT,
+            Error::Runtime(_) => exit::RUNTIME,
+        }
+    }
+}

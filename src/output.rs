@@ -1,0 +1,37 @@
+//! What one evaluation produces for a node, before a sink publishes it: the vocabulary that the
+//! rules, the label assembly and every sink share (so none of them owns it).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Label key -> value.
+pub type LabelMap = BTreeMap<String, String>;
+
+/// The NFD prefix that unprefixed label names receive.
+pub const FEATURE_PREFIX: &str = "feature.node.kubernetes.io/";
+
+/// A taint as in a NodeFeatureRule (`key`, optional `value`, `effect`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    pub effect: String,
+}
+
+/// Everything one evaluation produces for the node. The JSON form is SPEC §2's `-o json`:
+/// `labels` always, the other three only when a rule produced them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NodeOutput {
+    pub labels: LabelMap,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(
+        rename = "extendedResources",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub extended_resources: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+}

@@ -1,0 +1,116 @@
+//! The inputs every command loads, above the stages it calls: where the config, the features
+//! and the rules come from, and how they are read. The command line builds these from its flags;
+//! the daemon keeps them to re-read on reload.
+
+use std::path::PathBuf;
+
+use crate::config::{Config, NvmlEnabled};
+use crate::default_rules;
+use crate::discover::nvml::{self, NvmlChoice, NvmlLibrary};
+use crate::discover::{self, DiscoveryOptions};
+use crate::error::Error;
+use crate::features::{self, FeatureSet};
+use crate::labels::Evaluated;
+use crate::rules::RuleSet;
+
+/// Where the node's config and features come from.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// Root of sysfs.
+    pub sysfs_root: PathBuf,
+    /// Root of procfs.
+    pub proc_root: PathBuf,
+    /// NVML library to load instead of the loader's search for libnvidia-ml.so.1.
+    pub nvml_lib: Option<PathBuf>,
+    /// Do not use NVML.
+    pub no_nvml: bool,
+    /// A recorded snapshot to use instead of discovering.
+    pub features: Option<PathBuf>,
+    /// The configuration file.
+    pub config: Option<PathBuf>,
+    /// A pci.ids file to read device names from.
+    pub pci_ids: Option<PathBuf>,
+}
+
+/// Which rule files are loaded.
+#[derive(Debug, Clone)]
+pub struct RuleFiles {
+    /// NodeFeatureRule files or directories.
+    pub paths: Vec<PathBuf>,
+    /// Leave out the rules shipped in the binary.
+    pub no_default_rules: bool,
+}
+
+impl Sources {
+    /// Flags win over the config file; the default is the loader's search.
+    pub fn nvml_choice(&self, config: &Config) -> NvmlChoice {
+        if self.no_nvml || config.sources.nvml.enabled == NvmlEnabled::False {
+            return NvmlChoice::Disabled;
+        }
+        let path = self.nvml_lib.clone().unwrap_or_else(|| {
+            if config.sources.nvml.lib_path.is_empty() {
+                PathBuf::from(nvml::DEFAULT_LIB)
+            } else {
+                PathBuf::from(&config.sources.nvml.lib_path)
+            }
+        });
+        NvmlChoice::Library(path)
+    }
+
+    pub fn load_config(&self) -> Result<Config, Error> {
+        match &self.config {
+            Some(p) => Ok(Config::load(p)?),
+            None => Ok(Config::default()),
+        }
+    }
+
+    /// What discovery needs besides NVML.
+    pub fn discovery_options(&self, config: &Config) -> DiscoveryOptions {
+        DiscoveryOptions {
+            sysfs_root: self.sysfs_root.clone(),
+            proc_root: self.proc_root.clone(),
+            pci_ids: self.pci_ids.clone(),
+            config: config.clone(),
+        }
+    }
+
+    /// The feature set: from the snapshot when given, else discovered. Warnings go to the log.
+    pub fn features(&self, config: &Config) -> Result<FeatureSet, Error> {
+        if let Some(path) = &self.features {
+            return Ok(features::load_snapshot(path)?);
+        }
+        let mut nvml = NvmlLibrary::new(self.nvml_choice(config));
+        let d = discover::discover(&self.discovery_options(config), &mut nvml);
+        for w in &d.warnings {
+            tracing::warn!("{w}");
+        }
+        Ok(d.features)
+    }
+}
+
+impl RuleFiles {
+    /// Loads the shipped rules (unless `no_default_rules`) and the files at `paths`. A broken
+    /// file never stops the others from loading; its errors are returned, one line each.
+    pub fn load(&self) -> (RuleSet, Vec<String>) {
+        let mut sources = if self.no_default_rules {
+            Vec::new()
+        } else {
+            default_rules::sources()
+        };
+        let (files, mut errors) = RuleSet::load_paths(&self.paths);
+        sources.extend(files);
+        let (set, load_errors) = RuleSet::load(sources);
+        errors.extend(load_errors);
+        (set, errors.iter().map(ToString::to_string).collect())
+    }
+}
+
+/// Logs what an evaluation has to report: failed rules and rejected labels are warnings.
+pub fn report(e: &Evaluated) {
+    for n in &e.notes {
+        tracing::info!("{n}");
+    }
+    for m in e.errors.iter().chain(&e.rejected) {
+        tracing::warn!("{m}");
+    }
+}
