@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use clap::builder::PossibleValue;
 
 use crate::daemon::{self, PublishOptions, SinkKind};
+use crate::discover::nvml_child;
 use crate::error::{Error, exit};
 use crate::labels;
 use crate::pipeline::{self, RuleFiles, Sources};
@@ -70,6 +71,9 @@ pub enum Command {
     },
     /// Print the version.
     Version,
+    /// NVML's child process (internal): answers scans of LIB on a pipe.
+    #[command(name = "__nvml-child", hide = true)]
+    NvmlChild { lib: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
@@ -244,6 +248,7 @@ pub fn run(cli: Cli) -> u8 {
             rules: rules.rule_files(),
             publish: publish.options(),
         }),
+        Command::NvmlChild { lib } => Ok(nvml_child::serve(lib)),
         Command::Version => {
             print(&format!("gpu-labeler {}\n", env!("CARGO_PKG_VERSION")));
             Ok(exit::OK)

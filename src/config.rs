@@ -77,13 +77,50 @@ pub enum NvmlEnabled {
     False,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NvmlConfig {
     #[serde(default)]
     pub enabled: NvmlEnabled,
     #[serde(default)]
     pub lib_path: String,
+    /// How long one NVML scan (in its child process) may take before the child is killed.
+    #[serde(default = "default_nvml_timeout", deserialize_with = "positive_duration")]
+    pub timeout: Duration,
+    /// How long the GPUs' NVML-only values are kept while NVML fails (`0s`: not at all).
+    #[serde(default = "default_nvml_grace", deserialize_with = "any_duration")]
+    pub grace_period: Duration,
+}
+
+impl Default for NvmlConfig {
+    fn default() -> Self {
+        NvmlConfig {
+            enabled: NvmlEnabled::default(),
+            lib_path: String::new(),
+            timeout: default_nvml_timeout(),
+            grace_period: default_nvml_grace(),
+        }
+    }
+}
+
+fn default_nvml_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_nvml_grace() -> Duration {
+    Duration::from_secs(600)
+}
+
+fn positive_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    parse_duration(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+}
+
+fn any_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    if matches!(s.trim(), "0" | "0s") {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(&s).map_err(serde::de::Error::custom)
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

@@ -21,7 +21,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::config::{self, Config};
 use crate::discover;
-use crate::discover::nvml::{NvmlChoice, NvmlLibrary};
+use crate::discover::nvml_child::IsolatedNvml;
 use crate::discover::sharing::SharingSource;
 use crate::error::{Error, exit};
 use crate::features::{self, FeatureSet};
@@ -442,10 +442,9 @@ impl From<PublishError> for CycleError {
 struct Daemon {
     inputs: Inputs,
     publish: PublishOptions,
-    /// One NVML handle for the process's lifetime (replaced only when the config picks another
-    /// library); `None` while a scan holds it.
-    nvml: Option<NvmlLibrary>,
-    nvml_choice: NvmlChoice,
+    /// NVML's child process, kept across cycles (replaced when the config changes how NVML is
+    /// run); `None` while a scan holds it.
+    nvml: Option<IsolatedNvml>,
     /// The device-plugin sharing config, keeping its last good value when the file turns bad.
     sharing: SharingSource,
     sink: Sink,
@@ -477,10 +476,9 @@ impl Daemon {
                 message: e.to_string(),
             });
         }
-        let choice = self.inputs.sources.nvml_choice(&config);
-        if choice != self.nvml_choice || self.nvml.is_none() {
-            self.nvml = Some(NvmlLibrary::new(choice.clone()));
-            self.nvml_choice = choice;
+        let wanted = self.inputs.sources.nvml(&config);
+        if !self.nvml.as_ref().is_some_and(|n| n.same_settings(&wanted)) {
+            self.nvml = Some(wanted);
         }
         let mut nvml = self.nvml.take().expect("set above");
         let mut sharing = std::mem::take(&mut self.sharing);
@@ -491,10 +489,13 @@ impl Daemon {
             (nvml, sharing, d)
         })
         .await;
-        let (nvml, sharing, d) = d.map_err(|e| CycleError {
+        let (mut nvml, sharing, d) = d.map_err(|e| CycleError {
             reason: "scan",
             message: format!("discovery failed: {e}"),
         })?;
+        if let Some(reason) = nvml.take_failure() {
+            self.health.metrics.nvml_failure(reason.as_str());
+        }
         self.nvml = Some(nvml);
         self.sharing = sharing;
         if d.warnings != self.last_warnings {
@@ -719,10 +720,8 @@ async fn run_async(options: Options) -> Result<u8, Error> {
     let timeout = request_timeout(every);
     let sink = build_sink(&publish, kind, timeout).await?;
     let health = Arc::new(Health::new(Duration::from_secs(600)));
-    let nvml_choice = inputs.sources.nvml_choice(&inputs.config);
     let mut daemon = Daemon {
-        nvml: Some(NvmlLibrary::new(nvml_choice.clone())),
-        nvml_choice,
+        nvml: Some(inputs.sources.nvml(&inputs.config)),
         sharing: SharingSource::new(),
         inputs,
         publish,

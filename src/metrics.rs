@@ -44,7 +44,7 @@ pub struct StatusLabel {
 }
 
 /// The NVML states `gpu.node.nvml` can take; each is a series, 1 for the current one.
-const NVML_STATES: [&str; 3] = ["ok", "unavailable", "error"];
+const NVML_STATES: [&str; 4] = ["ok", "unavailable", "error", "stale"];
 
 /// Every metric the daemon exports.
 pub struct Metrics {
@@ -63,6 +63,9 @@ pub struct Metrics {
     pub reload_errors: Counter,
     pub gpus: Family<GpuLabel, Gauge>,
     pub nvml_status: Family<StatusLabel, Gauge>,
+    /// NVML scans that failed in the child process, by reason: `timeout`, `crash`, `exit`,
+    /// `protocol`, `spawn`.
+    pub nvml_failures: Family<ReasonLabel, Counter>,
     /// Unix time of the last successful publish (a write or a confirmed no-op).
     pub last_publish: Gauge<f64, AtomicU64>,
 }
@@ -144,6 +147,12 @@ impl Metrics {
             "NVML state on the last scan (1 for the current status)",
             nvml_status.clone(),
         );
+        let nvml_failures = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "nvml_failures",
+            "NVML scans that failed in the child process (hang, crash, exit, garbage), by reason",
+            nvml_failures.clone(),
+        );
         let last_publish = Gauge::<f64, AtomicU64>::default();
         registry.register(
             "last_publish_timestamp_seconds",
@@ -162,6 +171,7 @@ impl Metrics {
             reload_errors,
             gpus,
             nvml_status,
+            nvml_failures,
             last_publish,
         }
     }
@@ -193,6 +203,14 @@ impl Metrics {
                 .get_or_create(&label)
                 .set(i64::from(s == status));
         }
+    }
+
+    pub fn nvml_failure(&self, reason: &str) {
+        self.nvml_failures
+            .get_or_create(&ReasonLabel {
+                reason: reason.into(),
+            })
+            .inc();
     }
 
     pub fn publish_error(&self, reason: &str) {
@@ -410,6 +428,7 @@ mod tests {
                 ("gpu_labeler_nvml_status{status=\"ok\"}", "1"),
                 ("gpu_labeler_nvml_status{status=\"unavailable\"}", "0"),
                 ("gpu_labeler_nvml_status{status=\"error\"}", "0"),
+                ("gpu_labeler_nvml_status{status=\"stale\"}", "0"),
             ])
         );
         m.observe_features(&FeatureSet::default());
@@ -421,6 +440,7 @@ mod tests {
                 ("gpu_labeler_nvml_status{status=\"ok\"}", "0"),
                 ("gpu_labeler_nvml_status{status=\"unavailable\"}", "1"),
                 ("gpu_labeler_nvml_status{status=\"error\"}", "0"),
+                ("gpu_labeler_nvml_status{status=\"stale\"}", "0"),
             ])
         );
     }

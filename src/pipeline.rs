@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use crate::config::{Config, NvmlEnabled};
 use crate::default_rules;
-use crate::discover::nvml::{self, NvmlChoice, NvmlLibrary};
+use crate::discover::nvml::{self, NvmlChoice};
+use crate::discover::nvml_child::IsolatedNvml;
 use crate::discover::{self, DiscoveryOptions};
 use crate::error::Error;
 use crate::features::{self, FeatureSet};
@@ -57,6 +58,18 @@ impl Sources {
         NvmlChoice::Library(path)
     }
 
+    /// NVML as every command uses it: in a child process of this program, bounded by the
+    /// config's `sources.nvml.timeout`, its last good answer kept for `gracePeriod`.
+    pub fn nvml(&self, config: &Config) -> IsolatedNvml {
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+        IsolatedNvml::new(
+            self.nvml_choice(config),
+            exe,
+            config.sources.nvml.timeout,
+            config.sources.nvml.grace_period,
+        )
+    }
+
     pub fn load_config(&self) -> Result<Config, Error> {
         match &self.config {
             Some(p) => Ok(Config::load(p)?),
@@ -79,7 +92,7 @@ impl Sources {
         if let Some(path) = &self.features {
             return Ok(features::load_snapshot(path)?);
         }
-        let mut nvml = NvmlLibrary::new(self.nvml_choice(config));
+        let mut nvml = self.nvml(config);
         let d = discover::discover(&self.discovery_options(config), &mut nvml);
         for w in &d.warnings {
             tracing::warn!("{w}");

@@ -91,6 +91,33 @@ pub struct Faults {
     /// Finer-grained faults; the first rule that matches a call decides its error.
     #[serde(default)]
     pub errors: Vec<FaultRule>,
+    /// What a wedged or broken driver does instead of returning: the first rule that matches a
+    /// call (as `errors` match, `nvmlInit_v2` included) hangs, crashes or ends the process.
+    #[serde(default)]
+    pub misbehave: Vec<Misbehaviour>,
+}
+
+/// A call that does not return an error but misbehaves.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Misbehaviour {
+    pub function: Option<String>,
+    pub gpu: Option<usize>,
+    pub mig: Option<usize>,
+    pub action: Action,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Never return (a wedged driver, a GPU fallen off the bus).
+    Hang,
+    /// Die of SIGSEGV, as a library that dereferences a bad pointer.
+    Segv,
+    /// End the process with status 3, as a library that calls `exit`.
+    Exit,
+    /// Write text to the process's standard output, then answer normally.
+    Stdout,
 }
 
 /// A call matches when every field the rule sets matches it.

@@ -18,6 +18,9 @@
 //!   that GPU, including `nvmlDeviceGetHandleByIndex_v2` for it and calls on its MIG devices;
 //!   `errors` rules (`function`, `gpu`, `mig`, `error`; unset fields match anything) fail the
 //!   first matching call, e.g. one MIG slot in `nvmlDeviceGetMigDeviceHandleByIndex`.
+//! - `misbehave` rules (`function`, `gpu`, `mig`, `action`) make the first matching call, init
+//!   included, `hang` forever, die of `segv`, `exit` the process (status 3), or write to
+//!   `stdout` before answering: what a wedged or broken driver does to its caller.
 //! - Handles are addresses in a static table (GPUs, then 8 MIG slots per GPU; GPU instances by
 //!   id in a second table), so they stay valid and distinct for the life of the process.
 //! - MIG profiles: `gpu_instance_profiles` (a GPU's `nvidia-smi mig -lgip` table, by

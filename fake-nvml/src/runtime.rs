@@ -1,14 +1,14 @@
 //! The library's process-global state, device handles, and the wrapper every exported function
 //! runs its body in (panic barrier, call trace, missing-function and fault injection).
 
-use std::ffi::{c_char, c_uint};
+use std::ffi::{c_char, c_int, c_uint};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::ctypes::*;
-use crate::fixture::{Device, Fixture, MAX_GPU_INSTANCE_ID, MAX_GPUS, MAX_MIG_DEVICES, MigDevice};
+use crate::fixture::{Action, Device, Fixture, MAX_GPU_INSTANCE_ID, MAX_GPUS, MAX_MIG_DEVICES, MigDevice};
 
 /// The environment variable naming the fixture, read by every `nvmlInit`.
 pub const FIXTURE_ENV: &str = "FAKE_NVML_FIXTURE";
@@ -188,8 +188,44 @@ impl State {
     }
 }
 
+/// Acts out the first `misbehave` rule that matches the call, if any.
+fn misbehave(f: &Fixture, name: &str, about: Option<About>) {
+    let rule = f.faults.misbehave.iter().find(|r| {
+        r.function.as_deref().is_none_or(|n| n == name)
+            && r.gpu.is_none_or(|g| about.is_some_and(|a| a.gpu == g))
+            && r.mig
+                .is_none_or(|m| about.is_some_and(|a| a.mig == Some(m)))
+    });
+    let Some(rule) = rule else { return };
+    match rule.action {
+        Action::Hang => loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        },
+        Action::Segv => {
+            unsafe extern "C" {
+                fn signal(sig: c_int, handler: usize) -> usize;
+                fn raise(sig: c_int) -> c_int;
+            }
+            const SIGSEGV: c_int = 11;
+            const SIG_DFL: usize = 0;
+            // SAFETY: plain libc calls; the default action ends the process here.
+            unsafe {
+                signal(SIGSEGV, SIG_DFL);
+                raise(SIGSEGV);
+            }
+        }
+        Action::Exit => std::process::exit(3),
+        Action::Stdout => {
+            let mut out = std::io::stdout();
+            let _ = out.write_all(format!("fake-nvml: {name} says hello on stdout\n").as_bytes());
+            let _ = out.flush();
+        }
+    }
+}
+
 /// The injected error for a call, if any (see `Faults`).
 pub fn injected(f: &Fixture, name: &str, about: Option<About>) -> Result<(), Return> {
+    misbehave(f, name, about);
     if let Some(a) = about {
         let lost = f
             .faults
@@ -287,6 +323,7 @@ pub fn init(name: &str) -> Return {
                 .ok();
         }
         st.trace(name, None);
+        misbehave(&fixture, name, None);
         if let Some(e) = fixture.faults.init {
             return Err(e.0);
         }

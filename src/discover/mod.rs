@@ -16,6 +16,7 @@ pub mod gpu;
 pub mod intel;
 pub mod kernel;
 pub mod nvml;
+pub mod nvml_child;
 pub mod pci;
 pub mod sharing;
 pub mod vgpu;
@@ -76,7 +77,9 @@ pub fn discover_with(
         nvml::NvmlScan::unavailable("no NVIDIA PCI function")
     };
     match &nvml_scan.status {
-        nvml::NvmlStatus::Error(m) => warnings.push(format!("NVML: {m}")),
+        nvml::NvmlStatus::Error(m) | nvml::NvmlStatus::Stale(m) => {
+            warnings.push(format!("NVML: {m}"))
+        }
         nvml::NvmlStatus::Unavailable(m) if devices.iter().any(|d| d.vendor_id == 0x10de) => {
             tracing::debug!("NVML unavailable: {m}")
         }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
+use serde::{Deserialize, Serialize};
 
 use super::pci::PciAddress;
 
@@ -17,13 +18,16 @@ use super::pci::PciAddress;
 pub const DEFAULT_LIB: &str = "libnvidia-ml.so.1";
 
 /// How NVML went on this scan: `gpu.node.nvml`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NvmlStatus {
     Ok,
     /// Disabled, not installed, or the driver is not loaded.
     Unavailable(String),
     /// Loaded but failed.
     Error(String),
+    /// NVML failed on this scan (the reason); the GPUs are its last good answer, kept for the
+    /// grace period (`sources.nvml.gracePeriod`).
+    Stale(String),
 }
 
 impl NvmlStatus {
@@ -32,12 +36,13 @@ impl NvmlStatus {
             NvmlStatus::Ok => "ok",
             NvmlStatus::Unavailable(_) => "unavailable",
             NvmlStatus::Error(_) => "error",
+            NvmlStatus::Stale(_) => "stale",
         }
     }
 }
 
 /// One MIG device, as NVML describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NvmlMigDevice {
     pub uuid: Option<String>,
     pub memory_size_mb: u64,
@@ -55,7 +60,7 @@ pub struct NvmlMigDevice {
 }
 
 /// One GPU, as NVML describes it. `None` fields: NVML could not say (older driver, not supported).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct NvmlGpu {
     pub index: u32,
     pub address: Option<PciAddress>,
@@ -70,7 +75,7 @@ pub struct NvmlGpu {
 }
 
 /// What one scan found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NvmlScan {
     pub status: NvmlStatus,
     pub driver_version: Option<String>,

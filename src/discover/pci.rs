@@ -49,7 +49,9 @@ const DEVICE_ENTRIES: &[&str] = &[
 ];
 
 /// `0000:3b:00.0` split into numbers, for ordering; any domain width.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct PciAddress {
     pub domain: u32,
     pub bus: u8,

@@ -1,0 +1,522 @@
+//! NVML out of process. A driver can hang in `nvmlInit` (a wedged GPU, one fallen off the bus),
+//! crash inside a call, or end its caller; none of that may cost more than NVML's own features.
+//! So the agent re-executes itself (`gpu-labeler __nvml-child LIB`) to load NVML there, and asks
+//! it for one `NvmlScan` per line on a pipe. The parent bounds every answer in time and size and
+//! kills the child on expiry; a hang, a signal, an exit or garbage is a failed scan (status
+//! `error`, the GPUs fall back to sysfs) and the next scan starts a new child.
+//!
+//! While NVML fails, its last good answer stands in for up to the grace period (status `stale`),
+//! so that a wedged driver does not take pods' placement labels away at once.
+//!
+//! The child keeps one `Nvml` for its life, as the in-process library did: NVML initialises once,
+//! not once per scan.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use super::nvml::{NvmlChoice, NvmlLibrary, NvmlProbe, NvmlScan, NvmlStatus};
+
+/// The hidden subcommand the child runs as: `EXE __nvml-child LIB`.
+pub const CHILD_COMMAND: &str = "__nvml-child";
+
+/// An answer is a few KiB per GPU; anything near this is not an answer.
+const MAX_ANSWER: u64 = 4 << 20;
+
+/// How long a child that closed its output may take to exit, or one told to stop.
+const EXIT_WAIT: Duration = Duration::from_millis(500);
+
+/// Why a scan in the child failed (`gpu_labeler_nvml_failures_total{reason}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureReason {
+    /// The child could not be started.
+    Spawn,
+    /// No answer within the timeout: the child was killed.
+    Timeout,
+    /// The child died of a signal.
+    Crash,
+    /// The child exited.
+    Exit,
+    /// The answer was not one (not JSON, too long).
+    Protocol,
+}
+
+impl FailureReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::Spawn => "spawn",
+            FailureReason::Timeout => "timeout",
+            FailureReason::Crash => "crash",
+            FailureReason::Exit => "exit",
+            FailureReason::Protocol => "protocol",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Failure {
+    reason: FailureReason,
+    message: String,
+}
+
+/// A running child and the line reader on its output.
+struct Running {
+    process: Child,
+    stdin: ChildStdin,
+    answers: Receiver<Result<String, String>>,
+}
+
+/// NVML in a child process: an `NvmlProbe` whose every scan is bounded by `timeout`.
+pub struct IsolatedNvml {
+    choice: NvmlChoice,
+    exe: PathBuf,
+    timeout: Duration,
+    grace: Duration,
+    child: Option<Running>,
+    last_good: Option<(Instant, NvmlScan)>,
+    last_failure: Option<FailureReason>,
+}
+
+impl IsolatedNvml {
+    /// `exe` is this program (`std::env::current_exe()`), run as `exe __nvml-child LIB`.
+    pub fn new(choice: NvmlChoice, exe: PathBuf, timeout: Duration, grace: Duration) -> Self {
+        IsolatedNvml {
+            choice,
+            exe,
+            timeout,
+            grace,
+            child: None,
+            last_good: None,
+            last_failure: None,
+        }
+    }
+
+    /// Whether `other` would run the same library the same way (the daemon keeps its child
+    /// across cycles until the config says otherwise).
+    pub fn same_settings(&self, other: &IsolatedNvml) -> bool {
+        (&self.choice, &self.exe, self.timeout, self.grace)
+            == (&other.choice, &other.exe, other.timeout, other.grace)
+    }
+
+    /// Why the last scan failed in the child, if it did and this was not asked since.
+    pub fn take_failure(&mut self) -> Option<FailureReason> {
+        self.last_failure.take()
+    }
+
+    /// The child's process id while one runs (tests look at it).
+    pub fn child_id(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.process.id())
+    }
+
+    fn spawn(&self, lib: &Path) -> Result<Running, Failure> {
+        let mut process = Command::new(&self.exe)
+            .arg(CHILD_COMMAND)
+            .arg(lib)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| Failure {
+                reason: FailureReason::Spawn,
+                message: format!("cannot start {} {CHILD_COMMAND}: {e}", self.exe.display()),
+            })?;
+        let stdin = process.stdin.take().expect("piped");
+        let stdout = process.stdout.take().expect("piped");
+        let (tx, answers) = mpsc::channel();
+        // Ends when the child closes its output (exit, crash, kill).
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let mut line = Vec::new();
+                let read = (&mut reader)
+                    .take(MAX_ANSWER + 1)
+                    .read_until(b'\n', &mut line);
+                let answer = match read {
+                    Ok(0) => return,
+                    Ok(_) if line.len() as u64 > MAX_ANSWER => {
+                        Err(format!("an answer longer than {} MiB", MAX_ANSWER >> 20))
+                    }
+                    Ok(_) => Ok(String::from_utf8_lossy(&line).into_owned()),
+                    Err(e) => Err(format!("reading its answer: {e}")),
+                };
+                let stop = answer.is_err();
+                if tx.send(answer).is_err() || stop {
+                    return;
+                }
+            }
+        });
+        Ok(Running {
+            process,
+            stdin,
+            answers,
+        })
+    }
+
+    fn ask(&mut self, lib: &Path) -> Result<NvmlScan, Failure> {
+        if self.child.is_none() {
+            self.child = Some(self.spawn(lib)?);
+        }
+        let running = self.child.as_mut().expect("set above");
+        if running
+            .stdin
+            .write_all(b"scan\n")
+            .and_then(|()| running.stdin.flush())
+            .is_err()
+        {
+            return Err(self.reap());
+        }
+        match running.answers.recv_timeout(self.timeout) {
+            Ok(Ok(line)) => serde_json::from_str::<NvmlScan>(&line).map_err(|e| {
+                self.kill();
+                Failure {
+                    reason: FailureReason::Protocol,
+                    message: format!(
+                        "sent something that is not an answer ({e}): {:?}",
+                        shorten(line.trim_end(), 80)
+                    ),
+                }
+            }),
+            Ok(Err(message)) => {
+                self.kill();
+                Err(Failure {
+                    reason: FailureReason::Protocol,
+                    message: format!("sent {message}"),
+                })
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                self.kill();
+                Err(Failure {
+                    reason: FailureReason::Timeout,
+                    message: format!(
+                        "timed out after {}",
+                        humantime::format_duration(self.timeout)
+                    ),
+                })
+            }
+            Err(RecvTimeoutError::Disconnected) => Err(self.reap()),
+        }
+    }
+
+    /// The child closed its output: it is ending. Says how.
+    fn reap(&mut self) -> Failure {
+        let mut running = self.child.take().expect("a child ran");
+        match wait_bounded(&mut running.process, EXIT_WAIT) {
+            Some(status) => describe(status),
+            None => {
+                let _ = running.process.kill();
+                let _ = running.process.wait();
+                Failure {
+                    reason: FailureReason::Protocol,
+                    message: "closed its output without exiting".into(),
+                }
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut running) = self.child.take() {
+            let _ = running.process.kill();
+            let _ = running.process.wait();
+        }
+    }
+
+    /// A scan that did not answer `ok`: NVML's last good answer while within the grace period,
+    /// else the failure itself.
+    fn degraded(&self, why: String, failed: NvmlScan) -> NvmlScan {
+        match &self.last_good {
+            Some((at, good)) if at.elapsed() <= self.grace => NvmlScan {
+                status: NvmlStatus::Stale(format!(
+                    "{why}; keeping NVML's answer from {} ago (for up to {})",
+                    humantime::format_duration(Duration::from_secs(at.elapsed().as_secs())),
+                    humantime::format_duration(self.grace)
+                )),
+                warnings: Vec::new(),
+                ..good.clone()
+            },
+            _ => failed,
+        }
+    }
+}
+
+impl NvmlProbe for IsolatedNvml {
+    fn scan(&mut self) -> NvmlScan {
+        let lib = match &self.choice {
+            NvmlChoice::Disabled => return NvmlScan::unavailable("disabled"),
+            NvmlChoice::Library(p) => p.clone(),
+        };
+        match self.ask(&lib) {
+            Ok(scan) => {
+                self.last_failure = None;
+                match &scan.status {
+                    NvmlStatus::Ok => {
+                        self.last_good = Some((Instant::now(), scan.clone()));
+                        scan
+                    }
+                    NvmlStatus::Error(m) | NvmlStatus::Unavailable(m) | NvmlStatus::Stale(m) => {
+                        self.degraded(m.clone(), scan.clone())
+                    }
+                }
+            }
+            Err(f) => {
+                self.last_failure = Some(f.reason);
+                let why = format!("{}: {}", lib.display(), f.message);
+                let failed = NvmlScan {
+                    status: NvmlStatus::Error(why.clone()),
+                    ..NvmlScan::unavailable("")
+                };
+                self.degraded(why, failed)
+            }
+        }
+    }
+}
+
+impl Drop for IsolatedNvml {
+    fn drop(&mut self) {
+        if let Some(mut running) = self.child.take() {
+            // End of input tells the child to exit; one that does not is killed.
+            drop(running.stdin);
+            if wait_bounded(&mut running.process, EXIT_WAIT).is_none() {
+                let _ = running.process.kill();
+                let _ = running.process.wait();
+            }
+        }
+    }
+}
+
+fn wait_bounded(process: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let start = Instant::now();
+    loop {
+        match process.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if start.elapsed() < limit => std::thread::sleep(Duration::from_millis(5)),
+            _ => return None,
+        }
+    }
+}
+
+fn describe(status: ExitStatus) -> Failure {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.signal(), status.code()) {
+        (Some(sig), _) => Failure {
+            reason: FailureReason::Crash,
+            message: format!("killed by {}", signal_name(sig)),
+        },
+        (None, Some(code)) => Failure {
+            reason: FailureReason::Exit,
+            message: format!("exited with status {code}"),
+        },
+        (None, None) => Failure {
+            reason: FailureReason::Exit,
+            message: format!("ended ({status})"),
+        },
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        _ => return format!("signal {sig}"),
+    };
+    name.to_string()
+}
+
+/// At most `max` characters of `s`, with `...` when cut.
+fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// The child: loads `lib` once and answers each `scan` line on standard input with one JSON
+/// line. Answers go to a private copy of standard output; the process's own standard output is
+/// pointed at standard error first, so that a library that prints cannot corrupt an answer.
+/// Returns the exit code (0 at end of input).
+pub fn serve(lib: PathBuf) -> u8 {
+    // A child hung in the driver must not outlive the agent.
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    let answers = match rustix::io::dup(std::io::stdout())
+        .and_then(|fd| rustix::stdio::dup2_stdout(std::io::stderr()).map(|()| fd))
+    {
+        Ok(fd) => fd,
+        Err(e) => {
+            eprintln!("error: {CHILD_COMMAND}: cannot set up the answer pipe: {e}");
+            return 3;
+        }
+    };
+    let mut out = std::io::BufWriter::new(std::fs::File::from(answers));
+    let mut nvml = NvmlLibrary::new(NvmlChoice::Library(lib));
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim() != "scan" {
+            continue;
+        }
+        let scan = nvml.scan();
+        let written = serde_json::to_writer(&mut out, &scan)
+            .map_err(std::io::Error::other)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush());
+        if written.is_err() {
+            break;
+        }
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in child: `sh -c SCRIPT` receives `__nvml-child LIB` as `$0 $1`.
+    fn probe(script: &str, timeout_ms: u64, grace: Duration) -> IsolatedNvml {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let exe = dir.join("child.sh");
+        std::fs::write(&exe, format!("#!/bin/sh\n{script}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        IsolatedNvml::new(
+            NvmlChoice::Library("/opt/lib/libnvidia-ml.so.1".into()),
+            exe,
+            Duration::from_millis(timeout_ms),
+            grace,
+        )
+    }
+
+    const OK_ANSWER: &str = r#"{"status":"Ok","driver_version":"550.54.15","cuda_version":"12.4","gpus":[],"warnings":[]}"#;
+
+    #[test]
+    fn an_answer_is_a_scan() {
+        let mut p = probe(
+            &format!("while read l; do echo '{OK_ANSWER}'; done"),
+            5000,
+            Duration::ZERO,
+        );
+        let scan = p.scan();
+        assert_eq!(scan.status, NvmlStatus::Ok);
+        assert_eq!(scan.driver_version.as_deref(), Some("550.54.15"));
+        let pid = p.child_id();
+        assert_eq!(p.scan().status, NvmlStatus::Ok);
+        assert_eq!(p.child_id(), pid, "one child answers every scan");
+        assert_eq!(p.take_failure(), None);
+    }
+
+    #[test]
+    fn garbage_is_a_protocol_failure() {
+        let mut p = probe("read l; echo 'hello from the driver'", 5000, Duration::ZERO);
+        let scan = p.scan();
+        assert_eq!(
+            scan.status,
+            NvmlStatus::Error(
+                "/opt/lib/libnvidia-ml.so.1: sent something that is not an answer (expected value at line 1 column 1): \"hello from the driver\"".into()
+            )
+        );
+        assert_eq!(p.take_failure(), Some(FailureReason::Protocol));
+        assert_eq!(p.child_id(), None);
+    }
+
+    #[test]
+    fn an_endless_answer_is_cut() {
+        let mut p = probe("read l; yes x | tr -d '\\n'", 20_000, Duration::ZERO);
+        let scan = p.scan();
+        assert_eq!(
+            scan.status,
+            NvmlStatus::Error(
+                "/opt/lib/libnvidia-ml.so.1: sent an answer longer than 4 MiB".into()
+            )
+        );
+        assert_eq!(p.take_failure(), Some(FailureReason::Protocol));
+    }
+
+    #[test]
+    fn a_hang_times_out_and_the_next_scan_starts_a_new_child() {
+        let mut p = probe("read l; exec sleep 30", 200, Duration::ZERO);
+        let start = Instant::now();
+        let scan = p.scan();
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            scan.status,
+            NvmlStatus::Error("/opt/lib/libnvidia-ml.so.1: timed out after 200ms".into())
+        );
+        assert_eq!(p.take_failure(), Some(FailureReason::Timeout));
+        assert_eq!(p.child_id(), None, "killed");
+        p.scan();
+        assert_eq!(p.take_failure(), Some(FailureReason::Timeout), "tried again");
+    }
+
+    #[test]
+    fn exit_and_signal_are_named() {
+        let mut p = probe("read l; exit 7", 5000, Duration::ZERO);
+        assert_eq!(
+            p.scan().status,
+            NvmlStatus::Error("/opt/lib/libnvidia-ml.so.1: exited with status 7".into())
+        );
+        assert_eq!(p.take_failure(), Some(FailureReason::Exit));
+        let mut p = probe("read l; kill -SEGV $$", 5000, Duration::ZERO);
+        assert_eq!(
+            p.scan().status,
+            NvmlStatus::Error("/opt/lib/libnvidia-ml.so.1: killed by SIGSEGV".into())
+        );
+        assert_eq!(p.take_failure(), Some(FailureReason::Crash));
+    }
+
+    #[test]
+    fn a_missing_program_is_a_spawn_failure() {
+        let mut p = IsolatedNvml::new(
+            NvmlChoice::Library("/opt/lib/libnvidia-ml.so.1".into()),
+            "/nonexistent/gpu-labeler".into(),
+            Duration::from_secs(1),
+            Duration::ZERO,
+        );
+        assert_eq!(
+            p.scan().status,
+            NvmlStatus::Error(
+                "/opt/lib/libnvidia-ml.so.1: cannot start /nonexistent/gpu-labeler __nvml-child: No such file or directory (os error 2)".into()
+            )
+        );
+        assert_eq!(p.take_failure(), Some(FailureReason::Spawn));
+    }
+
+    #[test]
+    fn within_the_grace_period_the_last_good_answer_stands() {
+        // The first scan answers; the second finds the child hung.
+        let script = format!("read l; echo '{OK_ANSWER}'; exec sleep 30");
+        let mut p = probe(&script, 300, Duration::from_secs(600));
+        assert_eq!(p.scan().status, NvmlStatus::Ok);
+        let stale = p.scan();
+        assert_eq!(
+            stale.status,
+            NvmlStatus::Stale(
+                "/opt/lib/libnvidia-ml.so.1: timed out after 300ms; keeping NVML's answer from 0s ago (for up to 10m)".into()
+            )
+        );
+        assert_eq!(stale.driver_version.as_deref(), Some("550.54.15"));
+        let mut none = probe(&script, 300, Duration::ZERO);
+        assert_eq!(none.scan().status, NvmlStatus::Ok);
+        assert_eq!(none.scan().status.as_str(), "error", "no grace");
+    }
+
+    #[test]
+    fn disabled_starts_nothing() {
+        let mut p = IsolatedNvml::new(
+            NvmlChoice::Disabled,
+            "/nonexistent".into(),
+            Duration::from_secs(1),
+            Duration::ZERO,
+        );
+        assert_eq!(p.scan(), NvmlScan::unavailable("disabled"));
+        assert_eq!(p.child_id(), None);
+    }
+}
