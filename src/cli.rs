@@ -3,11 +3,13 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use clap::builder::PossibleValue;
 
+use crate::config;
 use crate::daemon::{self, PublishOptions, SinkKind};
 use crate::discover::nvml_child;
 use crate::error::{Error, exit};
@@ -158,6 +160,10 @@ pub struct DiscoveryArgs {
     /// Do not use NVML.
     #[arg(long, env = "GPU_LABELER_NO_NVML")]
     pub no_nvml: bool,
+    /// How long one NVML scan may take before its child process is killed (default: the
+    /// config's sources.nvml.timeout, else 10s).
+    #[arg(long, env = "GPU_LABELER_NVML_TIMEOUT", value_name = "DURATION", value_parser = config::parse_duration)]
+    pub nvml_timeout: Option<Duration>,
     /// Use a recorded snapshot (JSON or YAML, features object or NodeFeature) instead of discovering.
     #[arg(long = "features", env = "GPU_LABELER_FEATURES", value_name = "FILE")]
     pub features: Option<PathBuf>,
@@ -191,6 +197,7 @@ impl DiscoveryArgs {
             proc_root: self.proc_root.clone(),
             nvml_lib: self.nvml_lib.clone(),
             no_nvml: self.no_nvml,
+            nvml_timeout: self.nvml_timeout,
             features: self.features.clone(),
             config: self.config.clone(),
             pci_ids: self.pci_ids.clone(),

@@ -85,7 +85,10 @@ pub struct NvmlConfig {
     #[serde(default)]
     pub lib_path: String,
     /// How long one NVML scan (in its child process) may take before the child is killed.
-    #[serde(default = "default_nvml_timeout", deserialize_with = "positive_duration")]
+    #[serde(
+        default = "default_nvml_timeout",
+        deserialize_with = "positive_duration"
+    )]
     pub timeout: Duration,
     /// How long the GPUs' NVML-only values are kept while NVML fails (`0s`: not at all).
     #[serde(default = "default_nvml_grace", deserialize_with = "any_duration")]

@@ -3,6 +3,7 @@
 //! the daemon keeps them to re-read on reload.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::config::{Config, NvmlEnabled};
 use crate::default_rules;
@@ -25,6 +26,8 @@ pub struct Sources {
     pub nvml_lib: Option<PathBuf>,
     /// Do not use NVML.
     pub no_nvml: bool,
+    /// Instead of the config's `sources.nvml.timeout`.
+    pub nvml_timeout: Option<Duration>,
     /// A recorded snapshot to use instead of discovering.
     pub features: Option<PathBuf>,
     /// The configuration file.
@@ -58,14 +61,15 @@ impl Sources {
         NvmlChoice::Library(path)
     }
 
-    /// NVML as every command uses it: in a child process of this program, bounded by the
-    /// config's `sources.nvml.timeout`, its last good answer kept for `gracePeriod`.
+    /// NVML as every command uses it: in a child process of this program, bounded by
+    /// `--nvml-timeout` or the config's `sources.nvml.timeout`, its last good answer kept for
+    /// `gracePeriod`.
     pub fn nvml(&self, config: &Config) -> IsolatedNvml {
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
         IsolatedNvml::new(
             self.nvml_choice(config),
             exe,
-            config.sources.nvml.timeout,
+            self.nvml_timeout.unwrap_or(config.sources.nvml.timeout),
             config.sources.nvml.grace_period,
         )
     }

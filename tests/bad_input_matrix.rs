@@ -981,6 +981,38 @@ fn h100_with_faults(dir: &Path, faults: serde_json::Value) -> PathBuf {
     write(dir, "nvml.json", &v.to_string())
 }
 
+/// `labels` with NVML that misbehaves in `function` (for `gpu`): within the 1 s timeout plus
+/// 2 s, every label sysfs gives and one warning naming the library and what happened.
+fn nvml_misbehaves(
+    dir: &Path,
+    function: &str,
+    gpu: Option<usize>,
+    action: &str,
+    what: &str,
+) -> (Outcome, Outcome) {
+    let f = h100_with_faults(
+        dir,
+        serde_json::json!({"misbehave": [{"function": function, "gpu": gpu, "action": action}]}),
+    );
+    let lib = fake_nvml_lib("nvidia_ml");
+    let start = std::time::Instant::now();
+    let mut a = fixture_args(&["labels", "-o", "json"], DELL, &["--nvml-timeout", "1s"]);
+    a.retain(|x| x != "--no-nvml");
+    a.extend(os(&[&"--nvml-lib", &lib]));
+    let out = labels_run(a, &[("FAKE_NVML_FIXTURE", f.as_os_str())]);
+    let took = start.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "{function} {action}: took {took:?}"
+    );
+    let e = expect(
+        0,
+        vec![warn(format!("NVML: {}: {what}", lib.display()))],
+        dell_sysfs_default(),
+    );
+    (out, e)
+}
+
 fn h100() -> Labels {
     common::h100_default_labels()
 }
@@ -1121,6 +1153,75 @@ fn nvml_rows() -> Vec<Row> {
                         h100(),
                         &["gpu.driver.major", "gpu.driver.minor", "gpu.driver.version"],
                     ),
+                );
+                (out, e)
+            },
+        ),
+        row(
+            "nvml: hangs in init",
+            "nvmlInit_v2 never returns (a wedged driver): the child is killed at the timeout",
+            |dir| nvml_misbehaves(dir, "nvmlInit_v2", None, "hang", "timed out after 1s"),
+        ),
+        row(
+            "nvml: hangs in one device call",
+            "nvmlDeviceGetName never returns for GPU 3 (a GPU fallen off the bus)",
+            |dir| {
+                nvml_misbehaves(
+                    dir,
+                    "nvmlDeviceGetName",
+                    Some(3),
+                    "hang",
+                    "timed out after 1s",
+                )
+            },
+        ),
+        row(
+            "nvml: crashes in init",
+            "nvmlInit_v2 dies of SIGSEGV",
+            |dir| nvml_misbehaves(dir, "nvmlInit_v2", None, "segv", "killed by SIGSEGV"),
+        ),
+        row(
+            "nvml: crashes in a device call",
+            "nvmlDeviceGetUUID dies of SIGSEGV for GPU 2",
+            |dir| {
+                nvml_misbehaves(
+                    dir,
+                    "nvmlDeviceGetUUID",
+                    Some(2),
+                    "segv",
+                    "killed by SIGSEGV",
+                )
+            },
+        ),
+        row(
+            "nvml: exits the process",
+            "nvmlDeviceGetCount_v2 calls exit(3)",
+            |dir| {
+                nvml_misbehaves(
+                    dir,
+                    "nvmlDeviceGetCount_v2",
+                    None,
+                    "exit",
+                    "exited with status 3",
+                )
+            },
+        ),
+        row(
+            "nvml: prints to stdout",
+            "nvmlInit_v2 writes a line to standard output: the answer pipe is private, labels whole",
+            |dir| {
+                let f = h100_with_faults(
+                    dir,
+                    serde_json::json!({"misbehave": [{"function": "nvmlInit_v2", "action": "stdout"}]}),
+                );
+                let out = dell_nvml(&f, &fake_nvml_lib("nvidia_ml"));
+                let e = expect(
+                    0,
+                    vec![(
+                        String::new(),
+                        "fake-nvml: nvmlInit_v2 says hello on stdout".into(),
+                    )],
+                    h100(),
                 );
                 (out, e)
             },

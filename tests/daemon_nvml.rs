@@ -3,6 +3,8 @@
 //! while `gpu-labeler run` is running, and the next cycle uses it.
 
 mod apiserver;
+#[allow(dead_code)]
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -81,6 +83,164 @@ fn nvml_missing_at_start_is_used_once_it_appears() {
         Some(8.0),
         "{}",
         get(addr, "/metrics").1
+    );
+    assert_eq!(agent.stop(), 0);
+}
+
+/// A copy of `h100-8x.json` whose `function` misbehaves with `action`.
+fn misbehaving_fixture(dir: &Path, function: &str, action: &str) -> PathBuf {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(nvml_fixture("h100-8x")).unwrap()).unwrap();
+    v["faults"] = serde_json::json!({"misbehave": [{"function": function, "action": action}]});
+    let path = dir.join(format!("{action}.json"));
+    std::fs::write(&path, v.to_string()).unwrap();
+    path
+}
+
+/// NVML that hangs in init or crashes costs only NVML's labels: the daemon publishes every
+/// other label to the Node, becomes ready, counts the failure and tries again each cycle.
+#[test]
+fn a_hanging_or_crashing_nvml_costs_only_its_own_labels() {
+    for (function, action, reason) in [
+        ("nvmlInit_v2", "hang", "timeout"),
+        ("nvmlDeviceGetCount_v2", "segv", "crash"),
+    ] {
+        let server = FakeApiServer::start();
+        server.add_node("gpu-node-1", &[("kubernetes.io/os", "linux")]);
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+        let fixture = misbehaving_fixture(dir.path(), function, action);
+        let lib = fake_lib();
+        let mut args: Vec<String> = run_args(&kubeconfig, "gpu-node-1", &[])
+            .into_iter()
+            .filter(|a| a != "--no-nvml")
+            .collect();
+        args.extend(
+            ["--nvml-lib", lib.to_str().unwrap(), "--nvml-timeout", "1s"].map(String::from),
+        );
+        let mut agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+        let want = union(&[
+            &map(&[("kubernetes.io/os", "linux")]),
+            &fixture_pci_labels(),
+        ]);
+        let published = wait_for(WAIT, || (server.labels("gpu-node-1") == want).then_some(()));
+        assert!(
+            published.is_some(),
+            "{action}: labels {:#?}\nlog:\n{}",
+            server.labels("gpu-node-1"),
+            agent.log_text()
+        );
+        let addr = agent.health_addr();
+        let ready = wait_for(WAIT, || (get(addr, "/readyz").0 == 200).then_some(()));
+        assert!(
+            ready.is_some(),
+            "{action}: never ready\n{}",
+            agent.log_text()
+        );
+        // Tried again on later cycles, each failure counted.
+        let series = format!("gpu_labeler_nvml_failures_total{{reason=\"{reason}\"}}");
+        let counted = wait_for(WAIT, || (metric(addr, &series)? >= 2.0).then_some(()));
+        assert!(counted.is_some(), "{action}: {}", get(addr, "/metrics").1);
+        assert_eq!(
+            metric(addr, "gpu_labeler_nvml_status{status=\"error\"}"),
+            Some(1.0)
+        );
+        let what = if action == "hang" {
+            "timed out after 1s"
+        } else {
+            "killed by SIGSEGV"
+        };
+        agent.wait_log(&format!("NVML: {}: {what}", lib.display()), WAIT);
+        assert_eq!(agent.stop(), 0);
+    }
+}
+
+/// The pid of `agent`'s NVML child (spawned by any of its threads), once there is one.
+fn nvml_child(agent: &Agent) -> Option<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", agent.pid())).ok()?;
+    tasks.flatten().find_map(|t| {
+        let children = std::fs::read_to_string(t.path().join("children")).ok()?;
+        children.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// A driver that wedges after NVML answered: the labels only NVML gives stay for the grace
+/// period (`gpu.node.nvml=stale`), then fall back to what sysfs knows.
+#[test]
+fn nvml_labels_outlive_a_wedged_driver_for_the_grace_period() {
+    let server = FakeApiServer::start();
+    server.add_node("gpu-node-1", &[("kubernetes.io/os", "linux")]);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "sources:\n  nvml: {timeout: 1s, gracePeriod: 6s}\n",
+    )
+    .unwrap();
+    let fixture = dir.path().join("nvml.json");
+    std::fs::copy(nvml_fixture("h100-8x"), &fixture).unwrap();
+    let lib = fake_lib();
+    let mut args: Vec<String> = run_args(&kubeconfig, "gpu-node-1", &[])
+        .into_iter()
+        .filter(|a| a != "--no-nvml" && a != "--no-default-rules")
+        .collect();
+    args.extend(
+        [
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ]
+        .map(String::from),
+    );
+    let mut agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+    let kubelet = map(&[("kubernetes.io/os", "linux")]);
+    let with_nvml = union(&[&kubelet, &common::h100_default_labels()]);
+    let labels_become = |want: &std::collections::BTreeMap<String, String>, what: &str| {
+        let ok = wait_for(WAIT, || {
+            (server.labels("gpu-node-1") == *want).then_some(())
+        });
+        assert!(
+            ok.is_some(),
+            "{what}: labels {:#?}\nlog:\n{}",
+            server.labels("gpu-node-1"),
+            agent.log_text()
+        );
+    };
+    labels_become(&with_nvml, "NVML answering");
+    let addr = agent.health_addr();
+
+    // The driver wedges: the next child hangs in init.
+    let wedged = misbehaving_fixture(dir.path(), "nvmlInit_v2", "hang");
+    std::fs::rename(&wedged, &fixture).unwrap();
+    let child = nvml_child(&agent).expect("an NVML child runs");
+    std::process::Command::new("kill")
+        .args(["-KILL", &child.to_string()])
+        .status()
+        .unwrap();
+    let stale = wait_for(WAIT, || {
+        (metric(addr, "gpu_labeler_nvml_status{status=\"stale\"}")? == 1.0).then_some(())
+    });
+    assert!(stale.is_some(), "{}", agent.log_text());
+    assert_eq!(server.labels("gpu-node-1"), with_nvml, "kept while stale");
+
+    // After the grace period, what sysfs knows.
+    let mut sysfs = kubelet.clone();
+    sysfs.extend(common::label_map(&[
+        ("gpu-nvidia.count", "8"),
+        ("gpu.count", "8"),
+        ("gpu.present", "true"),
+        ("gpu.product", "GH100-H100-SXM5-80GB"),
+        ("gpu.vendor", "nvidia"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+    ]));
+    sysfs.extend(fixture_pci_labels());
+    labels_become(&sysfs, "after the grace period");
+    assert_eq!(
+        metric(addr, "gpu_labeler_nvml_status{status=\"error\"}"),
+        Some(1.0)
     );
     assert_eq!(agent.stop(), 0);
 }

@@ -8,7 +8,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::ctypes::*;
-use crate::fixture::{Action, Device, Fixture, MAX_GPU_INSTANCE_ID, MAX_GPUS, MAX_MIG_DEVICES, MigDevice};
+use crate::fixture::{
+    Action, Device, Fixture, MAX_GPU_INSTANCE_ID, MAX_GPUS, MAX_MIG_DEVICES, MigDevice,
+};
 
 /// The environment variable naming the fixture, read by every `nvmlInit`.
 pub const FIXTURE_ENV: &str = "FAKE_NVML_FIXTURE";

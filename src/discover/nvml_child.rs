@@ -346,8 +346,17 @@ fn shorten(s: &str, max: usize) -> String {
 /// pointed at standard error first, so that a library that prints cannot corrupt an answer.
 /// Returns the exit code (0 at end of input).
 pub fn serve(lib: PathBuf) -> u8 {
-    // A child hung in the driver must not outlive the agent.
-    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    // A child hung in the driver must not outlive the agent. (PR_SET_PDEATHSIG would follow
+    // the parent *thread*, and the agent spawns from a pool thread that may end.)
+    let parent = rustix::process::getppid();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_millis(500));
+            if rustix::process::getppid() != parent {
+                std::process::exit(0);
+            }
+        }
+    });
     let answers = match rustix::io::dup(std::io::stdout())
         .and_then(|fd| rustix::stdio::dup2_stdout(std::io::stderr()).map(|()| fd))
     {
@@ -453,7 +462,11 @@ mod tests {
         assert_eq!(p.take_failure(), Some(FailureReason::Timeout));
         assert_eq!(p.child_id(), None, "killed");
         p.scan();
-        assert_eq!(p.take_failure(), Some(FailureReason::Timeout), "tried again");
+        assert_eq!(
+            p.take_failure(),
+            Some(FailureReason::Timeout),
+            "tried again"
+        );
     }
 
     #[test]
