@@ -3,7 +3,6 @@
 //! while `gpu-labeler run` is running, and the next cycle uses it.
 
 mod apiserver;
-#[allow(dead_code)]
 mod common;
 
 use std::path::{Path, PathBuf};
