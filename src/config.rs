@@ -242,10 +242,12 @@ pub enum ConfigError {
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::sysfs::read_regular_text(path, crate::sysfs::MAX_INPUT_BYTES).map_err(
+            |source| ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
         Config::parse(path, &text)
     }
 

@@ -30,7 +30,7 @@ use crate::metrics::{self, Health};
 use crate::output::NodeOutput;
 use crate::pipeline::{RuleFiles, Sources};
 use crate::publish::features_file::{self, FeaturesFileSink};
-use crate::publish::node::{NodeSink, Outcome, OutcomeKind, PublishError};
+use crate::publish::node::{MAX_RESPONSE_BYTES, NodeSink, Outcome, OutcomeKind, PublishError};
 use crate::publish::nodefeature::{self, NodeFeatureSink};
 use crate::rules::RuleSet;
 
@@ -93,7 +93,11 @@ pub struct PublishOptions {
     pub listen: String,
 }
 
-/// Backoff after a failed cycle: 1 s doubling to 5 min, full jitter.
+/// How often the loop says it is alive while it waits.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// Backoff after a failed cycle: 1 s doubling to 5 min (never more than the interval), full
+/// jitter.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 pub const BACKOFF_CAP: Duration = Duration::from_secs(300);
 /// `--oneshot` tries this many times (backoff capped at 8 s) before exiting 3.
@@ -128,6 +132,10 @@ impl Backoff {
         self.attempt = 0;
     }
 
+    pub fn set_cap(&mut self, cap: Duration) {
+        self.cap = cap;
+    }
+
     /// The ceiling of the next delay.
     pub fn ceiling(&self) -> Duration {
         let factor = 2u32.saturating_pow(self.attempt.min(30));
@@ -148,29 +156,20 @@ impl Backoff {
 
 /// A digest of the files an input is read from, to notice changes by content (a ConfigMap
 /// update swaps a `..data` symlink; mtimes say little). Directories contribute the files the
-/// rules loader reads: `*.yaml`, `*.yml`, `*.json`, hidden entries skipped.
+/// rules loader reads (`rules::rule_files`).
 pub fn digest(paths: &[PathBuf]) -> u64 {
     let mut h = DefaultHasher::new();
     for p in paths {
         p.hash(&mut h);
         if p.is_dir() {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(p)
-                .map(|rd| {
-                    rd.filter_map(|e| e.ok().map(|e| e.path()))
-                        .filter(|f| {
-                            let hidden = f
-                                .file_name()
-                                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
-                            let ext = f.extension().and_then(|x| x.to_str());
-                            !hidden && f.is_file() && matches!(ext, Some("yaml" | "yml" | "json"))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            files.sort();
-            for f in files {
-                f.hash(&mut h);
-                hash_file(&f, &mut h);
+            match crate::rules::rule_files(p) {
+                Ok(files) => {
+                    for f in files {
+                        f.hash(&mut h);
+                        hash_file(&f, &mut h);
+                    }
+                }
+                Err(e) => e.kind().hash(&mut h),
             }
         } else {
             hash_file(p, &mut h);
@@ -180,7 +179,7 @@ pub fn digest(paths: &[PathBuf]) -> u64 {
 }
 
 fn hash_file(p: &Path, h: &mut DefaultHasher) {
-    match std::fs::read(p) {
+    match crate::sysfs::read_regular_file(p, crate::sysfs::MAX_INPUT_BYTES) {
         Ok(bytes) => bytes.hash(h),
         Err(e) => e.kind().hash(h),
     }
@@ -356,7 +355,24 @@ async fn kube_client(kubeconfig: Option<&Path>, timeout: Duration) -> Result<Cli
     config.connect_timeout = Some(timeout);
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
-    Client::try_from(config).map_err(|e| invalid(&e))
+    // One retry policy, the agent's own (capped at the interval, honouring Retry-After): kube's
+    // would retry 429/503 inside each attempt, multiplying the load on a struggling server.
+    config.default_retry = false;
+    // An answer larger than a Node can be is cut off instead of buffered and parsed.
+    type Service = tower::util::BoxService<
+        http::Request<kube::client::Body>,
+        http::Response<Box<kube::client::DynBody>>,
+        tower::BoxError,
+    >;
+    let limit = tower::layer::layer_fn(|service: Service| {
+        tower::ServiceExt::map_response(service, |r: http::Response<Box<kube::client::DynBody>>| {
+            r.map(|body| http_body_util::Limited::new(body, MAX_RESPONSE_BYTES))
+        })
+    });
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .map_err(|e| invalid(&e))?
+        .with_layer(&limit)
+        .build())
 }
 
 fn sink_kind(publish: &PublishOptions, config: &Config) -> Result<SinkKind, Error> {
@@ -427,6 +443,8 @@ async fn build_sink(
 struct CycleError {
     reason: &'static str,
     message: String,
+    /// The API server asked for this much patience.
+    retry_after: Option<Duration>,
 }
 
 impl From<PublishError> for CycleError {
@@ -434,7 +452,18 @@ impl From<PublishError> for CycleError {
         CycleError {
             reason: e.reason,
             message: e.message,
+            retry_after: e.retry_after,
         }
+    }
+}
+
+/// The wait before retrying a failed cycle: the backoff's next delay, or the server's
+/// `Retry-After` when that is longer (up to `BACKOFF_CAP`).
+fn retry_delay(backoff: &mut Backoff, e: &CycleError) -> Duration {
+    let d = backoff.next_delay();
+    match e.retry_after {
+        Some(r) => d.max(r.min(BACKOFF_CAP)),
+        None => d,
     }
 }
 
@@ -462,10 +491,20 @@ impl Daemon {
             Ok(i) => self.interval = i,
             Err(e) => tracing::error!("{e}; keeping {:?}", self.interval),
         }
-        // Alive while the loop wakes up at least once per sleep: the longest sleep is the
-        // interval or the backoff cap, plus a cycle's requests.
+        // The loop beats every second while it waits, so it is stuck only when one cycle runs
+        // past its bounds: NVML's timeout, then the publish's requests (a read, up to
+        // MAX_CONFLICT_ROUNDS applies, re-reads), each bounded by the request timeout.
+        let request = request_timeout(self.interval);
+        let nvml = self
+            .inputs
+            .sources
+            .nvml_timeout
+            .unwrap_or(self.inputs.config.sources.nvml.timeout);
         self.health
-            .set_stale_after(2 * self.interval.max(BACKOFF_CAP) + Duration::from_secs(120));
+            .set_stale_after(nvml + 8 * request + Duration::from_secs(60));
+        // One failed cycle does not make the pod unready; three intervals without success do.
+        self.health
+            .set_ready_window(3 * self.interval + Duration::from_secs(30));
     }
 
     async fn scan(&mut self) -> Result<FeatureSet, CycleError> {
@@ -474,6 +513,7 @@ impl Daemon {
             return features::load_snapshot(path).map_err(|e| CycleError {
                 reason: "snapshot",
                 message: e.to_string(),
+                retry_after: None,
             });
         }
         let wanted = self.inputs.sources.nvml(&config);
@@ -492,6 +532,7 @@ impl Daemon {
         let (mut nvml, sharing, d) = d.map_err(|e| CycleError {
             reason: "scan",
             message: format!("discovery failed: {e}"),
+            retry_after: None,
         })?;
         if let Some(reason) = nvml.take_failure() {
             self.health.metrics.nvml_failure(reason.as_str());
@@ -603,7 +644,7 @@ impl Daemon {
                     )));
                 }
                 Err(e) => {
-                    let d = backoff.next_delay();
+                    let d = retry_delay(&mut backoff, &e);
                     tracing::warn!(
                         "{} ({}); attempt {attempt}, retrying in {d:.1?}",
                         e.message,
@@ -626,12 +667,17 @@ impl Daemon {
             first
         );
         let mut next = tokio::time::Instant::now() + first;
-        let mut backoff = Backoff::new(BACKOFF_BASE, BACKOFF_CAP);
+        // Never longer than the interval: once the API server answers again, the labels land
+        // within one interval.
+        let mut backoff = Backoff::new(BACKOFF_BASE, BACKOFF_CAP.min(self.interval));
+        let mut beat = tokio::time::interval(HEARTBEAT);
         loop {
             self.health.beat();
             let mut force_reload = false;
             tokio::select! {
                 _ = tokio::time::sleep_until(next) => {}
+                // Alive while waiting, too: only a cycle stuck past its bounds is not.
+                _ = beat.tick() => continue,
                 s = stop_signal(term, int) => {
                     tracing::info!("{s}: stopping; labels stay in place");
                     return exit::OK;
@@ -654,7 +700,9 @@ impl Daemon {
                     next = tokio::time::Instant::now() + self.interval;
                 }
                 Err(e) => {
-                    let d = backoff.next_delay();
+                    self.health.set_failed();
+                    backoff.set_cap(BACKOFF_CAP.min(self.interval));
+                    let d = retry_delay(&mut backoff, &e);
                     tracing::warn!("{} ({}); retrying in {d:.1?}", e.message, e.reason);
                     next = tokio::time::Instant::now() + d;
                 }

@@ -334,10 +334,13 @@ struct NodeFeatureSpec {
 
 /// Loads a snapshot: JSON or YAML; NFD's features object or a whole `NodeFeature`.
 pub fn load_snapshot(path: &Path) -> Result<FeatureSet, SnapshotError> {
-    let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text =
+        crate::sysfs::read_regular_text(path, crate::sysfs::MAX_INPUT_BYTES).map_err(|source| {
+            SnapshotError::Read {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     parse_snapshot(path, &text)
 }
 

@@ -246,9 +246,17 @@ fn unix_now() -> u64 {
 }
 
 /// What the HTTP server reports: liveness (the loop's heartbeat), readiness and metrics.
+///
+/// - alive (`/healthz`): the loop beat within `stale_after` (it beats every second while it
+///   waits, and between cycles, so only a cycle stuck past its own bounds goes stale);
+/// - ready (`/readyz`): a cycle has succeeded, and either the last one did or the last success
+///   is within `ready_window` (three intervals: one failed attempt does not flap readiness).
 pub struct Health {
     pub metrics: Metrics,
-    ready: AtomicBool,
+    /// Unix seconds of the last successful cycle; 0 before the first.
+    last_success: AtomicU64,
+    failing: AtomicBool,
+    ready_window: AtomicU64,
     heartbeat: AtomicU64,
     /// A heartbeat older than this means the loop is stuck.
     stale_after: AtomicU64,
@@ -258,10 +266,22 @@ impl Health {
     pub fn new(stale_after: Duration) -> Health {
         Health {
             metrics: Metrics::new(),
-            ready: AtomicBool::new(false),
+            last_success: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
+            ready_window: AtomicU64::new(u64::MAX),
             heartbeat: AtomicU64::new(unix_now()),
             stale_after: AtomicU64::new(stale_after.as_secs().max(1)),
         }
+    }
+
+    pub fn set_ready_window(&self, d: Duration) {
+        self.ready_window
+            .store(d.as_secs().max(1), Ordering::Relaxed);
+    }
+
+    /// A cycle failed.
+    pub fn set_failed(&self) {
+        self.failing.store(true, Ordering::Relaxed);
     }
 
     /// The loop calls this whenever it wakes up.
@@ -274,12 +294,19 @@ impl Health {
             .store(d.as_secs().max(1), Ordering::Relaxed);
     }
 
+    /// A cycle succeeded (published, or confirmed nothing to publish).
     pub fn set_ready(&self) {
-        self.ready.store(true, Ordering::Relaxed);
+        self.last_success.store(unix_now(), Ordering::Relaxed);
+        self.failing.store(false, Ordering::Relaxed);
     }
 
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
+        let last = self.last_success.load(Ordering::Relaxed);
+        if last == 0 {
+            return false;
+        }
+        !self.failing.load(Ordering::Relaxed)
+            || unix_now().saturating_sub(last) <= self.ready_window.load(Ordering::Relaxed)
     }
 
     pub fn is_alive(&self) -> bool {
@@ -314,7 +341,7 @@ pub fn respond(health: &Health, method: &Method, path: &str) -> Response<Full<By
         "/readyz" => answer(
             StatusCode::SERVICE_UNAVAILABLE,
             TEXT,
-            "no successful publish yet\n".into(),
+            "no successful publish recently\n".into(),
         ),
         "/metrics" => answer(
             StatusCode::OK,

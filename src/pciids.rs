@@ -50,7 +50,7 @@ impl PciIds {
     /// Reads the names of the vendors and devices in `wanted` from a `pci.ids` file. Lines of
     /// other vendors are skipped without decoding; the class section is never read.
     pub fn from_file(path: &Path, wanted: &Wanted) -> std::io::Result<PciIds> {
-        let bytes = std::fs::read(path)?;
+        let bytes = crate::sysfs::read_regular_file(path, crate::sysfs::MAX_INPUT_BYTES)?;
         let mut vendors = HashMap::new();
         parse(&bytes, wanted, &mut vendors);
         Ok(PciIds {

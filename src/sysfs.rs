@@ -1,7 +1,10 @@
-//! A small sysfs reader with an injected root (never a hard-coded `/sys`).
+//! A small sysfs reader with an injected root (never a hard-coded `/sys`), and the one way every
+//! other input file is read (`read_regular_file`).
 //!
 //! sysfs attribute files are tiny text files; anything else (binary, huge, not UTF-8, a
 //! dangling link) is reported with the exact path it came from so the operator can look at it.
+//! No read can block: every file is opened with `O_NONBLOCK`, so a FIFO or a device node put
+//! where an attribute or a rule file should be cannot stall a scan.
 
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -9,6 +12,69 @@ use std::path::{Path, PathBuf};
 
 /// Larger than any real sysfs text attribute; bounds what a bad file can make us allocate.
 pub const MAX_ATTRIBUTE_BYTES: u64 = 64 * 1024;
+
+/// Opens a file for reading with `O_NONBLOCK`: opening a FIFO does not wait for a writer.
+pub fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+}
+
+/// Reads an input file (rules, config, a snapshot, the sharing config, pci.ids) whole, without
+/// ever blocking: only a regular file is read (a FIFO, a device, a socket or a directory is an
+/// error saying what it is), and at most `limit` bytes of it.
+pub fn read_regular_file(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileTypeExt;
+    let file = open_nonblocking(path)?;
+    let meta = file.metadata()?;
+    let t = meta.file_type();
+    if !t.is_file() {
+        let what = if t.is_dir() {
+            "a directory"
+        } else if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else {
+            "not a file"
+        };
+        return Err(std::io::Error::other(format!(
+            "not a regular file ({what})"
+        )));
+    }
+    if meta.len() > limit {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB",
+            limit >> 20
+        )));
+    }
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB",
+            limit >> 20
+        )));
+    }
+    Ok(buf)
+}
+
+/// As `read_regular_file`, as UTF-8 text.
+pub fn read_regular_text(path: &Path, limit: u64) -> std::io::Result<String> {
+    String::from_utf8(read_regular_file(path, limit)?).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })
+}
+
+/// The most any input file may be: far more than any real rule file, config or snapshot.
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SysfsError {
@@ -75,7 +141,7 @@ impl Sysfs {
             path: path.to_path_buf(),
             source,
         };
-        let file = match std::fs::File::open(path) {
+        let file = match open_nonblocking(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io(e)),
@@ -276,7 +342,7 @@ impl DirHandle {
         let fd = match rustix::fs::openat(
             &self.fd,
             name,
-            OFlags::RDONLY | OFlags::CLOEXEC,
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
             Mode::empty(),
         ) {
             Ok(fd) => fd,

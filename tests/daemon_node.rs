@@ -267,7 +267,7 @@ fn errors_500_conflicts_409_dropped_connections_and_slow_answers_are_retried() {
         slow: 1,
         // Longer than the 2 s request timeout of a 1 s interval.
         slow_for: Duration::from_secs(4),
-        only_method: None,
+        ..Faults::default()
     });
     let s = setup(&server.url(), &[("nvidia", "test.nvidia")]);
     let mut agent = start(&s, &[]);
@@ -442,4 +442,62 @@ fn sigint_stops_cleanly_and_leaves_the_labels() {
     assert_eq!(agent.wait_exit(WAIT), 0);
     assert_eq!(server.labels(NODE), want);
     assert_eq!(writes(&server.requests()).len(), 0, "no cleanup on exit");
+}
+
+/// A rules ConfigMap caught half-way through kubelet's update (`..data` dangling for a moment)
+/// is a reload error: the last good rules stay, so the site's labels stay on the Node; the
+/// finished update is then loaded.
+#[test]
+fn a_configmap_caught_mid_swap_keeps_the_last_good_rules() {
+    let server = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+    // The layout kubelet mounts: rules.yaml -> ..data/rules.yaml, ..data -> ..<timestamp>.
+    let cm = dir.path().join("rules");
+    std::fs::create_dir_all(cm.join("..v1")).unwrap();
+    std::fs::write(
+        cm.join("..v1/rules.yaml"),
+        rule_file(&[("nvidia", "test.nvidia")]),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("..v1", cm.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/rules.yaml", cm.join("rules.yaml")).unwrap();
+    let agent = Agent::start(
+        &run_args(&kubeconfig, NODE, &["--rules", cm.to_str().unwrap()]),
+        &[],
+    );
+    let want = union(&[
+        &foreign(),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    wait_labels(&server, &agent, &want);
+    let addr = agent.health_addr();
+
+    // Mid-swap: the old version is gone, the new link not yet in place.
+    std::fs::remove_file(cm.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..v2", cm.join("..data")).unwrap();
+    let counted = wait_for(WAIT, || {
+        (metric(addr, "gpu_labeler_reload_errors_total")? >= 1.0).then_some(())
+    });
+    assert!(counted.is_some(), "{}", agent.log_text());
+    agent.wait_log(
+        &format!(
+            "{}: cannot read rule file: No such file or directory",
+            cm.join("rules.yaml").display()
+        ),
+        WAIT,
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(server.labels(NODE), want, "site labels kept");
+
+    // The swap completes with a new version.
+    std::fs::create_dir(cm.join("..v2")).unwrap();
+    std::fs::write(
+        cm.join("..v2/rules.yaml"),
+        rule_file(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]),
+    )
+    .unwrap();
+    let two = union(&[&want, &rule_labels(&["test.h100"])]);
+    wait_labels(&server, &agent, &two);
 }

@@ -363,10 +363,13 @@ fn is_dns_subdomain(s: &str) -> bool {
 
 /// Reads and parses the file.
 pub fn load(path: &Path) -> Result<Sharing, SharingError> {
-    let text = std::fs::read_to_string(path).map_err(|source| SharingError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text =
+        crate::sysfs::read_regular_text(path, crate::sysfs::MAX_INPUT_BYTES).map_err(|source| {
+            SharingError::Read {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     parse(path, &text)
 }
 

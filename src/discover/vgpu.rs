@@ -135,7 +135,7 @@ pub fn parse(config: &[u8]) -> ConfigSpace {
 /// Reads `<device>/config`. `Ok(None)` when there is no such file.
 pub fn read(device_dir: &Path) -> Result<Option<ConfigSpace>, String> {
     let path = device_dir.join("config");
-    let file = match std::fs::File::open(&path) {
+    let file = match crate::sysfs::open_nonblocking(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", path.display())),

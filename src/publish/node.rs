@@ -29,6 +29,8 @@ pub const RESYNC_AFTER: Duration = Duration::from_secs(3600);
 
 /// How many times one publish re-applies after dropping conflicting keys.
 const MAX_CONFLICT_ROUNDS: usize = 4;
+/// How many times one publish reads the Node again after a 409 that is not a field conflict.
+const MAX_STALE_ROUNDS: usize = 3;
 
 /// Label and annotation key -> value: what we own on the Node, or want to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -180,13 +182,21 @@ impl Outcome {
     }
 }
 
+/// The most an API answer may be: a Node (or NodeFeature) is a few KiB, a few MiB with huge
+/// annotations. A larger body is a failed attempt, not something to buffer.
+pub const MAX_RESPONSE_BYTES: usize = 4 << 20;
+
 /// A publish that failed; the daemon retries it with backoff. `reason` is the metrics label.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct PublishError {
-    /// `conflict`, `server`, `throttled`, `not_found`, `client`, `timeout`, `network`, `decode`, `io`.
+    /// `conflict`, `server`, `throttled`, `not_found`, `client`, `timeout`, `network`,
+    /// `too_large`, `decode`, `io`.
     pub reason: &'static str,
     pub message: String,
+    /// The API server asked to wait this long (a 429's `Retry-After`, as its Status body's
+    /// `details.retryAfterSeconds` carries it).
+    pub retry_after: Option<Duration>,
 }
 
 impl PublishError {
@@ -194,6 +204,7 @@ impl PublishError {
         PublishError {
             reason,
             message: message.into(),
+            retry_after: None,
         }
     }
 
@@ -210,7 +221,9 @@ impl PublishError {
             kube::Error::SerdeError(_) => "decode",
             other => {
                 let chain = error_chain(other);
-                if chain.contains("timed out") || chain.contains("deadline") {
+                if chain.contains("length limit exceeded") {
+                    "too_large"
+                } else if chain.contains("timed out") || chain.contains("deadline") {
                     "timeout"
                 } else {
                     "network"
@@ -219,9 +232,27 @@ impl PublishError {
         };
         let detail = match e {
             kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+            _ if reason == "too_large" => format!(
+                "the answer is larger than {} MiB; not read",
+                MAX_RESPONSE_BYTES >> 20
+            ),
             other => error_chain(other),
         };
-        PublishError::new(reason, format!("{what}: {detail}"))
+        let retry_after = match e {
+            kube::Error::Api(s) if s.code == 429 => Some(Duration::from_secs(
+                s.details
+                    .as_ref()
+                    .map(|d| d.retry_after_seconds)
+                    .filter(|&n| n > 0)
+                    .unwrap_or(1)
+                    .into(),
+            )),
+            _ => None,
+        };
+        PublishError {
+            retry_after,
+            ..PublishError::new(reason, format!("{what}: {detail}"))
+        }
     }
 
     pub fn timeout(what: &str, after: Duration) -> PublishError {
@@ -436,6 +467,10 @@ impl NodeSink {
             Ok(Err(kube::Error::Api(s))) if s.code == 409 && !conflicts_of(&s).is_empty() => {
                 Err(ApplyError::Conflicts(conflicts_of(&s)))
             }
+            // "The object has been modified": not a field conflict; read it again and retry.
+            Ok(Err(kube::Error::Api(s))) if s.code == 409 => Err(ApplyError::Stale(
+                PublishError::from_kube(&what, &kube::Error::Api(s)),
+            )),
             Ok(Err(e)) => Err(ApplyError::Failed(PublishError::from_kube(&what, &e))),
             Err(_) => Err(ApplyError::Failed(PublishError::timeout(
                 &what,
@@ -459,22 +494,45 @@ impl NodeSink {
         {
             self.known = None;
         }
-        let mut known = match self.known.take() {
-            Some(k) => k,
-            None => {
-                let node = self.get().await?;
-                let own = ownership(&node);
-                Known {
-                    excluded: predicted_conflicts(&node, &own, &want),
-                    ours: own.ours,
-                    wanted: None,
-                    read_at: Instant::now(),
+        for _ in 0..MAX_STALE_ROUNDS {
+            let mut known = match self.known.take() {
+                Some(k) => k,
+                None => self.read(&want).await?,
+            };
+            let result = self.reconcile(&mut known, want.clone(), dry_run).await;
+            match result {
+                Err(ApplyError::Stale(e)) => {
+                    tracing::debug!("{e}; reading the Node again");
+                }
+                Err(ApplyError::Conflicts(_)) => unreachable!("reconcile handles conflicts"),
+                Err(ApplyError::Failed(e)) => {
+                    self.known = Some(known);
+                    return Err(e);
+                }
+                Ok(o) => {
+                    self.known = Some(known);
+                    return Ok(o);
                 }
             }
-        };
-        let result = self.reconcile(&mut known, want, dry_run).await;
-        self.known = Some(known);
-        result
+        }
+        Err(PublishError::new(
+            "conflict",
+            format!(
+                "apply to node {}: the Node kept changing under {MAX_STALE_ROUNDS} reads",
+                self.node
+            ),
+        ))
+    }
+
+    async fn read(&self, want: &Owned) -> Result<Known, PublishError> {
+        let node = self.get().await?;
+        let own = ownership(&node);
+        Ok(Known {
+            excluded: predicted_conflicts(&node, &own, want),
+            ours: own.ours,
+            wanted: None,
+            read_at: Instant::now(),
+        })
     }
 
     async fn reconcile(
@@ -482,7 +540,7 @@ impl NodeSink {
         known: &mut Known,
         want: Owned,
         dry_run: bool,
-    ) -> Result<Outcome, PublishError> {
+    ) -> Result<Outcome, ApplyError> {
         if known.wanted.as_ref() == Some(&want) {
             return Ok(Outcome::unchanged());
         }
@@ -541,21 +599,24 @@ impl NodeSink {
                         });
                     }
                 }
-                Err(ApplyError::Failed(e)) => return Err(e),
+                Err(e) => return Err(e),
             }
         }
-        Err(PublishError::new(
+        Err(ApplyError::Failed(PublishError::new(
             "conflict",
             format!(
                 "apply to node {}: still conflicting after {MAX_CONFLICT_ROUNDS} rounds",
                 self.node
             ),
-        ))
+        )))
     }
 }
 
 enum ApplyError {
+    /// Keys another field manager owns.
     Conflicts(Vec<Conflict>),
+    /// A 409 that is not about fields: what we know of the Node is out of date.
+    Stale(PublishError),
     Failed(PublishError),
 }
 

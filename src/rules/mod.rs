@@ -201,6 +201,24 @@ pub(crate) struct RuleRecord {
     pub result: Result<Option<RuleOutput>, String>,
 }
 
+/// The rule files of a directory, in name order: its entries named `*.yaml`, `*.yml` or
+/// `*.json`, hidden ones (a ConfigMap's `..data`) left out. Entries are listed whatever they
+/// are; reading one that is not a regular file is the reader's error to report.
+pub fn rule_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let hidden = p
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+            let ext = p.extension().and_then(|x| x.to_str());
+            !hidden && matches!(ext, Some("yaml" | "yml" | "json"))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
 impl RuleSet {
     /// Loads rule files the way NFD's API server admits `NodeFeatureRule` objects (structure,
     /// types, operator names). All problems of all sources are returned; an object with a
@@ -233,20 +251,17 @@ impl RuleSet {
         };
         for path in paths {
             let files = if path.is_dir() {
-                match std::fs::read_dir(path) {
-                    Ok(entries) => {
-                        let mut files: Vec<PathBuf> = entries
-                            .filter_map(|e| e.ok().map(|e| e.path()))
-                            .filter(|p| {
-                                p.is_file()
-                                    && p.extension()
-                                        .and_then(|x| x.to_str())
-                                        .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"))
-                            })
-                            .collect();
-                        files.sort();
-                        files
+                match rule_files(path) {
+                    // A directory that names no rule file is a mistake, or a ConfigMap caught
+                    // half-way through an update: either way not "no rules".
+                    Ok(files) if files.is_empty() => {
+                        errors.push(RuleLoadError {
+                            message: "no rule files here (*.yaml, *.yml, *.json)".into(),
+                            ..read_err(path, "", std::io::Error::other(""))
+                        });
+                        continue;
                     }
+                    Ok(files) => files,
                     Err(e) => {
                         errors.push(read_err(path, "read directory", e));
                         continue;
@@ -255,8 +270,10 @@ impl RuleSet {
             } else {
                 vec![path.clone()]
             };
+            // Every listed entry is read: a dangling link (a ConfigMap's `..data` mid-swap), a
+            // FIFO or a directory named `*.yaml` is an error, not a file quietly skipped.
             for file in files {
-                match std::fs::read_to_string(&file) {
+                match crate::sysfs::read_regular_text(&file, crate::sysfs::MAX_INPUT_BYTES) {
                     Ok(text) => sources.push(RuleSource {
                         name: file.display().to_string(),
                         text,

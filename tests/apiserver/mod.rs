@@ -30,10 +30,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use serde_json::{Value, json};
+use std::future::Future;
+use std::pin::Pin;
 
 pub const MANAGER: &str = "gpu-labeler";
 const NFD_PREFIX: &str = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/";
@@ -86,11 +89,22 @@ pub struct NodeFeatureObj {
     pub resource_version: u64,
 }
 
-/// Faults to inject, each for the next N requests (drop first, then 500, 409, slow).
+/// Faults to inject, each for the next N requests (drop first, then 500, 409, 429, huge,
+/// endless, slow).
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
     pub error_500: usize,
+    /// "The object has been modified" (optimistic concurrency), not a field conflict.
     pub conflict_409: usize,
+    /// 429 Too Many Requests with `Retry-After: retry_after_secs` (header and Status details,
+    /// as the API server's max-in-flight filter answers).
+    pub throttle_429: usize,
+    pub retry_after_secs: u32,
+    /// A 200 whose body is 64 MiB (a Node with an enormous annotation), sent as fast as the
+    /// connection takes it.
+    pub huge_body: usize,
+    /// A 200 whose body starts and never ends (a byte every 50 ms).
+    pub endless_body: usize,
     pub drop: usize,
     pub slow: usize,
     pub slow_for: Duration,
@@ -108,14 +122,62 @@ pub struct State {
     revision: u64,
 }
 
-type Reply = Response<Full<Bytes>>;
+type Reply = Response<UnsyncBoxBody<Bytes, std::io::Error>>;
+
+fn full(bytes: impl Into<Bytes>) -> UnsyncBoxBody<Bytes, std::io::Error> {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
 
 fn reply(code: u16, body: &Value) -> Reply {
     Response::builder()
         .status(code)
         .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
+        .body(full(body.to_string()))
         .expect("valid response")
+}
+
+/// A body that starts like a Node and never ends: one space every 50 ms.
+struct Endless {
+    started: bool,
+    next: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl hyper::body::Body for Endless {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>> {
+        if !self.started {
+            self.started = true;
+            let head =
+                Bytes::from_static(b"{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":");
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(head))));
+        }
+        match self.next.as_mut().poll(cx) {
+            std::task::Poll::Pending => std::task::Poll::Pending,
+            std::task::Poll::Ready(()) => {
+                let at = tokio::time::Instant::now() + Duration::from_millis(50);
+                self.next.as_mut().reset(at);
+                std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(b" ")))))
+            }
+        }
+    }
+}
+
+/// 64 MiB of a Node: a valid object whose annotation no agent should ever buffer.
+fn huge_node() -> Bytes {
+    let mut s = String::with_capacity(64 << 20);
+    s.push_str(
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"huge","annotations":{"a":""#,
+    );
+    s.extend(std::iter::repeat_n('x', 64 << 20));
+    s.push_str(r#""}}}"#);
+    Bytes::from(s)
 }
 
 fn status(code: u16, reason: &str, message: &str, details: Option<Value>) -> Reply {
@@ -384,6 +446,15 @@ impl State {
         } else if f.conflict_409 > 0 {
             f.conflict_409 -= 1;
             Some("409")
+        } else if f.throttle_429 > 0 {
+            f.throttle_429 -= 1;
+            Some("429")
+        } else if f.huge_body > 0 {
+            f.huge_body -= 1;
+            Some("huge")
+        } else if f.endless_body > 0 {
+            f.endless_body -= 1;
+            Some("endless")
         } else if f.slow > 0 {
             f.slow -= 1;
             Some("slow")
@@ -627,6 +698,36 @@ async fn serve_one(state: Arc<Mutex<State>>, req: Request<Incoming>) -> Result<R
                 "Internal error occurred: injected fault",
                 None,
             ));
+        }
+        Some("429") => {
+            let secs = state.lock().expect("state").faults.retry_after_secs;
+            let mut r = status(
+                429,
+                "TooManyRequests",
+                "Too many requests, please try again later.",
+                Some(json!({"retryAfterSeconds": secs})),
+            );
+            r.headers_mut()
+                .insert("retry-after", secs.to_string().parse().expect("header"));
+            return Ok(r);
+        }
+        Some("huge") => {
+            return Ok(Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(full(huge_node()))
+                .expect("valid response"));
+        }
+        Some("endless") => {
+            let body = Endless {
+                started: false,
+                next: Box::pin(tokio::time::sleep(Duration::from_millis(50))),
+            };
+            return Ok(Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(body.boxed_unsync())
+                .expect("valid response"));
         }
         Some("409") => {
             return Ok(status(
