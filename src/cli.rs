@@ -12,7 +12,7 @@ use clap::builder::PossibleValue;
 use crate::config;
 use crate::daemon::{self, PublishOptions, SinkKind};
 use crate::discover::nvml_child;
-use crate::error::{Error, exit};
+use crate::error::{self, Error, exit};
 use crate::labels;
 use crate::pipeline::{self, RuleFiles, Sources};
 use crate::publish::stdout::{LabelFormat, render};
@@ -264,7 +264,7 @@ pub fn run(cli: Cli) -> u8 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            error::print_error(&e);
             e.exit_code()
         }
     }
@@ -292,7 +292,7 @@ fn cmd_labels(args: &DiscoveryArgs, rules: &RulesArgs, format: LabelFormat) -> R
     std::mem::forget(features);
     // Labels from every good rule are printed; a rule file that did not load is still invalid input.
     for e in &rule_errors {
-        eprintln!("error: {e}");
+        error::print_error(&e);
     }
     Ok(if rule_errors.is_empty() {
         exit::OK
@@ -306,7 +306,7 @@ fn cmd_explain(args: &DiscoveryArgs, rules: &RulesArgs, rule: Option<&str>) -> R
     let config = sources.load_config()?;
     let (rule_set, rule_errors) = rules.rule_files().load();
     for e in &rule_errors {
-        eprintln!("error: {e}");
+        error::print_error(&e);
     }
     let features = sources.features(&config)?;
     print(&crate::rules::explain(&rule_set, &features, rule));

@@ -13,6 +13,13 @@ pub mod exit {
     pub const RUNTIME: u8 = 3;
 }
 
+/// Writes `error: {message}` to stderr. A reader that went away (`2>&1 | head`) is not worth a
+/// panic: the line is dropped, as Unix tools do.
+pub fn print_error(message: &dyn std::fmt::Display) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "error: {message}");
+}
+
 /// Errors that end a command, with the exit code each maps to.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -371,3 +371,35 @@ fn no_default_rules_env_var_equals_the_flag() {
             .unwrap()
     );
 }
+
+/// Output and errors into pipes whose readers went away (`| head`, a closed log collector): the
+/// command ends with its own exit code, quietly, never a panic (101).
+#[test]
+fn closed_pipes_end_the_printing_commands_quietly() {
+    let mut args = fixture_args(&["labels"], DELL, &[]);
+    // An error line on stderr (exit 1) besides the labels on stdout.
+    args.extend(["--rules".into(), "/nonexistent/rules.yaml".into()]);
+    for extra in [vec![], vec!["-o".to_string(), "json".to_string()]] {
+        let mut child = std::process::Command::new(binary())
+            .args(&args)
+            .args(&extra)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(1), "{extra:?}: {status}");
+    }
+    let mut child = std::process::Command::new(binary())
+        .args(["rules", "check", "/nonexistent/rules.yaml"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    assert_eq!(child.wait().unwrap().code(), Some(1));
+}

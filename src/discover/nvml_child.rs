@@ -362,7 +362,9 @@ pub fn serve(lib: PathBuf) -> u8 {
     {
         Ok(fd) => fd,
         Err(e) => {
-            eprintln!("error: {CHILD_COMMAND}: cannot set up the answer pipe: {e}");
+            crate::error::print_error(&format!(
+                "{CHILD_COMMAND}: cannot set up the answer pipe: {e}"
+            ));
             return 3;
         }
     };
