@@ -283,22 +283,30 @@ fn cmd_labels(args: &DiscoveryArgs, rules: &RulesArgs, format: LabelFormat) -> R
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
         (features, rules)
     });
-    let features = features?;
+    let (features, required) = features?;
     let evaluated = labels::evaluate_node(&features, &config, &rule_set);
     pipeline::report(&evaluated);
     print(&render(&evaluated.output, format));
     // The process ends here: freeing thousands of feature maps would only delay the exit
     // (part of the same measured 2-3 ms).
     std::mem::forget(features);
-    // Labels from every good rule are printed; a rule file that did not load is still invalid input.
-    for e in &rule_errors {
+    // Labels from every good rule are printed; a rule file that did not load is still invalid
+    // input, and a required source that failed a runtime failure.
+    for e in rule_errors.iter().chain(&required) {
         error::print_error(&e);
     }
-    Ok(if rule_errors.is_empty() {
-        exit::OK
-    } else {
+    Ok(exit_code(&rule_errors, &required))
+}
+
+/// Invalid input wins over a failed required source; both over success.
+fn exit_code(rule_errors: &[String], required: &[String]) -> u8 {
+    if !rule_errors.is_empty() {
         exit::INVALID_INPUT
-    })
+    } else if !required.is_empty() {
+        exit::RUNTIME
+    } else {
+        exit::OK
+    }
 }
 
 fn cmd_explain(args: &DiscoveryArgs, rules: &RulesArgs, rule: Option<&str>) -> Result<u8, Error> {
@@ -308,13 +316,12 @@ fn cmd_explain(args: &DiscoveryArgs, rules: &RulesArgs, rule: Option<&str>) -> R
     for e in &rule_errors {
         error::print_error(&e);
     }
-    let features = sources.features(&config)?;
+    let (features, required) = sources.features(&config)?;
     print(&crate::rules::explain(&rule_set, &features, rule));
-    Ok(if rule_errors.is_empty() {
-        exit::OK
-    } else {
-        exit::INVALID_INPUT
-    })
+    for e in &required {
+        error::print_error(&e);
+    }
+    Ok(exit_code(&rule_errors, &required))
 }
 
 fn cmd_rules_check(paths: &[PathBuf]) -> Result<u8, Error> {
@@ -349,12 +356,15 @@ fn cmd_rules_check(paths: &[PathBuf]) -> Result<u8, Error> {
 fn cmd_features(args: &DiscoveryArgs, format: FeatureFormat) -> Result<u8, Error> {
     let sources = args.sources();
     let config = sources.load_config()?;
-    let features = sources.features(&config)?;
+    let (features, required) = sources.features(&config)?;
     print(&match format {
         FeatureFormat::Json => features.to_json() + "\n",
         FeatureFormat::Yaml => features.to_yaml(),
     });
-    Ok(exit::OK)
+    for e in &required {
+        error::print_error(&e);
+    }
+    Ok(exit_code(&[], &required))
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error worth a panic.

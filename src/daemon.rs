@@ -480,7 +480,7 @@ struct Daemon {
     health: Arc<Health>,
     interval: Duration,
     /// What was last reported, so that a steady problem is logged once, not every cycle.
-    last_warnings: Vec<String>,
+    last_warnings: (Vec<String>, Vec<String>),
     /// (notes, rule errors and rejected labels) of the last evaluation that was reported.
     last_report: Option<(Vec<String>, Vec<String>)>,
 }
@@ -539,11 +539,16 @@ impl Daemon {
         }
         self.nvml = Some(nvml);
         self.sharing = sharing;
-        if d.warnings != self.last_warnings {
-            for w in &d.warnings {
+        // Said once per change, not every cycle.
+        let report = (d.warnings, d.errors);
+        if report != self.last_warnings {
+            for w in &report.0 {
                 tracing::warn!("{w}");
             }
-            self.last_warnings = d.warnings;
+            for e in &report.1 {
+                tracing::error!("{e}");
+            }
+            self.last_warnings = report;
         }
         Ok(d.features)
     }
@@ -776,7 +781,7 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         sink,
         health: health.clone(),
         interval: every,
-        last_warnings: Vec::new(),
+        last_warnings: Default::default(),
         last_report: None,
     };
     daemon.set_interval();

@@ -91,17 +91,18 @@ impl Sources {
         }
     }
 
-    /// The feature set: from the snapshot when given, else discovered. Warnings go to the log.
-    pub fn features(&self, config: &Config) -> Result<FeatureSet, Error> {
+    /// The feature set: from the snapshot when given, else discovered. Warnings go to the log;
+    /// the failures of required sources are returned (the features are whole otherwise).
+    pub fn features(&self, config: &Config) -> Result<(FeatureSet, Vec<String>), Error> {
         if let Some(path) = &self.features {
-            return Ok(features::load_snapshot(path)?);
+            return Ok((features::load_snapshot(path)?, Vec::new()));
         }
         let mut nvml = self.nvml(config);
         let d = discover::discover(&self.discovery_options(config), &mut nvml);
         for w in &d.warnings {
             tracing::warn!("{w}");
         }
-        Ok(d.features)
+        Ok((d.features, d.errors))
     }
 }
 

@@ -1088,11 +1088,45 @@ fn nvml_rows() -> Vec<Row> {
             "nvml: driver not loaded",
             "nvmlInit answers DRIVER_NOT_LOADED: unavailable, sysfs labels",
             |_| {
-                let out = dell_nvml(
-                    &nvml_fixture("init-driver-not-loaded"),
-                    &fake_nvml_lib("nvidia_ml"),
+                let lib = fake_nvml_lib("nvidia_ml");
+                let out = dell_nvml(&nvml_fixture("init-driver-not-loaded"), &lib);
+                let why = format!(
+                    "NVML unavailable ({}: NVIDIA driver is not loaded); the NVIDIA GPUs are labelled from sysfs alone",
+                    lib.display()
                 );
-                (out, expect(0, vec![], dell_sysfs_default()))
+                (out, expect(0, vec![warn(why)], dell_sysfs_default()))
+            },
+        ),
+        row(
+            "nvml: --nvml-lib names a missing file",
+            "a typo in the library path: a warning naming it, sysfs labels",
+            |dir| {
+                let lib = dir.join("libnvidia-ml.so.1");
+                let out = dell_nvml(&nvml_fixture("h100-8x"), &lib);
+                let why = format!(
+                    "NVML unavailable (cannot load {}: {}: cannot open shared object file: No such file or directory); the NVIDIA GPUs are labelled from sysfs alone",
+                    lib.display(),
+                    lib.display()
+                );
+                (out, expect(0, vec![warn(why)], dell_sysfs_default()))
+            },
+        ),
+        row(
+            "nvml: required but unavailable",
+            "sources.nvml.enabled: true and no library: an error and exit 3, every other label printed",
+            |dir| {
+                let lib = dir.join("libnvidia-ml.so.1");
+                let c = write(dir, "config.yaml", "sources:\n  nvml: {enabled: \"true\"}\n");
+                let mut a = fixture_args(&["labels", "-o", "json"], DELL, &["--config"]);
+                a.retain(|x| x != "--no-nvml");
+                a.extend(os(&[&c, &"--nvml-lib", &lib]));
+                let out = labels_run(a, &[]);
+                let why = format!(
+                    "NVML is required (sources.nvml.enabled: true) but unavailable: cannot load {}: {}: cannot open shared object file: No such file or directory",
+                    lib.display(),
+                    lib.display()
+                );
+                (out, expect(3, vec![err(why)], dell_sysfs_default()))
             },
         ),
         row(

@@ -41,6 +41,9 @@ pub struct DiscoveryOptions {
 pub struct Discovery {
     pub features: FeatureSet,
     pub warnings: Warnings,
+    /// A source the config requires that failed (`sources.nvml.enabled: true`). Everything
+    /// else is still discovered; the command reports these as errors.
+    pub errors: Vec<String>,
 }
 
 /// Discovers everything this node has. NVML is asked only when PCI shows an NVIDIA function
@@ -76,13 +79,26 @@ pub fn discover_with(
     } else {
         nvml::NvmlScan::unavailable("no NVIDIA PCI function")
     };
+    let mut errors = Vec::new();
+    let nvidia = devices.iter().any(|d| d.vendor_id == 0x10de);
+    // Required where NVIDIA hardware is (or PCI could not be read): a fleet-wide config does
+    // not make AMD nodes fail.
+    let required = opts.config.sources.nvml.enabled == crate::config::NvmlEnabled::True
+        && (nvidia || devices.is_empty());
     match &nvml_scan.status {
+        nvml::NvmlStatus::Error(m) if required => errors.push(format!(
+            "NVML is required (sources.nvml.enabled: true) and failed: {m}"
+        )),
         nvml::NvmlStatus::Error(m) | nvml::NvmlStatus::Stale(m) => {
             warnings.push(format!("NVML: {m}"))
         }
-        nvml::NvmlStatus::Unavailable(m) if devices.iter().any(|d| d.vendor_id == 0x10de) => {
-            tracing::debug!("NVML unavailable: {m}")
-        }
+        nvml::NvmlStatus::Unavailable(m) if m == nvml::DISABLED => {}
+        nvml::NvmlStatus::Unavailable(m) if required => errors.push(format!(
+            "NVML is required (sources.nvml.enabled: true) but unavailable: {m}"
+        )),
+        nvml::NvmlStatus::Unavailable(m) if nvidia => warnings.push(format!(
+            "NVML unavailable ({m}); the NVIDIA GPUs are labelled from sysfs alone"
+        )),
         _ => {}
     }
     warnings.extend(nvml_scan.warnings.iter().cloned());
@@ -112,5 +128,9 @@ pub fn discover_with(
     kernel::discover(&proc, &mut features, &mut warnings);
     dmi::discover(&sysfs, &mut features, &mut warnings);
 
-    Discovery { features, warnings }
+    Discovery {
+        features,
+        warnings,
+        errors,
+    }
 }

@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use super::pci::PciAddress;
 
+/// The reason of the `Unavailable` status when NVML is turned off (`--no-nvml`, `enabled: false`).
+pub const DISABLED: &str = "disabled";
+
 /// The library name the loader searches for by default.
 pub const DEFAULT_LIB: &str = "libnvidia-ml.so.1";
 
@@ -124,7 +127,7 @@ impl NvmlLibrary {
         if self.nvml.is_none() {
             let path = match &self.choice {
                 NvmlChoice::Disabled => {
-                    return Err(NvmlStatus::Unavailable("disabled".into()));
+                    return Err(NvmlStatus::Unavailable(DISABLED.into()));
                 }
                 NvmlChoice::Library(p) => OsString::from(p.as_os_str()),
             };

@@ -243,7 +243,7 @@ impl IsolatedNvml {
 impl NvmlProbe for IsolatedNvml {
     fn scan(&mut self) -> NvmlScan {
         let lib = match &self.choice {
-            NvmlChoice::Disabled => return NvmlScan::unavailable("disabled"),
+            NvmlChoice::Disabled => return NvmlScan::unavailable(super::nvml::DISABLED),
             NvmlChoice::Library(p) => p.clone(),
         };
         match self.ask(&lib) {

@@ -152,6 +152,25 @@ fn nvml_gpus(features: &FeatureSet) -> Vec<Gpu> {
 }
 
 /// GFD's labels for this node (empty when the node has no NVIDIA GPU).
+/// Why the profile gives no label on a node that has NVIDIA GPUs, if it gives none.
+pub fn silent_because(features: &FeatureSet) -> Option<String> {
+    let nvidia = features
+        .instances(GPU_DEVICE)
+        .iter()
+        .filter(|i| i.get("vendor") == Some("nvidia"))
+        .count();
+    if nvidia == 0 || !nvml_gpus(features).is_empty() {
+        return None;
+    }
+    let nvml = features
+        .attribute(crate::discover::gpu::GPU_NODE, "nvml")
+        .unwrap_or("unavailable");
+    Some(format!(
+        "profile {PROFILE:?}: none of the {nvidia} NVIDIA GPU(s) was read through NVML \
+         (gpu.node.nvml={nvml}), so no nvidia.com/ label is given"
+    ))
+}
+
 pub fn labels(features: &FeatureSet, config: &Config) -> LabelMap {
     let mut out = LabelMap::new();
     let gpus = nvml_gpus(features);

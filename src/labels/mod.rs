@@ -29,7 +29,7 @@ pub struct Evaluated {
 /// `profiles` (`nvidia-gfd`), then the rules (which win on the same key, as in nfd-master).
 /// Pure: the same inputs always give the same output.
 pub fn evaluate_node(features: &FeatureSet, config: &Config, rules: &RuleSet) -> Evaluated {
-    let (pci_labels, notes) = pci::builtin_labels(features, &config.sources.pci);
+    let (pci_labels, mut notes) = pci::builtin_labels(features, &config.sources.pci);
     let mut labels = LabelMap::new();
     let mut rejected = Vec::new();
     // NFD's PCI source names its labels after the attribute values; from a snapshot these can be
@@ -46,6 +46,7 @@ pub fn evaluate_node(features: &FeatureSet, config: &Config, rules: &RuleSet) ->
         }
     }
     if config.profiles.contains(&crate::config::Profile::NvidiaGfd) {
+        notes.extend(gfd::silent_because(features));
         // Profile labels obey the same namespace policy as rule labels (`denyLabelNs`).
         for (key, value) in gfd::labels(features, config) {
             match validate::validate_label(&key, &value, &config.labels) {
