@@ -133,7 +133,8 @@ pub struct SharingConfig {
     pub config_file: String,
 }
 
-/// Label namespace policy, as nfd-master's `extraLabelNs` / `denyLabelNs`.
+/// Label namespace policy, as nfd-master's `extraLabelNs` / `denyLabelNs`, plus the namespaces
+/// this agent may write at all (`allowedNs`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LabelPolicy {
@@ -141,7 +142,23 @@ pub struct LabelPolicy {
     pub extra_label_ns: Vec<String>,
     #[serde(default)]
     pub deny_label_ns: Vec<String>,
+    /// The only label namespaces written (`*.x`: the sub-domains of `x`); a label in any other
+    /// is refused and reported, so that one key the admission policy would refuse does not
+    /// fail the whole apply. Unset: NFD's policy alone, except for `run` with the node sink,
+    /// where it defaults to the shipped admission policy's (`POLICY_NAMESPACES`).
+    #[serde(default)]
+    pub allowed_ns: Option<Vec<String>>,
 }
+
+/// The label namespaces the shipped admission policy (deploy/base/admission-policy.yaml,
+/// `allowedKey`) lets the agent write.
+pub const POLICY_NAMESPACES: [&str; 5] = [
+    "feature.node.kubernetes.io",
+    "*.feature.node.kubernetes.io",
+    "profile.node.kubernetes.io",
+    "*.profile.node.kubernetes.io",
+    "nvidia.com",
+];
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

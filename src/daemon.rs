@@ -188,6 +188,9 @@ fn hash_file(p: &Path, h: &mut DefaultHasher) {
 /// The config and rules in force: the last good version of each, and the digests that say
 /// when their files change.
 struct Inputs {
+    /// The node sink writes under the admission policy: `labels.allowedNs` defaults to its
+    /// namespaces.
+    node_sink: bool,
     sources: Sources,
     rule_files: RuleFiles,
     config: Config,
@@ -211,6 +214,7 @@ impl Inputs {
             return Err(Error::InvalidInput(errors.join("\n")));
         }
         Ok(Inputs {
+            node_sink: false,
             sources,
             rule_files,
             config,
@@ -218,6 +222,12 @@ impl Inputs {
             config_digest,
             rules_digest,
         })
+    }
+
+    /// The sink is known once the config is: the node sink's defaults apply from then on.
+    fn set_node_sink(&mut self, node_sink: bool) {
+        self.node_sink = node_sink;
+        self.config = with_defaults(std::mem::take(&mut self.config), node_sink);
     }
 
     /// Re-reads what changed (everything when `force`). An invalid new version is reported and
@@ -230,6 +240,7 @@ impl Inputs {
             self.config_digest = d;
             match self.sources.load_config() {
                 Ok(c) => {
+                    let c = with_defaults(c, self.node_sink);
                     if c != self.config {
                         tracing::info!("config reloaded");
                         self.config = c;
@@ -260,6 +271,15 @@ impl Inputs {
         }
         changed
     }
+}
+
+/// The config as the daemon uses it: for the node sink, `labels.allowedNs` defaults to the
+/// admission policy's namespaces.
+fn with_defaults(mut config: Config, node_sink: bool) -> Config {
+    if node_sink && config.labels.allowed_ns.is_none() {
+        config.labels.allowed_ns = Some(config::POLICY_NAMESPACES.map(String::from).to_vec());
+    }
+    config
 }
 
 /// Where labels go.
@@ -758,8 +778,9 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         rules,
         publish,
     } = options;
-    let inputs = Inputs::load(sources, rules)?;
+    let mut inputs = Inputs::load(sources, rules)?;
     let kind = sink_kind(&publish, &inputs.config)?;
+    inputs.set_node_sink(kind == SinkKind::Node);
     let every = interval(&publish, &inputs.config)?;
     // Installed before anything slow, so that a SIGTERM during start-up is a clean stop.
     let mut signals = if publish.oneshot {

@@ -76,8 +76,26 @@ pub fn validate_label(key: &str, value: &str, policy: &LabelPolicy) -> Result<St
     {
         return Err(format!("namespace {ns:?} is not allowed"));
     }
+    if let Some(allowed) = &policy.allowed_ns
+        && !allowed.iter().any(|a| namespace_matches(ns, a))
+    {
+        return Err(format!(
+            "namespace {ns:?} is not in labels.allowedNs [{}] (the admission policy must allow it too)",
+            allowed.join(", ")
+        ));
+    }
     label_value(value).map_err(|e| format!("invalid value {value:?}: {e}"))?;
     Ok(full)
+}
+
+/// `ns` is `pattern`, or for `*.x`, a sub-domain of `x`.
+fn namespace_matches(ns: &str, pattern: &str) -> bool {
+    match pattern.strip_prefix("*.") {
+        Some(parent) => ns
+            .strip_suffix(parent)
+            .is_some_and(|rest| rest.len() > 1 && rest.ends_with('.')),
+        None => ns == pattern,
+    }
 }
 
 /// Validates an annotation as NFD does; returns the final (prefixed) key or the reason.

@@ -207,7 +207,10 @@ fn rule_rows() -> Vec<Row> {
             "a named pipe where a rule file should be: an error naming it, never a read that waits for a writer",
             |dir| {
                 let fifo = dir.join("pipe.yaml");
-                let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+                let made = std::process::Command::new("mkfifo")
+                    .arg(&fifo)
+                    .status()
+                    .unwrap();
                 assert!(made.success());
                 let out = rules_path_row(dir, &fifo);
                 let e = expect(
@@ -1116,7 +1119,11 @@ fn nvml_rows() -> Vec<Row> {
             "sources.nvml.enabled: true and no library: an error and exit 3, every other label printed",
             |dir| {
                 let lib = dir.join("libnvidia-ml.so.1");
-                let c = write(dir, "config.yaml", "sources:\n  nvml: {enabled: \"true\"}\n");
+                let c = write(
+                    dir,
+                    "config.yaml",
+                    "sources:\n  nvml: {enabled: \"true\"}\n",
+                );
                 let mut a = fixture_args(&["labels", "-o", "json"], DELL, &["--config"]);
                 a.retain(|x| x != "--no-nvml");
                 a.extend(os(&[&c, &"--nvml-lib", &lib]));

@@ -501,3 +501,59 @@ fn a_configmap_caught_mid_swap_keeps_the_last_good_rules() {
     let two = union(&[&want, &rule_labels(&["test.h100"])]);
     wait_labels(&server, &agent, &two);
 }
+
+/// A site rule that writes outside the namespaces the admission policy allows (`amd.com/*`)
+/// is refused by the agent itself and reported with its file and line: the rest is applied,
+/// where the API server would have refused the whole request.
+#[test]
+fn a_label_outside_the_allowed_namespaces_is_refused_alone() {
+    let server = cluster();
+    server.with(|s| {
+        s.admission_namespaces = Some(
+            gpu_labeler::config::POLICY_NAMESPACES
+                .iter()
+                .map(|n| n.to_string())
+                .collect(),
+        )
+    });
+    let s = setup(
+        &server.url(),
+        &[("nvidia", "test.nvidia"), ("amd", "amd.com/gpu.present")],
+    );
+    let agent = start(&s, &[]);
+    let want = union(&[
+        &foreign(),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    wait_labels(&server, &agent, &want);
+    agent.wait_log(
+        &format!(
+            "label \"amd.com/gpu.present=true\" from rule \"amd\" (NodeFeatureRule \"test-rules\", {}:14:7) rejected: namespace \"amd.com\" is not in labels.allowedNs [feature.node.kubernetes.io, *.feature.node.kubernetes.io, profile.node.kubernetes.io, *.profile.node.kubernetes.io, nvidia.com] (the admission policy must allow it too)",
+            s.rules.display()
+        ),
+        WAIT,
+    );
+    let refused = server
+        .requests()
+        .iter()
+        .filter(|r| r.body.contains("amd.com"))
+        .count();
+    assert_eq!(refused, 0, "never sent");
+
+    // Widening both together: the config's allowedNs and the policy.
+    let config = s.dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "labels:\n  allowedNs: [feature.node.kubernetes.io, amd.com]\n",
+    )
+    .unwrap();
+    server.with(|st| {
+        st.admission_namespaces = Some(vec!["feature.node.kubernetes.io".into(), "amd.com".into()])
+    });
+    drop(agent);
+    let agent = start(&s, &["--config", config.to_str().unwrap()]);
+    let mut wider = want.clone();
+    wider.insert("amd.com/gpu.present".into(), "true".into());
+    wait_labels(&server, &agent, &wider);
+}

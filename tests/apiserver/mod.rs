@@ -118,6 +118,10 @@ pub struct State {
     pub nodefeatures: BTreeMap<(String, String), NodeFeatureObj>,
     pub requests: Vec<Recorded>,
     pub faults: Faults,
+    /// The shipped ValidatingAdmissionPolicy's label rule, for the agent's own applies: label
+    /// keys outside these namespaces (`*.x`: sub-domains) are refused with 403, and so the whole
+    /// request. None: no policy.
+    pub admission_namespaces: Option<Vec<String>>,
     /// Bumped on any change, shared by all objects like etcd's revision.
     revision: u64,
 }
@@ -417,6 +421,14 @@ fn nullable_map(v: Option<&Value>) -> BTreeMap<String, Option<String>> {
         .unwrap_or_default()
 }
 
+fn namespace_allowed(key: &str, allowed: &[String]) -> bool {
+    let ns = key.split_once('/').map(|(ns, _)| ns).unwrap_or("");
+    allowed.iter().any(|a| match a.strip_prefix("*.") {
+        Some(parent) => ns.ends_with(&format!(".{parent}")),
+        None => ns == a,
+    })
+}
+
 fn parse_body(content_type: &str, body: &str) -> Option<Value> {
     serde_json::from_str(body).ok().or_else(|| {
         content_type
@@ -520,6 +532,24 @@ impl State {
                     let force = query_param(query, "force") == Some("true");
                     let meta = patch.get("metadata");
                     let labels = string_map(meta.and_then(|m| m.get("labels")));
+                    if manager == MANAGER
+                        && let Some(allowed) = &self.admission_namespaces
+                    {
+                        let current = &self.nodes[name].labels;
+                        let outside = labels.iter().any(|(k, v)| {
+                            current.get(k) != Some(v) && !namespace_allowed(k, allowed)
+                        });
+                        if outside {
+                            return status(
+                                403,
+                                "Forbidden",
+                                &format!(
+                                    "nodes \"{name}\" is forbidden: ValidatingAdmissionPolicy 'gpu-labeler-own-node' with binding 'gpu-labeler-own-node' denied request: gpu-labeler may only add, change or remove labels in its own namespaces"
+                                ),
+                                None,
+                            );
+                        }
+                    }
                     let annotations = string_map(meta.and_then(|m| m.get("annotations")));
                     let node = self.nodes.get_mut(name).expect("checked");
                     if let Err(conflicts) = node.apply(manager, &labels, &annotations, force) {
