@@ -47,6 +47,15 @@ pub fn sanitize_value(raw: &str) -> String {
     format!("{}-{hex}", &trimmed[..54])
 }
 
+/// A value as an error message shows it: whole up to `max` characters, else its first `max`
+/// characters, `…` and its length, so that a refused megabyte does not become a megabyte of log.
+pub fn elide(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}… ({} bytes)", &s[..i], s.len()),
+        None => s.to_string(),
+    }
+}
+
 /// Adds `ns/` to a key that has no namespace (nfd-master's `addNs`).
 pub fn add_namespace(key: &str, ns: &str) -> String {
     if key.contains('/') {
@@ -84,7 +93,7 @@ pub fn validate_label(key: &str, value: &str, policy: &LabelPolicy) -> Result<St
             allowed.join(", ")
         ));
     }
-    label_value(value).map_err(|e| format!("invalid value {value:?}: {e}"))?;
+    label_value(value).map_err(|e| format!("invalid value {:?}: {e}", elide(value, 100)))?;
     Ok(full)
 }
 
@@ -122,7 +131,7 @@ pub fn validate_extended_resource(key: &str, value: &str) -> Result<String, Stri
     if kubernetes_ns_denied(ns, &[FEATURE_NS]) {
         return Err(format!("namespace {ns:?} is not allowed"));
     }
-    quantity(value).map_err(|e| format!("invalid value {value:?}: {e}"))?;
+    quantity(value).map_err(|e| format!("invalid value {:?}: {e}", elide(value, 100)))?;
     Ok(full)
 }
 
@@ -296,7 +305,50 @@ mod tests {
         LabelPolicy {
             extra_label_ns: extra.iter().map(|s| s.to_string()).collect(),
             deny_label_ns: deny.iter().map(|s| s.to_string()).collect(),
+            allowed_ns: None,
         }
+    }
+
+    #[test]
+    fn allowed_namespaces_refuse_the_rest() {
+        let mut p = policy(&[], &[]);
+        p.allowed_ns = Some(
+            crate::config::POLICY_NAMESPACES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        );
+        for ok in [
+            "gpu.present",
+            "feature.node.kubernetes.io/x",
+            "vendor.feature.node.kubernetes.io/x",
+            "profile.node.kubernetes.io/x",
+            "nvidia.com/gpu.product",
+        ] {
+            assert!(validate_label(ok, "v", &p).is_ok(), "{ok}");
+        }
+        for refused in [
+            "amd.com/gpu.present",
+            "gpu.intel.com/family",
+            "sub.nvidia.com/x",
+            "xnvidia.com/x",
+        ] {
+            let ns = namespace(refused);
+            assert_eq!(
+                validate_label(refused, "v", &p),
+                Err(format!(
+                    "namespace {ns:?} is not in labels.allowedNs [feature.node.kubernetes.io, *.feature.node.kubernetes.io, profile.node.kubernetes.io, *.profile.node.kubernetes.io, nvidia.com] (the admission policy must allow it too)"
+                )),
+                "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn long_values_are_elided_in_messages() {
+        assert_eq!(elide("short", 10), "short");
+        assert_eq!(elide(&"x".repeat(1000), 5), "xxxxx… (1000 bytes)");
+        assert_eq!(elide("ééééé", 2), "éé… (10 bytes)");
     }
 
     #[test]

@@ -68,3 +68,47 @@ fn labels_with_a_broken_rules_file_prints_the_rest_and_exits_1() {
          error: tests/fixtures/rules/typos/typos.yaml:20:26: rule \"typo-op\" (NodeFeatureRule \"my-rules\"): matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Inn\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse\n"
     );
 }
+
+/// A 500-byte rule file whose template would write 26 MB a cycle: `rules check` warns, and
+/// `labels` cuts the render at 1 MiB, fails that rule alone and reports values shortened.
+#[test]
+fn a_template_that_writes_megabytes_is_warned_about_and_bounded() {
+    let f = "tests/fixtures/rules/typos/heavy-template.yaml";
+    let (code, stdout, _) = run(&["rules", "check", f]);
+    assert_eq!(
+        (code, stdout),
+        (
+            0,
+            format!(
+                "warning: {f}:9:9: rule \"huge\" (NodeFeatureRule \"big\"): template action {{{{ repeat 60000 \"x\" }}}} can write far more than labels carry; a template's output is cut at 1024 KiB and the rule then fails\n\
+                 1 file(s) checked: 0 error(s), 1 warning(s)\n"
+            )
+        )
+    );
+    let (code, stdout, stderr) = run(&[
+        "labels",
+        "--sysfs-root",
+        "tests/fixtures/sysfs/dell-xe9680-8xh100",
+        "--proc-root",
+        "/nonexistent",
+        "--no-nvml",
+        "--no-default-rules",
+        "--rules",
+        f,
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        stdout,
+        "feature.node.kubernetes.io/pci-0300_102b.present=true\n\
+         feature.node.kubernetes.io/pci-0302_10de.present=true\n\
+         feature.node.kubernetes.io/pci-0302_10de.sriov.capable=true\n"
+    );
+    let y = "y".repeat(100);
+    assert_eq!(
+        stderr,
+        format!(
+            "warning: rule \"huge\" (NodeFeatureRule \"big\", {f}:7:7) failed: failed to expand template: line 1, column 10: the render would write more than the 1048576 bytes allowed\n\
+             warning: label \"feature.node.kubernetes.io/big={y}… (1000 bytes)\" from rule \"refused\" (NodeFeatureRule \"big\", {f}:14:7) rejected: invalid value \"{y}… (1000 bytes)\": must be no more than 63 characters (has 1000)\n"
+        )
+    );
+}

@@ -174,7 +174,7 @@ impl IsolatedNvml {
                     reason: FailureReason::Protocol,
                     message: format!(
                         "sent something that is not an answer ({e}): {:?}",
-                        shorten(line.trim_end(), 80)
+                        crate::validate::elide(line.trim_end(), 80)
                     ),
                 }
             }),
@@ -331,14 +331,6 @@ fn signal_name(sig: i32) -> String {
         _ => return format!("signal {sig}"),
     };
     name.to_string()
-}
-
-/// At most `max` characters of `s`, with `...` when cut.
-fn shorten(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}...", &s[..i]),
-        None => s.to_string(),
-    }
 }
 
 /// The child: loads `lib` once and answers each `scan` line on standard input with one JSON

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::document::Pos;
 use super::expression::{Expr, Op, Severity};
 use super::model::{ObjectSpec, RuleSpec, TermSpec};
-use super::template::{RuleTemplate, unsupported_functions};
+use super::template::{MAX_TEMPLATE_OUTPUT, RuleTemplate, heavy_actions, unsupported_functions};
 use super::{RuleLoadError, RuleSource, closest, read_source};
 use crate::config::LabelPolicy;
 use crate::output::{FEATURE_PREFIX, Taint};
@@ -130,6 +130,16 @@ fn check_rule(r: &mut Reporter<'_>, rule: &RuleSpec, known: &[&str]) {
             r.error(t.pos, e.to_string());
         }
         check_template_data(r, rule, &t.text, t.pos);
+        for a in heavy_actions(&t.text) {
+            r.warning(
+                t.pos,
+                format!(
+                    "template action {{{{ {} }}}} can write far more than labels carry; a template's output is cut at {} KiB and the rule then fails",
+                    crate::validate::elide(&a, 60),
+                    MAX_TEMPLATE_OUTPUT >> 10
+                ),
+            );
+        }
         for f in unsupported_functions(&t.text) {
             r.warning(
                 t.pos,

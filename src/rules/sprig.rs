@@ -448,10 +448,11 @@ fn repeat(a: &[Value]) -> R {
     want(a, "repeat", 2)?;
     let n = usize::try_from(i(&a[0])).unwrap_or(0);
     let text = s(&a[1]);
-    if n.saturating_mul(text.len()) > 1_000_000 {
-        return Err(fail(
-            "repeat: the result would be longer than 1000000 bytes",
-        ));
+    if n.saturating_mul(text.len()) > super::template::MAX_FUNCTION_OUTPUT {
+        return Err(fail(format!(
+            "repeat: the result would be longer than {} bytes",
+            super::template::MAX_FUNCTION_OUTPUT
+        )));
     }
     Ok(text.repeat(n).into())
 }

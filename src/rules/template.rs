@@ -15,6 +15,12 @@ use super::sprig;
 
 /// NFD's bound on template size.
 pub const MAX_TEMPLATE_SIZE: usize = 64 * 1024;
+/// What one template may write: far more than the labels of a node can carry (a line is at
+/// most ~380 bytes: a 316-byte key, `=`, a 63-byte value), far less than the engine's 64 MiB.
+pub const MAX_TEMPLATE_OUTPUT: usize = 1 << 20;
+/// What one function call may return (`repeat`, `indent`, ...): an annotation value is at most
+/// 1024 bytes; a megabyte per call made a loop churn hundreds of megabytes a cycle.
+pub const MAX_FUNCTION_OUTPUT: usize = 64 * 1024;
 
 /// A template of a rule, parsed once.
 pub struct RuleTemplate {
@@ -66,7 +72,11 @@ fn parse(source: &str) -> Result<Template, String> {
             source.len()
         ));
     }
-    let mut tmpl = Template::default();
+    let mut tmpl = Template::with_limits(
+        gtmpl_ng::Limits::default()
+            .with_output_bytes(MAX_TEMPLATE_OUTPUT)
+            .with_function_output(MAX_FUNCTION_OUTPUT),
+    );
     for (name, func) in sprig::registry() {
         tmpl.add_func(name, func);
     }
@@ -116,12 +126,40 @@ pub fn expand_lines(out: &str) -> Result<Vec<(String, String)>, String> {
             Some((k, v)) => pairs.push((k.to_string(), v.to_string())),
             None => {
                 return Err(format!(
-                    "missing value in expanded template line {trimmed:?}, (format must be '<key>=<value>')"
+                    "missing value in expanded template line {:?}, (format must be '<key>=<value>')",
+                    crate::validate::elide(trimmed, 100)
                 ));
             }
         }
     }
     Ok(pairs)
+}
+
+/// The actions of `source` that can write far more than labels carry: a count above 1,000 given
+/// to a function that multiplies (`repeat`, `until`, `untilStep`, `seq`) or to `range`. Their
+/// output is cut at `MAX_TEMPLATE_OUTPUT` (the rule then fails); `rules check` warns.
+pub fn heavy_actions(source: &str) -> Vec<String> {
+    const MULTIPLIERS: [&str; 5] = ["repeat", "until", "untilStep", "seq", "range"];
+    let mut found = Vec::new();
+    let mut rest = source;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let end = after.find("}}").unwrap_or(after.len());
+        let action = after[..end].trim_matches(|c: char| c == '-' || c.is_whitespace());
+        rest = &after[end..];
+        let words: Vec<&str> = action
+            .split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == '|')
+            .filter(|w| !w.is_empty())
+            .collect();
+        let multiplies = words.iter().any(|w| MULTIPLIERS.contains(w));
+        let large = words
+            .iter()
+            .any(|w| w.parse::<u64>().is_ok_and(|n| n > 1000));
+        if multiplies && large {
+            found.push(action.to_string());
+        }
+    }
+    found
 }
 
 /// Template functions Sprig has that this engine does not implement, used in `source`

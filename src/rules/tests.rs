@@ -668,6 +668,7 @@ fn namespaces_and_policy() {
     let policy = LabelPolicy {
         extra_label_ns: vec!["allowed.kubernetes.io".into()],
         deny_label_ns: vec!["example.com".into()],
+        allowed_ns: None,
     };
     let e = set.evaluate(&features(), &policy);
     assert_eq!(
