@@ -126,7 +126,8 @@ def check(where, text, expect_nvidia, expect_nodefeature):
     rules = [r for cr in kinds.get("ClusterRole", []) for r in cr["rules"]]
     roles = [r for role in kinds.get("Role", []) for r in role["rules"]]
     if expect_nodefeature:
-        need(rules == [], f"{where}: no cluster-wide rights with the nodefeature sink, got {rules}")
+        need(rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],
+             f"{where}: cluster-wide, only reading Nodes (the NodeFeature's owner) with the nodefeature sink, got {rules}")
         need(roles == [{"apiGroups": ["nfd.k8s-sigs.io"], "resources": ["nodefeatures"],
                         "verbs": ["get", "create", "patch"]}], f"{where}: Role {roles}")
     else:

@@ -68,7 +68,10 @@ fn nodefeature_sink_writes_nfds_object_once_and_reads_it_after_a_restart() {
             "metadata": {
                 "name": NODE,
                 "namespace": "gpu-system",
-                "labels": {"nfd.node.kubernetes.io/node-name": NODE}
+                "labels": {"nfd.node.kubernetes.io/node-name": NODE},
+                // Owned by the Node, not the pod: replacing the pod never removes it.
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": NODE,
+                                     "uid": format!("uid-{NODE}")}]
             },
             "spec": {"features": features, "labels": labels}
         })
@@ -83,15 +86,17 @@ fn nodefeature_sink_writes_nfds_object_once_and_reads_it_after_a_restart() {
         .map(|r| (r.method.clone(), r.path.clone()))
         .collect();
     let path = format!("/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-system/nodefeatures/{NODE}");
+    let node_path = format!("/api/v1/nodes/{NODE}");
     assert_eq!(
         calls,
         vec![
+            ("GET".to_string(), node_path.clone()),
             ("GET".to_string(), path.clone()),
             ("PATCH".to_string(), path.clone())
         ]
     );
-    assert_eq!(reqs[1].content_type, "application/apply-patch+yaml");
-    assert!(reqs[1].query.contains("fieldManager=gpu-labeler"));
+    assert_eq!(reqs[2].content_type, "application/apply-patch+yaml");
+    assert!(reqs[2].query.contains("fieldManager=gpu-labeler"));
     assert_eq!(agent.stop(), 0);
 
     // Restart, nothing changed: one read, no write.
@@ -104,7 +109,10 @@ fn nodefeature_sink_writes_nfds_object_once_and_reads_it_after_a_restart() {
         .iter()
         .map(|r| (r.method.clone(), r.path.clone()))
         .collect();
-    assert_eq!(calls, vec![("GET".to_string(), path)]);
+    assert_eq!(
+        calls,
+        vec![("GET".to_string(), node_path), ("GET".to_string(), path)]
+    );
 }
 
 #[test]

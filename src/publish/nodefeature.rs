@@ -4,6 +4,10 @@
 //!
 //! Written by server-side apply (field manager `gpu-labeler`), only when the object would change:
 //! the sink remembers what it applied, and after a start reads the object once to compare.
+//!
+//! The object is owned by its Node (an ownerReference to the Node's uid, read once), not by the
+//! pod: deleting or replacing the pod never removes it, and so never the labels nfd-master
+//! derives from it; deleting the Node lets the garbage collector remove it (NFD issue 2039).
 
 use std::time::Duration;
 
@@ -33,9 +37,15 @@ fn resource() -> ApiResource {
     }
 }
 
-/// The whole object we apply.
-pub fn object(node: &str, namespace: &str, features: &FeatureSet, labels: &LabelMap) -> Value {
-    json!({
+/// The whole object we apply; `owner_uid` is the Node's, when it could be read.
+pub fn object(
+    node: &str,
+    namespace: &str,
+    owner_uid: Option<&str>,
+    features: &FeatureSet,
+    labels: &LabelMap,
+) -> Value {
+    let mut o = json!({
         "apiVersion": format!("{GROUP}/{VERSION}"),
         "kind": KIND,
         "metadata": {
@@ -44,7 +54,21 @@ pub fn object(node: &str, namespace: &str, features: &FeatureSet, labels: &Label
             "labels": { NODE_NAME_LABEL: node },
         },
         "spec": { "features": features, "labels": labels },
-    })
+    });
+    if let Some(uid) = owner_uid {
+        o["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}]);
+    }
+    o
+}
+
+/// Whether `obj` names the Node `uid` as its owner.
+fn owned_by(obj: &DynamicObject, uid: Option<&str>) -> bool {
+    let refs = obj.metadata.owner_references.as_deref().unwrap_or_default();
+    match uid {
+        Some(uid) => refs.iter().any(|r| r.kind == "Node" && r.uid == uid),
+        None => true,
+    }
 }
 
 /// What an existing object holds, when it is ours in shape: (features, labels).
@@ -68,6 +92,10 @@ fn read_spec(obj: &DynamicObject, node: &str) -> Option<(FeatureSet, LabelMap)> 
 
 pub struct NodeFeatureSink {
     api: Api<DynamicObject>,
+    nodes: Api<k8s_openapi::api::core::v1::Node>,
+    /// The Node's uid for the ownerReference: `None` until read, `Some(None)` when it could not
+    /// be (said once; the object is then published without an owner).
+    owner_uid: Option<Option<String>>,
     node: String,
     namespace: String,
     timeout: Duration,
@@ -85,6 +113,8 @@ impl NodeFeatureSink {
     ) -> NodeFeatureSink {
         let namespace = namespace.into();
         NodeFeatureSink {
+            nodes: Api::all(client.clone()),
+            owner_uid: None,
             api: Api::namespaced_with(client, &namespace, &resource()),
             node: node.into(),
             namespace,
@@ -95,11 +125,38 @@ impl NodeFeatureSink {
 
     async fn read(&self) -> Result<Option<(FeatureSet, LabelMap)>, PublishError> {
         let what = format!("GET nodefeature {}/{}", self.namespace, self.node);
+        let uid = self.owner_uid.clone().flatten();
         match tokio::time::timeout(self.timeout, self.api.get_opt(&self.node)).await {
-            Ok(Ok(obj)) => Ok(obj.and_then(|o| read_spec(&o, &self.node))),
+            // An object without our owner is re-applied once, to gain it.
+            Ok(Ok(obj)) => Ok(obj
+                .filter(|o| owned_by(o, uid.as_deref()))
+                .and_then(|o| read_spec(&o, &self.node))),
             Ok(Err(e)) => Err(PublishError::from_kube(&what, &e)),
             Err(_) => Err(PublishError::timeout(&what, self.timeout)),
         }
+    }
+
+    /// The Node's uid, read once. A failure (no `get nodes` permission, say) is reported and
+    /// the object published without an owner; a timeout or a 5xx is tried again next cycle.
+    async fn owner(&mut self) -> Result<Option<String>, PublishError> {
+        if let Some(uid) = &self.owner_uid {
+            return Ok(uid.clone());
+        }
+        let what = format!("GET node {} (the NodeFeature's owner)", self.node);
+        let uid = match tokio::time::timeout(self.timeout, self.nodes.get(&self.node)).await {
+            Ok(Ok(n)) => n.metadata.uid,
+            Ok(Err(e)) => {
+                let e = PublishError::from_kube(&what, &e);
+                if matches!(e.reason, "server" | "throttled" | "network" | "timeout") {
+                    return Err(e);
+                }
+                tracing::warn!("{e}; the NodeFeature is published without an owner");
+                None
+            }
+            Err(_) => return Err(PublishError::timeout(&what, self.timeout)),
+        };
+        self.owner_uid = Some(uid.clone());
+        Ok(uid)
     }
 
     pub async fn publish(
@@ -108,6 +165,7 @@ impl NodeFeatureSink {
         output: &NodeOutput,
         dry_run: bool,
     ) -> Result<Outcome, PublishError> {
+        let owner = self.owner().await?;
         let current = match self.known.take() {
             Some(k) => k,
             None => self.read().await?,
@@ -129,7 +187,13 @@ impl NodeFeatureSink {
             });
         }
         let what = format!("apply nodefeature {}/{}", self.namespace, self.node);
-        let body = object(&self.node, &self.namespace, features, &output.labels);
+        let body = object(
+            &self.node,
+            &self.namespace,
+            owner.as_deref(),
+            features,
+            &output.labels,
+        );
         let params = PatchParams::apply(FIELD_MANAGER);
         let patch = Patch::Apply(&body);
         let call = self.api.patch(&self.node, &params, &patch);
@@ -171,12 +235,14 @@ mod tests {
         .into_iter()
         .collect();
         assert_eq!(
-            object("n1", "nfd", &f, &labels),
+            object("n1", "nfd", Some("4f1c"), &f, &labels),
             json!({
                 "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
                 "kind": "NodeFeature",
                 "metadata": {"name": "n1", "namespace": "nfd",
-                             "labels": {"nfd.node.kubernetes.io/node-name": "n1"}},
+                             "labels": {"nfd.node.kubernetes.io/node-name": "n1"},
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Node",
+                                                  "name": "n1", "uid": "4f1c"}]},
                 "spec": {
                     "features": {"flags": {}, "attributes": {"gpu.node": {"elements": {"count": "8"}}},
                                  "instances": {}},
@@ -191,6 +257,7 @@ mod tests {
         let obj: DynamicObject = serde_json::from_value(object(
             "n2",
             "nfd",
+            None,
             &FeatureSet::default(),
             &LabelMap::new(),
         ))
