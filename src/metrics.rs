@@ -352,11 +352,21 @@ pub fn respond(health: &Health, method: &Method, path: &str) -> Response<Full<By
     }
 }
 
+/// At most this many connections are served at once; more are closed as they are accepted, so
+/// a flood of idle connections costs a bounded amount of memory (each holds hyper's buffers).
+pub const MAX_CONNECTIONS: usize = 64;
+/// A client must send its request headers within this (also the idle time allowed between the
+/// requests of a kept-alive connection).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// No connection lives longer than this, however busy.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
 /// Binds `addr` and serves health and metrics until the runtime ends. Returns the bound address
-/// (useful with port 0).
+/// (useful with port 0). Requests are answered from `Health` alone, never waiting on a cycle.
 pub async fn serve(addr: &str, health: Arc<Health>) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
             let (stream, _) = match listener.accept().await {
@@ -368,15 +378,24 @@ pub async fn serve(addr: &str, health: Arc<Health>) -> std::io::Result<SocketAdd
                     continue;
                 }
             };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                // Full: close at once rather than queue; kubelet's probe retries.
+                drop(stream);
+                continue;
+            };
             let health = health.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let r = respond(&health, req.method(), req.uri().path());
                     async move { Ok::<_, std::convert::Infallible>(r) }
                 });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT)
+                    .max_buf_size(16 * 1024)
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                let _ = tokio::time::timeout(CONNECTION_LIFETIME, conn).await;
+                drop(slot);
             });
         }
     });

@@ -125,3 +125,47 @@ fn log_json_writes_one_json_object_per_line() {
         assert!(v["fields"]["message"].is_string(), "{l}");
     }
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// 8,000 idle connections from any pod (an open `/metrics` port): the agent serves at most 64 at
+/// once and closes idle ones after the header timeout, so memory stays bounded (it went from 9 to
+/// 104 MB before) and /healthz answers again as soon as the flood stops.
+#[test]
+fn a_flood_of_idle_connections_costs_bounded_memory() {
+    let server = FakeApiServer::start();
+    server.add_node(NODE, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = write_kubeconfig(dir.path(), &server.url());
+    let mut agent = Agent::start(&run_args(&kc, NODE, &[]), &[]);
+    let addr = agent.health_addr();
+    let ok = wait_for(WAIT, || (get(addr, "/readyz").0 == 200).then_some(()));
+    assert!(ok.is_some(), "{}", agent.log_text());
+    let before = rss_kib(agent.pid());
+    let mut held = Vec::new();
+    for _ in 0..8000 {
+        if let Ok(s) = std::net::TcpStream::connect(addr) {
+            held.push(s);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let during = rss_kib(agent.pid());
+    assert!(
+        during < before + 16 * 1024,
+        "RSS {before} KiB before, {during} KiB with {} idle connections",
+        held.len()
+    );
+    // Idle connections are closed by the header timeout (5 s); health answers again.
+    drop(held);
+    let ok = wait_for(WAIT, || (get(addr, "/healthz").0 == 200).then_some(()));
+    assert!(ok.is_some());
+    assert!(agent.child_alive());
+    assert_eq!(agent.stop(), 0);
+}
