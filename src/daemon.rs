@@ -285,7 +285,7 @@ fn with_defaults(mut config: Config, node_sink: bool) -> Config {
 /// Where labels go.
 enum Sink {
     Node(NodeSink),
-    NodeFeature(NodeFeatureSink),
+    NodeFeature(Box<NodeFeatureSink>),
     File(FeaturesFileSink),
     /// The last output printed.
     Stdout(Option<NodeOutput>),
@@ -446,7 +446,7 @@ async fn build_sink(
                 .ok()
                 .filter(|s| !s.trim().is_empty())
                 .unwrap_or_else(|| nodefeature::DEFAULT_NAMESPACE.to_string());
-            Sink::NodeFeature(NodeFeatureSink::new(client, node, ns, timeout))
+            Sink::NodeFeature(Box::new(NodeFeatureSink::new(client, node, ns, timeout)))
         }
         SinkKind::FeaturesFile => Sink::File(FeaturesFileSink::new(
             publish
