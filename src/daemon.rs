@@ -284,7 +284,7 @@ fn with_defaults(mut config: Config, node_sink: bool) -> Config {
 
 /// Where labels go.
 enum Sink {
-    Node(NodeSink),
+    Node(Box<NodeSink>),
     NodeFeature(Box<NodeFeatureSink>),
     File(FeaturesFileSink),
     /// The last output printed.
@@ -437,7 +437,7 @@ async fn build_sink(
         SinkKind::Node => {
             let node = node_name(publish, "node")?;
             let client = kube_client(publish.kubeconfig.as_deref(), timeout).await?;
-            Sink::Node(NodeSink::new(client, node, timeout))
+            Sink::Node(Box::new(NodeSink::new(client, node, timeout)))
         }
         SinkKind::Nodefeature => {
             let node = node_name(publish, "nodefeature")?;
