@@ -25,7 +25,7 @@ pub const CHILD_COMMAND: &str = "__nvml-child";
 /// An answer is a few KiB per GPU; anything near this is not an answer.
 const MAX_ANSWER: u64 = 4 << 20;
 
-/// How long a child that closed its output may take to exit, or one told to stop.
+/// How long a child that closed its output may take to exit.
 const EXIT_WAIT: Duration = Duration::from_millis(500);
 
 /// Why a scan in the child failed (`gpu_labeler_nvml_failures_total{reason}`).
@@ -274,14 +274,9 @@ impl NvmlProbe for IsolatedNvml {
 
 impl Drop for IsolatedNvml {
     fn drop(&mut self) {
-        if let Some(mut running) = self.child.take() {
-            // End of input tells the child to exit; one that does not is killed.
-            drop(running.stdin);
-            if wait_bounded(&mut running.process, EXIT_WAIT).is_none() {
-                let _ = running.process.kill();
-                let _ = running.process.wait();
-            }
-        }
+        // The child holds nothing worth a clean exit (NVML only reads): ended at once, so a
+        // printing command does not wait for it.
+        self.kill();
     }
 }
 
