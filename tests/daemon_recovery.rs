@@ -103,13 +103,13 @@ fn a_huge_answer_is_refused_and_the_daemon_recovers() {
         WAIT,
     );
     let addr = agent.health_addr();
-    assert_eq!(
-        metric(
-            addr,
-            "gpu_labeler_publish_errors_total{reason=\"too_large\"}"
-        ),
-        Some(3.0)
+    // At least one attempt is cut as too large; a later one may instead meet the connection
+    // reset while the server is still sending the first 64 MiB.
+    let cut = metric(
+        addr,
+        "gpu_labeler_publish_errors_total{reason=\"too_large\"}",
     );
+    assert!(cut.unwrap_or(0.0) >= 1.0, "{cut:?}");
     assert_eq!(agent.stop(), 0);
 }
 
