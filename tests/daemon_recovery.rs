@@ -94,6 +94,7 @@ fn a_huge_answer_is_refused_and_the_daemon_recovers() {
         huge_body: 3,
         ..Faults::default()
     });
+    huge_node();
     let dir = tempfile::tempdir().unwrap();
     let mut agent = start(&server.url(), dir.path());
     health_stays_up(&agent, Duration::from_secs(2));

@@ -173,15 +173,20 @@ impl hyper::body::Body for Endless {
     }
 }
 
-/// 64 MiB of a Node: a valid object whose annotation no agent should ever buffer.
-fn huge_node() -> Bytes {
-    let mut s = String::with_capacity(64 << 20);
-    s.push_str(
-        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"huge","annotations":{"a":""#,
-    );
-    s.extend(std::iter::repeat_n('x', 64 << 20));
-    s.push_str(r#""}}}"#);
-    Bytes::from(s)
+/// 64 MiB of a Node: a valid object whose annotation no agent should ever buffer. Made once
+/// (and cheaply: an unoptimised test build would take seconds per character loop).
+pub fn huge_node() -> Bytes {
+    static HUGE: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    HUGE.get_or_init(|| {
+        let head =
+            r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"huge","annotations":{"a":""#;
+        let mut v = Vec::with_capacity((64 << 20) + 128);
+        v.extend_from_slice(head.as_bytes());
+        v.resize(v.len() + (64 << 20), b'x');
+        v.extend_from_slice(br#""}}}"#);
+        Bytes::from(v)
+    })
+    .clone()
 }
 
 fn status(code: u16, reason: &str, message: &str, details: Option<Value>) -> Reply {
