@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::{
-    PREFIX, Tree, fake_nvml_lib, fixture_args, label_map, labels_of, nvidia_sysfs, nvml_fixture,
-    parse_log, run_env,
+    PREFIX, Tree, dell_sysfs_default_labels, fake_nvml_lib, fixture_args, label_map, labels_of,
+    nvidia_sysfs, nvml_fixture, parse_log, run_env,
 };
 
 type Labels = BTreeMap<String, String>;
@@ -112,21 +112,6 @@ fn dell_pci() -> Labels {
         ("pci-0302_10de.present", "true"),
         ("pci-0302_10de.sriov.capable", "true"),
     ])
-}
-
-/// The Dell tree's labels with the shipped rules, from sysfs alone (no NVML answer).
-fn dell_sysfs_default() -> Labels {
-    let mut l = dell_pci();
-    l.extend(label_map(&[
-        ("gpu-nvidia.count", "8"),
-        ("gpu.count", "8"),
-        ("gpu.present", "true"),
-        ("gpu.product", "GH100-H100-SXM5-80GB"),
-        ("gpu.vendor", "nvidia"),
-        ("gpu.vgpu.present", "false"),
-        ("gpu.virtual", "false"),
-    ]));
-    l
 }
 
 fn with(mut base: Labels, more: &[(&str, &str)]) -> Labels {
@@ -1074,7 +1059,7 @@ fn nvml_misbehaves(
     let e = expect(
         0,
         vec![warn(format!("NVML: {}: {what}", lib.display()))],
-        dell_sysfs_default(),
+        dell_sysfs_default_labels(),
     );
     (out, e)
 }
@@ -1097,7 +1082,7 @@ fn nvml_rows() -> Vec<Row> {
                     "NVML unavailable ({}: NVIDIA driver is not loaded); the NVIDIA GPUs are labelled from sysfs alone",
                     lib.display()
                 );
-                (out, expect(0, vec![warn(why)], dell_sysfs_default()))
+                (out, expect(0, vec![warn(why)], dell_sysfs_default_labels()))
             },
         ),
         row(
@@ -1111,7 +1096,7 @@ fn nvml_rows() -> Vec<Row> {
                     lib.display(),
                     lib.display()
                 );
-                (out, expect(0, vec![warn(why)], dell_sysfs_default()))
+                (out, expect(0, vec![warn(why)], dell_sysfs_default_labels()))
             },
         ),
         row(
@@ -1133,7 +1118,7 @@ fn nvml_rows() -> Vec<Row> {
                     lib.display(),
                     lib.display()
                 );
-                (out, expect(3, vec![err(why)], dell_sysfs_default()))
+                (out, expect(3, vec![err(why)], dell_sysfs_default_labels()))
             },
         ),
         row(
@@ -1149,7 +1134,7 @@ fn nvml_rows() -> Vec<Row> {
                         "NVML: {}: init failed: {DRIVER_ERROR}",
                         lib.display()
                     ))],
-                    dell_sysfs_default(),
+                    dell_sysfs_default_labels(),
                 );
                 (out, e)
             },
@@ -1161,7 +1146,7 @@ fn nvml_rows() -> Vec<Row> {
                 let lib = write(dir, "libnvidia-ml.so.1", "not an ELF file\n");
                 let out = dell_nvml(&nvml_fixture("h100-8x"), &lib);
                 let why = format!("NVML: cannot load {}: file too short", lib.display());
-                (out, expect(0, vec![warn(why)], dell_sysfs_default()))
+                (out, expect(0, vec![warn(why)], dell_sysfs_default_labels()))
             },
         ),
         row(
@@ -1177,7 +1162,7 @@ fn nvml_rows() -> Vec<Row> {
                     0,
                     vec![warn(format!("NVML: device count: {DRIVER_ERROR}"))],
                     with(
-                        dell_sysfs_default(),
+                        dell_sysfs_default_labels(),
                         &[
                             ("gpu.cuda.major", "12"),
                             ("gpu.cuda.minor", "2"),
@@ -1403,7 +1388,7 @@ fn sharing_left_out(s: &Path, at: &str, message: &str) -> Outcome {
             "invalid sharing config {}:{at}: {message}; gpu.sharing left out",
             show(s)
         ))],
-        dell_sysfs_default(),
+        dell_sysfs_default_labels(),
     )
 }
 
@@ -1417,7 +1402,7 @@ fn sharing_rows() -> Vec<Row> {
                     "cannot read sharing config {}: stream did not contain valid UTF-8; gpu.sharing left out",
                     show(&s)
                 ))],
-                dell_sysfs_default(),
+                dell_sysfs_default_labels(),
             );
             (out, e)
         }),
@@ -1459,7 +1444,7 @@ fn sharing_rows() -> Vec<Row> {
                         "cannot read sharing config {}: No such file or directory (os error 2); gpu.sharing left out",
                         show(&s)
                     ))],
-                    dell_sysfs_default(),
+                    dell_sysfs_default_labels(),
                 );
                 (out, e)
             },
@@ -1716,6 +1701,71 @@ fn api_rows() -> Vec<Row> {
                     0,
                     vec![warn(format!(
                         "GET node {NODE}: no answer in 2s (timeout); attempt 1, retrying in <delay>"
+                    ))],
+                    apiserver::union(&[&kubelet(), &ours()]),
+                );
+                (actual, e)
+            },
+        ),
+        row(
+            "api: answer too large",
+            "the first GET answers a 64 MiB Node: cut at 4 MiB, a failed attempt, then applied",
+            |dir| {
+                let s = cluster();
+                apiserver::huge_node();
+                s.set_faults(Faults {
+                    huge_body: 1,
+                    ..Faults::default()
+                });
+                let (code, log) = oneshot(dir, &s.url(), &[]);
+                let actual = node_outcome(code, log, s.labels(NODE));
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "GET node {NODE}: the answer is larger than 4 MiB; not read (too_large); attempt 1, retrying in <delay>"
+                    ))],
+                    apiserver::union(&[&kubelet(), &ours()]),
+                );
+                (actual, e)
+            },
+        ),
+        row(
+            "api: answer never ends",
+            "the first GET sends headers and a body that never ends: bounded by the 2 s request timeout, then applied",
+            |dir| {
+                let s = cluster();
+                s.set_faults(Faults {
+                    endless_body: 1,
+                    ..Faults::default()
+                });
+                let (code, log) = oneshot(dir, &s.url(), &[]);
+                let actual = node_outcome(code, log, s.labels(NODE));
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "GET node {NODE}: no answer in 2s (timeout); attempt 1, retrying in <delay>"
+                    ))],
+                    apiserver::union(&[&kubelet(), &ours()]),
+                );
+                (actual, e)
+            },
+        ),
+        row(
+            "api: 429 too many requests",
+            "the first GET answers 429 with Retry-After: 1: waited for, then applied",
+            |dir| {
+                let s = cluster();
+                s.set_faults(Faults {
+                    throttle_429: 1,
+                    retry_after_secs: 1,
+                    ..Faults::default()
+                });
+                let (code, log) = oneshot(dir, &s.url(), &[]);
+                let actual = node_outcome(code, log, s.labels(NODE));
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "GET node {NODE}: 429 TooManyRequests: Too many requests, please try again later. (throttled); attempt 1, retrying in <delay>"
                     ))],
                     apiserver::union(&[&kubelet(), &ours()]),
                 );

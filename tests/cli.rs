@@ -379,27 +379,24 @@ fn closed_pipes_end_the_printing_commands_quietly() {
     let mut args = fixture_args(&["labels"], DELL, &[]);
     // An error line on stderr (exit 1) besides the labels on stdout.
     args.extend(["--rules".into(), "/nonexistent/rules.yaml".into()]);
-    for extra in [vec![], vec!["-o".to_string(), "json".to_string()]] {
-        let mut child = std::process::Command::new(binary())
-            .args(&args)
-            .args(&extra)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        drop(child.stdout.take());
-        drop(child.stderr.take());
-        let status = child.wait().unwrap();
-        assert_eq!(status.code(), Some(1), "{extra:?}: {status}");
+    for extra in [vec![], vec!["-o".into(), "json".into()]] {
+        let all: Vec<OsString> = args.iter().cloned().chain(extra.clone()).collect();
+        assert_eq!(exit_with_closed_pipes(&all), Some(1), "{extra:?}");
     }
+    let check = ["rules", "check", "/nonexistent/rules.yaml"].map(OsString::from);
+    assert_eq!(exit_with_closed_pipes(&check), Some(1));
+}
+
+/// The exit code of gpu-labeler `args` whose stdout and stderr readers are gone at once.
+fn exit_with_closed_pipes(args: &[OsString]) -> Option<i32> {
     let mut child = std::process::Command::new(binary())
-        .args(["rules", "check", "/nonexistent/rules.yaml"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     drop(child.stdout.take());
     drop(child.stderr.take());
-    assert_eq!(child.wait().unwrap().code(), Some(1));
+    child.wait().unwrap().code()
 }

@@ -14,22 +14,10 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// The fake library that `cargo test --workspace` builds.
 fn fake_lib() -> PathBuf {
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_gpu-labeler"));
-    let dir = bin.parent().unwrap();
-    for d in [dir.join("deps"), dir.to_path_buf()] {
-        let p = d.join("libnvidia_ml.so");
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("libnvidia_ml.so not built: run the tests with `cargo test --workspace`");
+    common::fake_nvml_lib("nvidia_ml")
 }
 
-fn nvml_fixture(name: &str) -> PathBuf {
-    repo()
-        .join("tests/fixtures/nvml")
-        .join(format!("{name}.json"))
-}
+use common::nvml_fixture;
 
 fn args(lib: &Path) -> Vec<String> {
     let mut a = vec!["run".to_string()];
@@ -226,16 +214,7 @@ fn nvml_labels_outlive_a_wedged_driver_for_the_grace_period() {
 
     // After the grace period, what sysfs knows.
     let mut sysfs = kubelet.clone();
-    sysfs.extend(common::label_map(&[
-        ("gpu-nvidia.count", "8"),
-        ("gpu.count", "8"),
-        ("gpu.present", "true"),
-        ("gpu.product", "GH100-H100-SXM5-80GB"),
-        ("gpu.vendor", "nvidia"),
-        ("gpu.vgpu.present", "false"),
-        ("gpu.virtual", "false"),
-    ]));
-    sysfs.extend(fixture_pci_labels());
+    sysfs.extend(common::dell_sysfs_default_labels());
     labels_become(&sysfs, "after the grace period");
     assert_eq!(
         metric(addr, "gpu_labeler_nvml_status{status=\"error\"}"),

@@ -235,18 +235,7 @@ fn a_missing_library_is_unavailable_not_an_error() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         labels(&String::from_utf8(out.stdout).unwrap()),
-        map(&[
-            ("gpu-nvidia.count", "8"),
-            ("gpu.count", "8"),
-            ("gpu.present", "true"),
-            ("gpu.product", "GH100-H100-SXM5-80GB"),
-            ("gpu.vendor", "nvidia"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
-            ("pci-0300_102b.present", "true"),
-            ("pci-0302_10de.present", "true"),
-            ("pci-0302_10de.sriov.capable", "true"),
-        ])
+        common::dell_sysfs_default_labels()
     );
 }
 

@@ -503,6 +503,23 @@ pub fn labels_of(json: &str) -> std::collections::BTreeMap<String, String> {
     serde_json::from_value(v["labels"].clone()).expect("labels are strings")
 }
 
+/// The Dell 8x H100 tree's labels with the shipped rules from sysfs alone (no NVML answer):
+/// NFD's PCI labels and the `gpu.*` labels the PCI ID database and sysfs give.
+pub fn dell_sysfs_default_labels() -> std::collections::BTreeMap<String, String> {
+    label_map(&[
+        ("gpu-nvidia.count", "8"),
+        ("gpu.count", "8"),
+        ("gpu.present", "true"),
+        ("gpu.product", "GH100-H100-SXM5-80GB"),
+        ("gpu.vendor", "nvidia"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+        ("pci-0300_102b.present", "true"),
+        ("pci-0302_10de.present", "true"),
+        ("pci-0302_10de.sriov.capable", "true"),
+    ])
+}
+
 /// The default labels of the Dell XE9680 fixture with 8x H100 through the fake NVML
 /// (`h100-8x.json`): the values of the real capture (81559 MiB, CC 9.0, driver 535.161.08,
 /// CUDA 12.2) and NFD's PCI labels of the tree.
