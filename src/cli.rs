@@ -138,6 +138,14 @@ pub struct PublishArgs {
     /// Log as JSON lines.
     #[arg(long, env = "GPU_LABELER_LOG_JSON")]
     pub log_json: bool,
+    /// The agent's own cgroup, for its memory limit (tests point it elsewhere).
+    #[arg(
+        long,
+        hide = true,
+        default_value = "/sys/fs/cgroup",
+        value_name = "DIR"
+    )]
+    pub cgroup_root: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -225,6 +233,7 @@ impl PublishArgs {
             oneshot: self.oneshot,
             dry_run: self.dry_run,
             listen: self.listen.clone(),
+            cgroup_root: self.cgroup_root.clone(),
         }
     }
 }

@@ -91,6 +91,55 @@ pub struct PublishOptions {
     pub dry_run: bool,
     /// Address for /healthz, /readyz and /metrics; empty for none.
     pub listen: String,
+    /// The agent's own cgroup directory, whose memory limit is compared with what the node's
+    /// PCI functions need (`/sys/fs/cgroup` in a container).
+    pub cgroup_root: PathBuf,
+}
+
+/// Peak memory of the daemon: a base plus a share per PCI function (`cargo bench --bench
+/// memory`, release build: 11.3 MiB + 1.13 KiB a function; rounded up here).
+pub const MEMORY_BASE: u64 = 12 << 20;
+pub const MEMORY_PER_FUNCTION: u64 = 1_200;
+
+/// What the daemon needs on a node with `functions` PCI functions, in bytes.
+pub fn memory_need(functions: usize) -> u64 {
+    MEMORY_BASE + MEMORY_PER_FUNCTION * functions as u64
+}
+
+/// The memory limit of the cgroup at `root` (cgroup v2 `memory.max`, else v1
+/// `memory/memory.limit_in_bytes`) and the file it came from; `None` when there is none, it is
+/// unlimited, or it cannot be read.
+pub fn memory_limit(root: &Path) -> Option<(u64, PathBuf)> {
+    for file in ["memory.max", "memory/memory.limit_in_bytes"] {
+        let path = root.join(file);
+        let Ok(text) = crate::sysfs::read_regular_text(&path, 64) else {
+            continue;
+        };
+        // "max" (v2) or a page-rounded 2^63 (v1) is no limit.
+        return text
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|&b| b < 1 << 60)
+            .map(|b| (b, path));
+    }
+    None
+}
+
+/// A warning when the node's PCI functions need more memory than the agent's limit allows.
+pub fn memory_warning(functions: usize, cgroup_root: &Path) -> Option<String> {
+    let (limit, file) = memory_limit(cgroup_root)?;
+    let need = memory_need(functions);
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    (need > limit).then(|| {
+        format!(
+            "this node has {functions} PCI functions: the agent needs about {} MiB, more than its memory limit of {} MiB ({}); raise resources.limits.memory to at least {}Mi",
+            mib(need),
+            mib(limit),
+            file.display(),
+            mib(need + need / 4)
+        )
+    })
 }
 
 /// How often the loop says it is alive while it waits.
@@ -560,7 +609,14 @@ impl Daemon {
         self.nvml = Some(nvml);
         self.sharing = sharing;
         // Said once per change, not every cycle.
-        let report = (d.warnings, d.errors);
+        let mut warnings = d.warnings;
+        let functions = d
+            .features
+            .instances
+            .get("pci.device")
+            .map_or(0, |i| i.elements.len());
+        warnings.extend(memory_warning(functions, &self.publish.cgroup_root));
+        let report = (warnings, d.errors);
         if report != self.last_warnings {
             for w in &report.0 {
                 tracing::warn!("{w}");
@@ -869,6 +925,33 @@ mod tests {
         assert_eq!(digest(&paths), d1, "same content, unread files changed");
         std::fs::write(&a, "x: 2\n").unwrap();
         assert_ne!(digest(&paths), d1);
+    }
+
+    #[test]
+    fn memory_limit_reads_cgroup_v2_and_v1_and_ignores_no_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert_eq!(memory_limit(root), None, "no cgroup files");
+        std::fs::create_dir(root.join("memory")).unwrap();
+        let v1 = root.join("memory/memory.limit_in_bytes");
+        std::fs::write(&v1, "9223372036854771712\n").unwrap();
+        assert_eq!(memory_limit(root), None, "v1 without a limit");
+        std::fs::write(&v1, "100663296\n").unwrap();
+        assert_eq!(memory_limit(root), Some((96 << 20, v1)));
+        let v2 = root.join("memory.max");
+        std::fs::write(&v2, "max\n").unwrap();
+        assert_eq!(memory_limit(root), None, "v2 first; max is no limit");
+        std::fs::write(&v2, "100663296\n").unwrap();
+        assert_eq!(memory_limit(root), Some((96 << 20, v2.clone())));
+        // The default 96Mi covers about 73,000 functions.
+        assert_eq!(memory_warning(73_000, root), None);
+        assert_eq!(
+            memory_warning(80_000, root),
+            Some(format!(
+                "this node has 80000 PCI functions: the agent needs about 104 MiB, more than its memory limit of 96 MiB ({}); raise resources.limits.memory to at least 130Mi",
+                v2.display()
+            ))
+        );
     }
 
     #[test]

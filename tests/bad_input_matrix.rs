@@ -1773,6 +1773,28 @@ fn api_rows() -> Vec<Row> {
             },
         ),
         row(
+            "cgroup: memory limit below the need",
+            "memory.max is 8 MiB, the node's 517 functions need about 13: said, labels published",
+            |dir| {
+                let s = cluster();
+                let cgroup = dir.join("cgroup");
+                std::fs::create_dir(&cgroup).unwrap();
+                let max = write(&cgroup, "memory.max", "8388608\n");
+                let (code, log) =
+                    oneshot(dir, &s.url(), &["--cgroup-root", cgroup.to_str().unwrap()]);
+                let actual = node_outcome(code, log, s.labels(NODE));
+                let e = expect(
+                    0,
+                    vec![warn(format!(
+                        "this node has 517 PCI functions: the agent needs about 13 MiB, more than its memory limit of 8 MiB ({}); raise resources.limits.memory to at least 16Mi",
+                        max.display()
+                    ))],
+                    apiserver::union(&[&kubelet(), &ours()]),
+                );
+                (actual, e)
+            },
+        ),
+        row(
             "api: unreachable, then back",
             "nothing listens: four attempts, exit 3; once the server is up, the next run applies",
             |dir| {
