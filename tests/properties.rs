@@ -11,6 +11,11 @@
 //!    order differs) give the same whole label map.
 //! 3. Snapshot -> labels equals discovery -> labels: for generated feature sets through JSON, YAML
 //!    and a NodeFeature wrapping, and for every fixture machine through the real binary.
+//! 4. The two matching paths agree (issue 20): evaluation over the instances' columns, which
+//!    stops at the first match where nothing needs the list, gives the same labels, errors and
+//!    refusals as the traced path `explain` takes, which looks at every instance and records it,
+//!    on generated rules of every operator (malformed ones too) over instances whose values
+//!    repeat, as real PCI functions do.
 //!
 //! Case counts are small (the machine has 2 cores); every comparison is of whole label maps.
 
@@ -1139,4 +1144,184 @@ fn nvml_machines_relabel_identically_from_their_snapshots() {
             &[("FAKE_NVML_FIXTURE", fixture_path.as_os_str())],
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. The column path and the traced path agree.
+
+/// Attribute values from small pools, so that instances share them.
+fn pooled_value(key: &'static str) -> BoxedStrategy<String> {
+    let pool: Vec<&str> = match key {
+        "vendor" => vec!["8086", "10de", "1002", "15b3"],
+        "device" => vec!["2330", "20b5", "0b40", "1a03", "abcd"],
+        "numa_node" => vec!["0", "1", "-1", "3", "x"],
+        "speed" => vec!["2.5", "8.0", "16.0", "v1.2.3", "fast"],
+        _ => vec!["true", "false", "yes", ""],
+    };
+    prop::sample::select(pool).prop_map(str::to_string).boxed()
+}
+
+const KEYS: [&str; 5] = ["vendor", "device", "numa_node", "speed", "enabled"];
+
+fn pooled_instances() -> BoxedStrategy<Vec<BTreeMap<String, String>>> {
+    let instance = some_attributes(KEYS.iter().map(|k| (*k, pooled_value(k))).collect());
+    prop::collection::vec(instance, 0..14).boxed()
+}
+
+/// One expression: mostly well formed for its operator, sometimes anything at all.
+fn any_expression() -> BoxedStrategy<(String, serde_json::Value)> {
+    let key = prop::sample::select(vec![
+        "vendor",
+        "device",
+        "numa_node",
+        "speed",
+        "enabled",
+        "missing",
+    ]);
+    let value = prop::sample::select(vec![
+        "8086", "10de", "0", "1", "2", "-1", "8.0", "v1.2", "^20", "^(0b|1a)", "(", "true", "x",
+    ]);
+    let e = |op: &str, values: Vec<&str>| serde_json::json!({"op": op, "value": values});
+    let well_formed = prop_oneof![
+        (
+            prop::sample::select(vec!["In", "NotIn"]),
+            prop::collection::vec(
+                prop::sample::select(vec!["8086", "10de", "2330", "0b40", "1", "true"]),
+                1..3
+            )
+        )
+            .prop_map(move |(op, v)| e(op, v)),
+        prop::sample::select(vec!["Exists", "DoesNotExist", "IsTrue", "IsFalse"])
+            .prop_map(move |op| e(op, vec![])),
+        (
+            prop::sample::select(vec!["Gt", "Ge", "Lt", "Le"]),
+            prop::sample::select(vec!["-1", "0", "1", "2"])
+        )
+            .prop_map(move |(op, v)| e(op, vec![v])),
+        prop::sample::select(vec!["^20", "^(0b|1a)", "8$", "^[0-9]+$"])
+            .prop_map(move |v| e("InRegexp", vec![v])),
+        Just(serde_json::json!({"op": "Gt", "value": ["v1.0"], "type": "version"})),
+    ];
+    let anything = (
+        prop::sample::select(vec![
+            "In",
+            "NotIn",
+            "InRegexp",
+            "Exists",
+            "DoesNotExist",
+            "Gt",
+            "Ge",
+            "Lt",
+            "Le",
+            "GtLt",
+            "GeLe",
+            "IsTrue",
+            "IsFalse",
+        ]),
+        prop::collection::vec(value, 0..3),
+        prop::option::weighted(0.15, Just("version")),
+    )
+        .prop_map(|(op, values, ty)| {
+            let mut x = serde_json::json!({"op": op, "value": values});
+            if let Some(t) = ty {
+                x["type"] = serde_json::json!(t);
+            }
+            x
+        });
+    (key, prop_oneof![6 => well_formed, 1 => anything])
+        .prop_map(|(k, x)| (k.to_string(), x))
+        .boxed()
+}
+
+/// Rules over `pci.device` (and sometimes the module flags): one to three terms of one to
+/// three expressions, sometimes under `matchAny`, sometimes with a template over the matched
+/// instances (which needs the whole list).
+fn expression_rules() -> BoxedStrategy<String> {
+    let term = (
+        prop::sample::select(vec!["pci.device", "pci.device", "kernel.loadedmodule"]),
+        prop::collection::vec(any_expression(), 1..4)
+            .prop_map(|v| v.into_iter().collect::<BTreeMap<_, _>>()),
+    )
+        .prop_map(
+            |(feature, exprs)| serde_json::json!({"feature": feature, "matchExpressions": exprs}),
+        );
+    let rule = (
+        prop::collection::vec(term, 1..3),
+        any::<bool>(),
+        prop::option::weighted(0.3, Just(())),
+    );
+    prop::collection::vec(rule, 1..6)
+        .prop_map(|rules| {
+            let rules: Vec<serde_json::Value> = rules
+                .into_iter()
+                .enumerate()
+                .map(|(i, (terms, any, template))| {
+                    let mut r = serde_json::json!({"name": format!("r{i}"),
+                        "labels": {format!("r{i}"): "true"}});
+                    if any {
+                        r["matchAny"] = terms
+                            .iter()
+                            .map(|t| serde_json::json!({"matchFeatures": [t]}))
+                            .collect();
+                    } else {
+                        r["matchFeatures"] = serde_json::json!(terms);
+                    }
+                    if template.is_some() {
+                        r["labelsTemplate"] = serde_json::json!(format!(
+                            "{{{{ range .pci.device }}}}t{i}-{{{{ .vendor }}}}-{{{{ .numa_node }}}}=x\n{{{{ end }}}}"
+                        ));
+                    }
+                    r
+                })
+                .collect();
+            serde_json::json!({"apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+                "kind": "NodeFeatureRule", "metadata": {"name": GEN_OBJECT},
+                "spec": {"rules": rules}})
+            .to_string()
+        })
+        .boxed()
+}
+
+#[test]
+fn the_column_path_and_the_traced_path_give_the_same_outcome() {
+    let features = (
+        pooled_instances(),
+        prop::collection::btree_set(prop::sample::select(vec!["nvidia", "x"]), 0..2),
+    )
+        .prop_map(|(insts, modules)| {
+            let mut f = FeatureSet::default();
+            for i in insts {
+                f.push_instance("pci.device", i.into_iter().collect());
+            }
+            for m in modules {
+                f.insert_flag("kernel.loadedmodule", m);
+            }
+            f
+        });
+    let policy = gpu_labeler::config::LabelPolicy::default();
+    let matched = std::cell::Cell::new(0usize);
+    let erred = std::cell::Cell::new(0usize);
+    runner(400)
+        .run(&(features, expression_rules()), |(f, rules)| {
+            let (set, errors) = RuleSet::load(vec![RuleSource {
+                name: "generated.json".into(),
+                text: rules,
+            }]);
+            prop_assert!(errors.is_empty(), "rules load: {errors:?}");
+            let fast = set.evaluate(&f, &policy);
+            let traced = set.evaluate_traced(&f, &policy);
+            matched.set(matched.get() + fast.output.labels.len());
+            erred.set(erred.get() + fast.errors.len());
+            prop_assert_eq!(&fast.output, &traced.output);
+            prop_assert_eq!(&fast.errors, &traced.errors);
+            prop_assert_eq!(&fast.rejected, &traced.rejected);
+            Ok(())
+        })
+        .unwrap();
+    // The generator reaches both outcomes often enough to mean something.
+    let (matched, erred) = (matched.get(), erred.get());
+    assert!(
+        matched > 60 && erred > 60,
+        "matched {matched}, erred {erred}"
+    );
 }

@@ -142,30 +142,74 @@ impl<'f> View<'f> {
     }
 }
 
-/// Per evaluation: instance indexes by attribute value, built on first use, so that a term
-/// with an `In` expression looks at the instances that can match instead of all of them.
+/// Per evaluation: the instances of each feature as columns, one per attribute a rule looks
+/// at, built on first use. A column holds each distinct value once and, per instance, which one
+/// it has, so an expression is evaluated once per distinct value (a node's 2,000 functions have
+/// a dozen vendors and a few NUMA nodes), integers and versions parsed once per value, and the
+/// instances are then matched by looking the outcomes up.
 #[derive(Default)]
 pub struct Index<'f> {
-    by_feature: HashMap<String, HashMap<String, HashMap<&'f str, Vec<u32>>>>,
+    columns: HashMap<String, HashMap<String, Column<'f>>>,
+    /// Per expression of the term being matched: its outcome for each distinct value of its
+    /// column, then for an absent attribute. Reused from term to term.
+    outcomes: Vec<Vec<Outcome>>,
+    /// The error messages the outcomes point to (cleared per term).
+    errors: Vec<String>,
+}
+
+/// One attribute of one feature's instances.
+struct Column<'f> {
+    /// The distinct values, in order of first appearance.
+    values: Vec<&'f str>,
+    /// Per instance: its value's position in `values`, or `values.len()` when it has none.
+    codes: Vec<u32>,
+}
+
+impl<'f> Column<'f> {
+    fn new(key: &str, insts: &'f [Instance]) -> Column<'f> {
+        let mut seen: HashMap<&'f str, u32> = HashMap::new();
+        let mut values = Vec::new();
+        let mut codes = Vec::with_capacity(insts.len());
+        for inst in insts {
+            codes.push(match inst.attributes.get(key) {
+                Some(v) => *seen.entry(v.as_str()).or_insert_with(|| {
+                    values.push(v.as_str());
+                    (values.len() - 1) as u32
+                }),
+                None => u32::MAX,
+            });
+        }
+        let absent = values.len() as u32;
+        for c in &mut codes {
+            if *c == u32::MAX {
+                *c = absent;
+            }
+        }
+        Column { values, codes }
+    }
+}
+
+/// An expression's outcome on one value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    True,
+    False,
+    /// The message is `Index::errors[n]`.
+    Error(u32),
 }
 
 impl<'f> Index<'f> {
-    fn lookup(
-        &mut self,
-        feature: &str,
-        key: &str,
-        instances: &'f [Instance],
-    ) -> &HashMap<&'f str, Vec<u32>> {
-        let per_feature = self.by_feature.entry(feature.to_string()).or_default();
-        per_feature.entry(key.to_string()).or_insert_with(|| {
-            let mut m: HashMap<&'f str, Vec<u32>> = HashMap::new();
-            for (i, inst) in instances.iter().enumerate() {
-                if let Some(v) = inst.attributes.get(key) {
-                    m.entry(v.as_str()).or_default().push(i as u32);
-                }
+    /// The columns of `feature` for the keys of `exprs`, built where missing.
+    fn prepare(&mut self, feature: &str, exprs: &[Expr], insts: &'f [Instance]) {
+        if !self.columns.contains_key(feature) {
+            self.columns.insert(feature.to_string(), HashMap::new());
+        }
+        let cols = self.columns.get_mut(feature).expect("inserted above");
+        for e in exprs {
+            if !cols.contains_key(e.key.as_str()) {
+                cols.insert(e.key.clone(), Column::new(&e.key, insts));
             }
-            m
-        })
+        }
     }
 }
 
@@ -340,7 +384,7 @@ pub fn execute_rule<'f>(
         let mut any = false;
         for (i, terms) in rule.match_any.iter().enumerate() {
             let mut mt = trace.as_ref().map(|_| MatcherTrace::default());
-            let result = match_terms(terms, view, index, mt.as_mut());
+            let result = match_terms(terms, view, index, rule.has_templates(), mt.as_mut());
             if let (Some(t), Some(mt)) = (trace.as_deref_mut(), mt) {
                 t.match_any[i] = Some(mt);
             }
@@ -359,7 +403,13 @@ pub fn execute_rule<'f>(
     }
     if !rule.match_features.is_empty() {
         let mut mt = trace.as_ref().map(|_| MatcherTrace::default());
-        let result = match_terms(&rule.match_features, view, index, mt.as_mut());
+        let result = match_terms(
+            &rule.match_features,
+            view,
+            index,
+            rule.has_templates(),
+            mt.as_mut(),
+        );
         if let (Some(t), Some(mt)) = (trace, mt) {
             t.match_features = Some(mt);
         }
@@ -399,18 +449,20 @@ fn expand_templates(
 }
 
 /// The terms of one matcher, all of which must match (NFD's `evaluateFeatureMatcher`).
-/// `Ok(Some(elements))` on a match.
+/// `Ok(Some(elements))` on a match; the matched instances are listed only with `collect` (a
+/// template reads them) or a trace.
 pub fn match_terms<'a, 'f: 'a>(
     terms: &'a [Term],
     view: &'a View<'f>,
     index: &mut Index<'f>,
+    collect: bool,
     mut trace: Option<&mut MatcherTrace>,
 ) -> Result<Option<Matched<'a>>, String> {
     let mut matched: Matched<'a> = BTreeMap::new();
     let mut outcome: Result<bool, String> = Ok(true);
     for term in terms {
         let mut tt = trace.as_ref().map(|_| TermTrace::default());
-        let r = match_term(term, view, index, tt.as_mut());
+        let r = match_term(term, view, index, collect, tt.as_mut());
         if let (Some(t), Some(tt)) = (trace.as_deref_mut(), tt) {
             t.terms.push(tt);
         }
@@ -457,6 +509,7 @@ fn match_term<'a, 'f: 'a>(
     term: &'a Term,
     view: &'a View<'f>,
     index: &mut Index<'f>,
+    collect: bool,
     mut trace: Option<&mut TermTrace>,
 ) -> Result<Option<Vec<Elem<'a>>>, String> {
     let flags = view.flags(&term.lookup);
@@ -467,7 +520,15 @@ fn match_term<'a, 'f: 'a>(
         t.attributes = attrs.map(BTreeMap::len);
         t.instances = insts.map(<[Instance]>::len);
     }
-    let result = match_term_inner(term, flags, attrs, insts, index, trace.as_deref_mut());
+    let result = match_term_inner(
+        term,
+        flags,
+        attrs,
+        insts,
+        index,
+        collect,
+        trace.as_deref_mut(),
+    );
     if let Some(t) = trace {
         t.outcome = Some(result.as_ref().map(Option::is_some).map_err(Clone::clone));
     }
@@ -480,6 +541,7 @@ fn match_term_inner<'a, 'f: 'a>(
     attrs: Option<&'a BTreeMap<String, String>>,
     insts: Option<&'f [Instance]>,
     index: &mut Index<'f>,
+    collect: bool,
     mut trace: Option<&mut TermTrace>,
 ) -> Result<Option<Vec<Elem<'a>>>, String> {
     if flags.is_none() && attrs.is_none() && insts.is_none() {
@@ -490,7 +552,7 @@ fn match_term_inner<'a, 'f: 'a>(
     if let Some(exprs) = &term.exprs {
         let (kv_match, kv_elems) = match_flags_attrs(exprs, flags, attrs, trace.as_deref_mut())?;
         let (inst_match, inst_elems) =
-            match_instances(term, exprs, insts, index, trace.as_deref_mut())?;
+            match_instances(term, exprs, insts, index, collect, trace.as_deref_mut())?;
         matched = kv_match || inst_match;
         if kv_match {
             elems = kv_elems;
@@ -631,16 +693,15 @@ fn match_instances<'a, 'f: 'a>(
     exprs: &[Expr],
     insts: Option<&'f [Instance]>,
     index: &mut Index<'f>,
+    collect: bool,
     mut trace: Option<&mut TermTrace>,
 ) -> Result<(bool, Vec<Elem<'a>>), String> {
     let Some(insts) = insts else {
         return Ok((false, Vec::new()));
     };
-    let candidates: Option<Vec<u32>> = if trace.is_none() {
-        candidates(term, exprs, insts, index)
-    } else {
-        None
-    };
+    if trace.is_none() {
+        return match_columns(term, exprs, insts, index, collect);
+    }
     let mut elems = Vec::new();
     let mut check = |i: usize, inst: &'f Instance| -> Result<(), String> {
         let mut error = None;
@@ -697,66 +758,85 @@ fn match_instances<'a, 'f: 'a>(
             first_error.get_or_insert(e);
         }
     };
-    match candidates {
-        Some(c) => c.iter().for_each(|&i| run(i as usize, &insts[i as usize])),
-        None => insts.iter().enumerate().for_each(|(i, inst)| run(i, inst)),
-    }
+    insts.iter().enumerate().for_each(|(i, inst)| run(i, inst));
     if let Some(e) = first_error {
         return Err(e);
     }
     Ok((!elems.is_empty(), elems))
 }
 
-/// The instances that satisfy every well-formed `In` expression of the term, in instance
-/// order; the others fail one of them, so (a failure winning over errors) they cannot match.
-fn candidates<'f>(
+/// The instance part of `MatchMulti` without a trace, over the feature's columns: the same
+/// outcome as looking at every instance. An instance matches when every expression is true on
+/// it; it fails when one is false (a failure winning over an error, as everywhere here); else
+/// an expression erred on it and the term fails with the first such error in instance order.
+/// Without `collect` (no template needs the matched instances) it stops at the first match
+/// when no instance can err, since the rest cannot change the outcome then.
+fn match_columns<'a, 'f: 'a>(
     term: &Term,
     exprs: &[Expr],
     insts: &'f [Instance],
     index: &mut Index<'f>,
-) -> Option<Vec<u32>> {
-    let mut result: Option<Vec<u32>> = None;
-    for e in exprs {
-        let Some(values) = e.in_values() else {
-            continue;
-        };
-        let idx = index.lookup(&term.lookup, &e.key, insts);
-        let mut c: Vec<u32> = values
+    collect: bool,
+) -> Result<(bool, Vec<Elem<'a>>), String> {
+    index.prepare(&term.lookup, exprs, insts);
+    let Index {
+        columns,
+        outcomes,
+        errors,
+    } = index;
+    let cols = &columns[term.lookup.as_str()];
+    errors.clear();
+    if outcomes.len() < exprs.len() {
+        outcomes.resize_with(exprs.len(), Vec::new);
+    }
+    let mut codes: Vec<&[u32]> = Vec::with_capacity(exprs.len());
+    let mut may_err = false;
+    for (e, out) in exprs.iter().zip(outcomes.iter_mut()) {
+        let col = &cols[e.key.as_str()];
+        out.clear();
+        let inputs = col
+            .values
             .iter()
-            .filter_map(|v| idx.get(v.as_str()))
-            .flatten()
-            .copied()
-            .collect();
-        if values.len() > 1 {
-            c.sort_unstable();
-            c.dedup();
+            .map(|v| Input::Value(v))
+            .chain([Input::Absent]);
+        for input in inputs {
+            out.push(match e.eval(input) {
+                Ok(true) => Outcome::True,
+                Ok(false) => Outcome::False,
+                Err(x) => {
+                    errors.push(x);
+                    may_err = true;
+                    Outcome::Error((errors.len() - 1) as u32)
+                }
+            });
         }
-        result = Some(match result {
-            None => c,
-            Some(prev) => intersect(&prev, &c),
-        });
-        if result.as_ref().is_some_and(Vec::is_empty) {
+        codes.push(&col.codes);
+    }
+    let outcomes = &outcomes[..exprs.len()];
+    let mut matched = false;
+    let mut elems = Vec::new();
+    'instances: for (i, inst) in insts.iter().enumerate() {
+        let mut error = None;
+        for (out, codes) in outcomes.iter().zip(&codes) {
+            match out[codes[i] as usize] {
+                Outcome::True => {}
+                Outcome::False => continue 'instances,
+                Outcome::Error(n) => {
+                    error.get_or_insert(n);
+                }
+            }
+        }
+        if let Some(n) = error {
+            return Err(errors[n as usize].clone());
+        }
+        matched = true;
+        if collect {
+            elems.push(Elem::Instance(inst));
+        } else if !may_err {
             break;
         }
     }
-    result
-}
-
-fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
-    let mut out = Vec::with_capacity(a.len().min(b.len()));
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                out.push(a[i]);
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    out
+    Ok((matched, elems))
 }
 
 /// NFD's `MatchNamesMulti`: the expression applied to element names; instances match when

@@ -7,6 +7,9 @@
 //! set is loaded; a compile error is kept and reported when the expression meets a value, as
 //! NFD would report it then.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use regex::RegexSet;
 
 use super::document::Pos;
@@ -98,7 +101,8 @@ pub struct Version {
 #[derive(Debug)]
 enum Compiled {
     Plain,
-    Regex(Result<RegexSet, String>),
+    /// Shared by every expression of the rule set with the same patterns.
+    Regex(Arc<Result<RegexSet, String>>),
     Int(Result<Vec<i64>, String>),
     Version(Result<Vec<Version>, String>),
 }
@@ -124,13 +128,36 @@ pub enum Severity {
     Warning,
 }
 
+/// What the expressions of one rule set share once compiled: one regular expression set per
+/// distinct list of patterns (operators' rule files repeat them).
+#[derive(Debug, Default)]
+pub struct Compiler {
+    regexes: HashMap<Vec<String>, Arc<Result<RegexSet, String>>>,
+}
+
+impl Compiler {
+    fn regexes(&mut self, values: &[String]) -> Arc<Result<RegexSet, String>> {
+        if let Some(r) = self.regexes.get(values) {
+            return r.clone();
+        }
+        let r = Arc::new(compile_regexps(values));
+        self.regexes.insert(values.to_vec(), r.clone());
+        r
+    }
+}
+
 impl Expr {
     /// Compiles an expression whose operator was admitted (`model` refuses unknown ones).
     pub fn compile(spec: &ExprSpec) -> Option<Expr> {
+        Expr::compile_with(spec, &mut Compiler::default())
+    }
+
+    /// As `compile`, sharing what `compiler` already compiled.
+    pub fn compile_with(spec: &ExprSpec, compiler: &mut Compiler) -> Option<Expr> {
         let op = Op::parse(&spec.op)?;
         let values: Vec<String> = spec.values.iter().map(|(v, _)| v.clone()).collect();
         let compiled = match op {
-            Op::InRegexp => Compiled::Regex(compile_regexps(&values)),
+            Op::InRegexp => Compiled::Regex(compiler.regexes(&values)),
             _ if op.is_comparison() => match spec.value_type.as_str() {
                 "version" => Compiled::Version(
                     values
@@ -160,11 +187,6 @@ impl Expr {
         })
     }
 
-    /// The values of a well-formed `In` expression (used to index instances).
-    pub fn in_values(&self) -> Option<&[String]> {
-        (self.op == Op::In && !self.values.is_empty()).then_some(self.values.as_slice())
-    }
-
     /// Evaluates the expression against one input, exactly as NFD does.
     pub fn eval(&self, input: Input<'_>) -> Result<bool, String> {
         match self.op {
@@ -187,8 +209,10 @@ impl Expr {
             Op::InRegexp => {
                 self.want_some_values()?;
                 match &self.compiled {
-                    Compiled::Regex(Ok(set)) => Ok(set.is_match(value)),
-                    Compiled::Regex(Err(e)) => Err(e.clone()),
+                    Compiled::Regex(r) => match r.as_ref() {
+                        Ok(set) => Ok(set.is_match(value)),
+                        Err(e) => Err(e.clone()),
+                    },
                     _ => Err("internal: regexps not compiled".to_string()),
                 }
             }

@@ -40,6 +40,7 @@ pub use explain::explain;
 
 use document::Pos;
 use eval::{CompiledRule, Index, RuleOutput, RuleTrace, Term, View};
+use expression::Compiler;
 use expression::Expr;
 use template::RuleTemplate;
 
@@ -226,8 +227,9 @@ impl RuleSet {
     pub fn load(sources: Vec<RuleSource>) -> (RuleSet, Vec<RuleLoadError>) {
         let mut objects = Vec::new();
         let mut errors = Vec::new();
+        let mut compiler = Compiler::default();
         for src in &sources {
-            let (objs, errs) = load_source(src);
+            let (objs, errs) = load_source(src, &mut compiler);
             objects.extend(objs);
             errors.extend(errs);
         }
@@ -307,6 +309,14 @@ impl RuleSet {
     /// output with the label policy.
     pub fn evaluate(&self, features: &FeatureSet, policy: &LabelPolicy) -> Evaluation {
         self.run(features, policy, None)
+    }
+
+    /// As `evaluate`, along the path `explain` takes: every term and every instance looked at
+    /// and recorded, none skipped. The same outcome by contract; the property tests hold the
+    /// two paths to it.
+    pub fn evaluate_traced(&self, features: &FeatureSet, policy: &LabelPolicy) -> Evaluation {
+        let mut records = Vec::new();
+        self.run(features, policy, Some(&mut records))
     }
 
     pub(crate) fn run(
@@ -470,12 +480,15 @@ fn namespaced(map: &BTreeMap<String, String>, ns: &str) -> Vec<(String, String)>
 }
 
 /// Parses, admits and compiles one source.
-fn load_source(src: &RuleSource) -> (Vec<CompiledObject>, Vec<RuleLoadError>) {
+fn load_source(
+    src: &RuleSource,
+    compiler: &mut Compiler,
+) -> (Vec<CompiledObject>, Vec<RuleLoadError>) {
     let (specs, problems) = read_source(src);
     let objects = specs
         .iter()
         .filter(|o| o.admitted)
-        .map(|o| compile_object(o, &src.name))
+        .map(|o| compile_object(o, &src.name, compiler))
         .collect();
     (objects, problems)
 }
@@ -511,31 +524,43 @@ pub(crate) fn read_source(src: &RuleSource) -> (Vec<model::ObjectSpec>, Vec<Rule
     (objects, errors)
 }
 
-pub(crate) fn compile_object(spec: &model::ObjectSpec, source: &str) -> CompiledObject {
+pub(crate) fn compile_object(
+    spec: &model::ObjectSpec,
+    source: &str,
+    compiler: &mut Compiler,
+) -> CompiledObject {
     CompiledObject {
         name: spec.name.clone(),
         source: source.to_string(),
-        rules: spec.rules.iter().map(compile_rule).collect(),
+        rules: spec
+            .rules
+            .iter()
+            .map(|r| compile_rule(r, compiler))
+            .collect(),
     }
 }
 
-fn compile_terms(terms: &[model::TermSpec]) -> Vec<Term> {
+fn compile_terms(terms: &[model::TermSpec], compiler: &mut Compiler) -> Vec<Term> {
     terms
         .iter()
         .map(|t| {
             Term::new(
                 &t.feature,
                 t.pos,
-                t.match_expressions
+                t.match_expressions.as_ref().map(|es| {
+                    es.iter()
+                        .filter_map(|e| Expr::compile_with(e, compiler))
+                        .collect()
+                }),
+                t.match_name
                     .as_ref()
-                    .map(|es| es.iter().filter_map(Expr::compile).collect()),
-                t.match_name.as_ref().and_then(Expr::compile),
+                    .and_then(|e| Expr::compile_with(e, compiler)),
             )
         })
         .collect()
 }
 
-fn compile_rule(r: &model::RuleSpec) -> CompiledRule {
+fn compile_rule(r: &model::RuleSpec, compiler: &mut Compiler) -> CompiledRule {
     let pairs = |entries: &[model::Entry]| -> Vec<(String, String)> {
         entries
             .iter()
@@ -566,11 +591,11 @@ fn compile_rule(r: &model::RuleSpec) -> CompiledRule {
                 effect: t.effect.clone(),
             })
             .collect(),
-        match_features: compile_terms(&r.match_features),
+        match_features: compile_terms(&r.match_features, compiler),
         match_any: r
             .match_any
             .iter()
-            .map(|m| compile_terms(&m.terms))
+            .map(|m| compile_terms(&m.terms, compiler))
             .collect(),
     }
 }
