@@ -12,7 +12,8 @@
 //! an index on `vendor` cannot narrow them down. The node is the Dell 8x H100 tree copied 4 and
 //! 16 times (2,068 and 8,272 functions, the discovery bench's trees) as `gpu-labeler features`
 //! prints it; 1,000 and 10,000 rules. Budgets: 50 ms for 1,000 rules over 2,068 functions,
-//! 500 ms for 10,000.
+//! 500 ms for 10,000. `RULES_WRITE=FILE` writes the 1,000 operators' rules to FILE and exits
+//! (for the soak bench's `SOAK_RULES` and for timing `labels` with them).
 
 use std::fmt::Write;
 use std::time::{Duration, Instant};
@@ -185,7 +186,7 @@ fn operator_rules(count: usize) -> String {
         let numa = rng.next() % 2;
         let _ = write!(
             out,
-            "    - name: rule-{n}\n      labels: {{\"team.example.com/op-{n}\": \"true\"}}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {{op: In, value: [\"8086\", \"{other}\"]}}\n            device: {{op: InRegexp, value: [\"^{a}{b}\", \"^{b}{a}[0-3]\"]}}\n            numa_node: {{op: Gt, value: [\"{numa}\"]}}\n"
+            "    - name: rule-{n}\n      labels: {{\"op-{n}\": \"true\"}}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {{op: In, value: [\"8086\", \"{other}\"]}}\n            device: {{op: InRegexp, value: [\"^{a}{b}\", \"^{b}{a}[0-3]\"]}}\n            numa_node: {{op: Gt, value: [\"{numa}\"]}}\n"
         );
     }
     out
@@ -221,6 +222,11 @@ fn dell_node(copies: u32) -> (usize, FeatureSet) {
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
+    if let Ok(path) = std::env::var("RULES_WRITE") {
+        std::fs::write(&path, operator_rules(1_000)).expect("RULES_WRITE");
+        println!("rules bench: wrote 1,000 operators' rules to {path}");
+        return;
+    }
     let features = node();
     let sizes: &[usize] = if full { &[1_000, 10_000] } else { &[1_000] };
     let mut missed = false;

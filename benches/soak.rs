@@ -8,6 +8,9 @@
 //! API server saw, and prints one row. At the end: CPU per cycle, RSS growth after the first
 //! minute, and the writes after the first publish (the target: none).
 //!
+//! `SOAK_RULES=FILE` adds `--rules FILE` (the rules bench writes its 1,000 operators' rules with
+//! `RULES_WRITE=FILE`), to compare the CPU per cycle with and without a large rule set.
+//!
 //! `cargo build -p fake-nvml --release && cargo bench --bench soak` runs `SOAK_SECS` (default
 //! 600). Under `cargo test --benches` (no `--bench` argument) it runs for 6 seconds, so CI keeps
 //! the harness working: the write targets are checked, the pace only as "it keeps cycling".
@@ -127,6 +130,10 @@ fn main() {
             .into_iter()
             .filter(|a| a != "--no-nvml"),
     );
+    if let Ok(rules) = std::env::var("SOAK_RULES") {
+        args.push("--rules".into());
+        args.push(rules);
+    }
     args.push("--nvml-lib".into());
     args.push(fake_lib().display().to_string());
     let fixture = apiserver::repo().join("tests/fixtures/nvml/h100-8x.json");

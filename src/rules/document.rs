@@ -207,21 +207,74 @@ pub fn parse_documents(text: &str) -> (Vec<Node>, Vec<SyntaxError>) {
         }
         return (docs, errors);
     }
-    for (offset, chunk) in split_documents(text) {
-        if is_blank_document(chunk) {
-            continue;
-        }
-        match serde_saphyr::from_multiple::<Node>(chunk) {
+    let chunks: Vec<(u32, &str)> = split_documents(text)
+        .into_iter()
+        .filter(|(_, c)| !is_blank_document(c))
+        .collect();
+    for ((offset, _), parsed) in chunks
+        .iter()
+        .zip(parse_chunks(&chunks, parse_threads(&chunks)))
+    {
+        match parsed {
             Ok(nodes) => {
                 for mut n in nodes {
-                    n.shift(offset);
+                    n.shift(*offset);
                     docs.push(n);
                 }
             }
-            Err(e) => errors.push(saphyr_error(&e, offset)),
+            Err(e) => errors.push(saphyr_error(&e, *offset)),
         }
     }
     (docs, errors)
+}
+
+type Parsed = Result<Vec<Node>, serde_saphyr::Error>;
+
+/// One thread per 32 KiB of documents, up to the CPUs (8 at most).
+fn parse_threads(chunks: &[(u32, &str)]) -> usize {
+    const BYTES_PER_THREAD_MIN: usize = 32 << 10;
+    let bytes: usize = chunks.iter().map(|(_, c)| c.len()).sum();
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8)
+        .min(chunks.len())
+        .min(bytes.div_ceil(BYTES_PER_THREAD_MIN))
+        .max(1)
+}
+
+/// Parses the documents, in order. A file of many documents (an operator's 1,000 rules) is
+/// parsed on a few threads: the YAML parser reads about 5 MB/s, so 300 KB of rules took 60 ms
+/// on one core (BENCHMARKS.md, "Rules at scale").
+fn parse_chunks(chunks: &[(u32, &str)], threads: usize) -> Vec<Parsed> {
+    let one = |c: &str| serde_saphyr::from_multiple::<Node>(c);
+    let bytes: usize = chunks.iter().map(|(_, c)| c.len()).sum();
+    if threads <= 1 {
+        return chunks.iter().map(|(_, c)| one(c)).collect();
+    }
+    // Contiguous runs of about equal size, one a thread, joined in order.
+    let per = bytes.div_ceil(threads);
+    let mut runs: Vec<&[(u32, &str)]> = Vec::new();
+    let (mut start, mut size) = (0, 0);
+    for (i, (_, c)) in chunks.iter().enumerate() {
+        size += c.len();
+        if size >= per {
+            runs.push(&chunks[start..=i]);
+            (start, size) = (i + 1, 0);
+        }
+    }
+    if start < chunks.len() {
+        runs.push(&chunks[start..]);
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|run| scope.spawn(move || run.iter().map(|(_, c)| one(c)).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a YAML parser thread panicked"))
+            .collect()
+    })
 }
 
 fn saphyr_error(e: &serde_saphyr::Error, offset: u32) -> SyntaxError {
@@ -345,6 +398,49 @@ mod tests {
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].pos, Pos::new(3, 4), "{errs:?}");
         assert_eq!(errs[0].message, "unclosed bracket '['");
+    }
+
+    #[test]
+    fn many_documents_parse_the_same_on_several_threads() {
+        let mut text = String::new();
+        for i in 0..60 {
+            text.push_str(&format!("---\nname: doc-{i}\nitems:\n"));
+            for j in 0..40 {
+                text.push_str(&format!("  - {{key: k{j}, value: \"v{i}-{j}\"}}\n"));
+            }
+            if i == 17 || i == 41 {
+                text.push_str("broken: [\n");
+            }
+        }
+        let chunks: Vec<(u32, &str)> = split_documents(&text)
+            .into_iter()
+            .filter(|(_, c)| !is_blank_document(c))
+            .collect();
+        let shown = |parsed: Vec<Parsed>| -> Vec<Result<Vec<Node>, String>> {
+            parsed
+                .into_iter()
+                .map(|r| r.map_err(|e| e.to_string()))
+                .collect()
+        };
+        let one = shown(parse_chunks(&chunks, 1));
+        assert_eq!(one.len(), 60);
+        assert_eq!(one.iter().filter(|r| r.is_err()).count(), 2);
+        for threads in [2, 3, 8] {
+            assert_eq!(
+                shown(parse_chunks(&chunks, threads)),
+                one,
+                "{threads} threads"
+            );
+        }
+        let (docs, errs) = parse_documents(&text);
+        assert_eq!(docs.len(), 58);
+        let lines: Vec<u32> = errs.iter().map(|e| e.pos.line).collect();
+        // Each document is 42 lines; the broken line is the 43rd of documents 17 and 41.
+        assert_eq!(
+            lines,
+            vec![17 * 42 + 43 + 1, 41 * 42 + 2 * 1 + 43 + 1 - 1],
+            "{errs:?}"
+        );
     }
 
     #[test]

@@ -436,15 +436,17 @@ fn ordered<T: Ord>(op: Op, v: T, b: &[T]) -> bool {
 }
 
 fn compile_regexps(values: &[String]) -> Result<RegexSet, String> {
-    for v in values {
-        if let Err(e) = regex::Regex::new(v) {
-            return Err(format!(
-                "invalid regexp {v:?}: {}",
-                one_line(&e.to_string())
-            ));
-        }
-    }
-    RegexSet::new(values).map_err(|e| one_line(&e.to_string()))
+    RegexSet::new(values).map_err(|set_error| {
+        // Only on failure is each pattern compiled alone, to name the one at fault.
+        values
+            .iter()
+            .find_map(|v| {
+                regex::Regex::new(v)
+                    .err()
+                    .map(|e| format!("invalid regexp {v:?}: {}", one_line(&e.to_string())))
+            })
+            .unwrap_or_else(|| one_line(&set_error.to_string()))
+    })
 }
 
 fn one_line(s: &str) -> String {
