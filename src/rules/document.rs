@@ -435,12 +435,9 @@ mod tests {
         let (docs, errs) = parse_documents(&text);
         assert_eq!(docs.len(), 58);
         let lines: Vec<u32> = errs.iter().map(|e| e.pos.line).collect();
-        // Each document is 42 lines; the broken line is the 43rd of documents 17 and 41.
-        assert_eq!(
-            lines,
-            vec![17 * 42 + 43 + 1, 41 * 42 + 2 * 1 + 43 + 1 - 1],
-            "{errs:?}"
-        );
+        // Each document is 43 lines (marker, name, items, 40 items); the broken line follows
+        // document 17 (after 17 * 43 + 43 lines) and document 41 (41 * 43 + 1 + 43).
+        assert_eq!(lines, vec![775, 1808], "{errs:?}");
     }
 
     #[test]
