@@ -4,8 +4,9 @@
 //! For each size (copies of the Dell 8x H100 tree, 517 functions each, as the discovery bench
 //! makes them) it measures the peak RSS (`VmHWM` of `/proc/<pid>/status`) of:
 //!
-//! - `gpu-labeler labels -o json` (the shipped rules, no NVML), read just before it exits: it is
-//!   run under a pipe whose reader waits for its output to end, so the process is still there;
+//! - `gpu-labeler labels -o json` (the shipped rules, no NVML), sampled every 2 ms until its
+//!   output ends (a high-water mark: the last sample, taken after the work and the printing, is
+//!   the peak);
 //! - the daemon, `gpu-labeler run --interval 1s` with the node sink against the test API server
 //!   (`tests/apiserver`), after three cycles: what it holds between cycles (the last output, the
 //!   rules) on top of a cycle's peak.
@@ -55,9 +56,8 @@ fn cycles(addr: SocketAddr) -> u64 {
         .unwrap_or(0)
 }
 
-/// Peak RSS (KiB) of `labels -o json` over `root`: its stdout is read to the end and its
-/// `VmHWM` taken while the pipe's write end is closed and the process not yet reaped (a zombie
-/// has no memory to report, so it is sampled after the output ends, before `wait`).
+/// Peak RSS (KiB) of `labels -o json` over `root`: its `VmHWM`, sampled while its stdout is
+/// read to the end (once it has exited, a zombie has no memory to report).
 fn labels_peak(root: &std::path::Path, proc_root: &std::path::Path) -> u64 {
     let mut child = Command::new(env!("CARGO_BIN_EXE_gpu-labeler"))
         .args(["labels", "-o", "json", "--no-nvml", "--sysfs-root"])
@@ -70,7 +70,6 @@ fn labels_peak(root: &std::path::Path, proc_root: &std::path::Path) -> u64 {
         .spawn()
         .expect("spawn gpu-labeler labels");
     let pid = child.id();
-    // Sample while it runs: the last sample before the process ends is its peak so far.
     let mut peak = 0;
     let mut out = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -148,6 +147,9 @@ fn main() {
     } else {
         vec![1, 2]
     };
+    if cfg!(debug_assertions) {
+        println!("memory bench: unoptimised build; the numbers are not the release binary's");
+    }
     let proc_root = tempfile::tempdir().expect("tempdir");
     println!(
         "{:>9}  {:>16}  {:>16}  {:>16}",

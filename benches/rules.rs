@@ -10,8 +10,7 @@
 //! The operators' shape (issue 20): every rule `vendor In [..]`, `device InRegexp [..]`,
 //! `numa_node Gt N` over `pci.device`, where most functions are Intel's as on a real server, so
 //! an index on `vendor` cannot narrow them down. The node is the Dell 8x H100 tree copied 4 and
-//! 16 times (2,068 and 8,272 functions, the discovery bench's trees) as `gpu-labeler features`
-//! prints it; 1,000 and 10,000 rules. Budgets: 50 ms for 1,000 rules over 2,068 functions,
+//! 16 times (2,068 and 8,272 functions, the discovery bench's trees) as discovery reads it; 1,000 and 10,000 rules. Budgets: 50 ms for 1,000 rules over 2,068 functions,
 //! 500 ms for 10,000. `RULES_WRITE=FILE` writes the 1,000 operators' rules to FILE and exits
 //! (for the soak bench's `SOAK_RULES` and for timing `labels` with them).
 
@@ -192,32 +191,25 @@ fn operator_rules(count: usize) -> String {
     out
 }
 
-/// The features `gpu-labeler features` gives for `copies` copies of the Dell tree.
+/// The features discovery gives for `copies` copies of the Dell tree (no NVML).
 fn dell_node(copies: u32) -> (usize, FeatureSet) {
     let tree = tempfile::tempdir().expect("tempdir");
     let n = common::generate_large_tree(tree.path(), copies);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpu-labeler"))
-        .args([
-            "features",
-            "--no-nvml",
-            "--proc-root",
-            "/nonexistent",
-            "--sysfs-root",
-        ])
-        .arg(tree.path())
-        .output()
-        .expect("gpu-labeler features");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let snap = tree.path().join("snapshot.json");
-    std::fs::write(&snap, &out.stdout).unwrap();
-    (
-        n,
-        gpu_labeler::features::load_snapshot(&snap).expect("snapshot"),
-    )
+    let sources = gpu_labeler::pipeline::Sources {
+        sysfs_root: tree.path().to_path_buf(),
+        proc_root: "/nonexistent".into(),
+        nvml_lib: None,
+        no_nvml: true,
+        nvml_timeout: None,
+        features: None,
+        config: None,
+        pci_ids: None,
+    };
+    let (features, errors) = sources
+        .features(&gpu_labeler::config::Config::default())
+        .expect("discovery");
+    assert!(errors.is_empty(), "{errors:?}");
+    (n, features)
 }
 
 fn main() {

@@ -1594,27 +1594,37 @@ fn node_outcome(code: i32, log: Log, labels: Labels) -> Outcome {
     Outcome { code, log, labels }
 }
 
+/// `run --oneshot` against a server whose first answer is broken by `faults`: one warning for
+/// attempt 1 (`failure`, then the retry), exit 0, and the Node gets our labels.
+fn faulted_once(dir: &Path, faults: Faults, failure: String) -> (Outcome, Outcome) {
+    let s = cluster();
+    s.set_faults(faults);
+    let (code, log) = oneshot(dir, &s.url(), &[]);
+    let actual = node_outcome(code, log, s.labels(NODE));
+    let e = expect(
+        0,
+        vec![warn(format!("{failure}; attempt 1, retrying in <delay>"))],
+        apiserver::union(&[&kubelet(), &ours()]),
+    );
+    (actual, e)
+}
+
 fn api_rows() -> Vec<Row> {
     vec![
         row(
             "api: 500 once",
             "the first request answers 500: retried, then applied",
             |dir| {
-                let s = cluster();
-                s.set_faults(Faults {
-                    error_500: 1,
-                    ..Faults::default()
-                });
-                let (code, log) = oneshot(dir, &s.url(), &[]);
-                let actual = node_outcome(code, log, s.labels(NODE));
-                let e = expect(
-                    0,
-                    vec![warn(format!(
-                        "GET node {NODE}: 500 InternalError: Internal error occurred: injected fault (server); attempt 1, retrying in <delay>"
-                    ))],
-                    apiserver::union(&[&kubelet(), &ours()]),
-                );
-                (actual, e)
+                faulted_once(
+                    dir,
+                    Faults {
+                        error_500: 1,
+                        ..Faults::default()
+                    },
+                    format!(
+                        "GET node {NODE}: 500 InternalError: Internal error occurred: injected fault (server)"
+                    ),
+                )
             },
         ),
         row(
@@ -1688,88 +1698,64 @@ fn api_rows() -> Vec<Row> {
             "api: timeout once",
             "the first answer takes 4 s, past the 2 s request timeout: retried, then applied",
             |dir| {
-                let s = cluster();
-                s.set_faults(Faults {
-                    slow: 1,
-                    slow_for: Duration::from_secs(4),
-                    ..Faults::default()
-                });
                 // `run_args` sets a 1 s interval: requests time out after 2 s.
-                let (code, log) = oneshot(dir, &s.url(), &[]);
-                let actual = node_outcome(code, log, s.labels(NODE));
-                let e = expect(
-                    0,
-                    vec![warn(format!(
-                        "GET node {NODE}: no answer in 2s (timeout); attempt 1, retrying in <delay>"
-                    ))],
-                    apiserver::union(&[&kubelet(), &ours()]),
-                );
-                (actual, e)
+                faulted_once(
+                    dir,
+                    Faults {
+                        slow: 1,
+                        slow_for: Duration::from_secs(4),
+                        ..Faults::default()
+                    },
+                    format!("GET node {NODE}: no answer in 2s (timeout)"),
+                )
             },
         ),
         row(
             "api: answer too large",
             "the first GET answers a 64 MiB Node: cut at 4 MiB, a failed attempt, then applied",
             |dir| {
-                let s = cluster();
                 apiserver::huge_node();
-                s.set_faults(Faults {
-                    huge_body: 1,
-                    ..Faults::default()
-                });
-                let (code, log) = oneshot(dir, &s.url(), &[]);
-                let actual = node_outcome(code, log, s.labels(NODE));
-                let e = expect(
-                    0,
-                    vec![warn(format!(
-                        "GET node {NODE}: the answer is larger than 4 MiB; not read (too_large); attempt 1, retrying in <delay>"
-                    ))],
-                    apiserver::union(&[&kubelet(), &ours()]),
-                );
-                (actual, e)
+                faulted_once(
+                    dir,
+                    Faults {
+                        huge_body: 1,
+                        ..Faults::default()
+                    },
+                    format!(
+                        "GET node {NODE}: the answer is larger than 4 MiB; not read (too_large)"
+                    ),
+                )
             },
         ),
         row(
             "api: answer never ends",
             "the first GET sends headers and a body that never ends: bounded by the 2 s request timeout, then applied",
             |dir| {
-                let s = cluster();
-                s.set_faults(Faults {
-                    endless_body: 1,
-                    ..Faults::default()
-                });
-                let (code, log) = oneshot(dir, &s.url(), &[]);
-                let actual = node_outcome(code, log, s.labels(NODE));
-                let e = expect(
-                    0,
-                    vec![warn(format!(
-                        "GET node {NODE}: no answer in 2s (timeout); attempt 1, retrying in <delay>"
-                    ))],
-                    apiserver::union(&[&kubelet(), &ours()]),
-                );
-                (actual, e)
+                faulted_once(
+                    dir,
+                    Faults {
+                        endless_body: 1,
+                        ..Faults::default()
+                    },
+                    format!("GET node {NODE}: no answer in 2s (timeout)"),
+                )
             },
         ),
         row(
             "api: 429 too many requests",
             "the first GET answers 429 with Retry-After: 1: waited for, then applied",
             |dir| {
-                let s = cluster();
-                s.set_faults(Faults {
-                    throttle_429: 1,
-                    retry_after_secs: 1,
-                    ..Faults::default()
-                });
-                let (code, log) = oneshot(dir, &s.url(), &[]);
-                let actual = node_outcome(code, log, s.labels(NODE));
-                let e = expect(
-                    0,
-                    vec![warn(format!(
-                        "GET node {NODE}: 429 TooManyRequests: Too many requests, please try again later. (throttled); attempt 1, retrying in <delay>"
-                    ))],
-                    apiserver::union(&[&kubelet(), &ours()]),
-                );
-                (actual, e)
+                faulted_once(
+                    dir,
+                    Faults {
+                        throttle_429: 1,
+                        retry_after_secs: 1,
+                        ..Faults::default()
+                    },
+                    format!(
+                        "GET node {NODE}: 429 TooManyRequests: Too many requests, please try again later. (throttled)"
+                    ),
+                )
             },
         ),
         row(

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use apiserver::*;
+use common::nvml_fixture;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -16,8 +17,6 @@ const WAIT: Duration = Duration::from_secs(20);
 fn fake_lib() -> PathBuf {
     common::fake_nvml_lib("nvidia_ml")
 }
-
-use common::nvml_fixture;
 
 fn args(lib: &Path) -> Vec<String> {
     let mut a = vec!["run".to_string()];

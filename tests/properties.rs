@@ -528,11 +528,16 @@ fn rule_file(rules: &[GenRule]) -> String {
             }));
         }
     }
+    generated_object(out)
+}
+
+/// The generated rules as one NodeFeatureRule object, in JSON (valid YAML too).
+fn generated_object(rules: Vec<serde_json::Value>) -> String {
     serde_json::json!({
         "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
         "kind": "NodeFeatureRule",
         "metadata": {"name": GEN_OBJECT},
-        "spec": {"rules": out},
+        "spec": {"rules": rules},
     })
     .to_string()
 }
@@ -848,10 +853,7 @@ fn order_free_rules() -> BoxedStrategy<String> {
                             "matchExpressions": {attr: {"op": "In", "value": values}}}]})
                 })
                 .collect();
-            serde_json::json!({"apiVersion": "nfd.k8s-sigs.io/v1alpha1",
-                "kind": "NodeFeatureRule", "metadata": {"name": GEN_OBJECT},
-                "spec": {"rules": rules}})
-            .to_string()
+            generated_object(rules)
         })
         .boxed()
 }
@@ -1274,10 +1276,7 @@ fn expression_rules() -> BoxedStrategy<String> {
                     r
                 })
                 .collect();
-            serde_json::json!({"apiVersion": "nfd.k8s-sigs.io/v1alpha1",
-                "kind": "NodeFeatureRule", "metadata": {"name": GEN_OBJECT},
-                "spec": {"rules": rules}})
-            .to_string()
+            generated_object(rules)
         })
         .boxed()
 }

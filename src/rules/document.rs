@@ -230,10 +230,14 @@ pub fn parse_documents(text: &str) -> (Vec<Node>, Vec<SyntaxError>) {
 
 type Parsed = Result<Vec<Node>, serde_saphyr::Error>;
 
+fn total_bytes(chunks: &[(u32, &str)]) -> usize {
+    chunks.iter().map(|(_, c)| c.len()).sum()
+}
+
 /// One thread per 32 KiB of documents, up to the CPUs (8 at most).
 fn parse_threads(chunks: &[(u32, &str)]) -> usize {
     const BYTES_PER_THREAD_MIN: usize = 32 << 10;
-    let bytes: usize = chunks.iter().map(|(_, c)| c.len()).sum();
+    let bytes = total_bytes(chunks);
     std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8)
@@ -247,12 +251,11 @@ fn parse_threads(chunks: &[(u32, &str)]) -> usize {
 /// on one core (BENCHMARKS.md, "Rules at scale").
 fn parse_chunks(chunks: &[(u32, &str)], threads: usize) -> Vec<Parsed> {
     let one = |c: &str| serde_saphyr::from_multiple::<Node>(c);
-    let bytes: usize = chunks.iter().map(|(_, c)| c.len()).sum();
     if threads <= 1 {
         return chunks.iter().map(|(_, c)| one(c)).collect();
     }
     // Contiguous runs of about equal size, one a thread, joined in order.
-    let per = bytes.div_ceil(threads);
+    let per = total_bytes(chunks).div_ceil(threads);
     let mut runs: Vec<&[(u32, &str)]> = Vec::new();
     let (mut start, mut size) = (0, 0);
     for (i, (_, c)) in chunks.iter().enumerate() {
