@@ -17,6 +17,7 @@ use crate::labels;
 use crate::pipeline::{self, RuleFiles, Sources};
 use crate::publish::stdout::{LabelFormat, render};
 use crate::rules::RuleSet;
+use crate::scheduling::{self, NodeSource, inventory, report};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -61,6 +62,27 @@ pub enum Command {
     Rules {
         #[command(subcommand)]
         command: RulesCommand,
+    },
+    /// Which nodes a workload fits, and why not (the scheduler's filters: labels, taints,
+    /// GPUs); exit 1 when no node fits.
+    Match {
+        /// A Pod, or a Deployment, StatefulSet, DaemonSet, ReplicaSet, Job or CronJob (several
+        /// documents allowed; `-` reads standard input).
+        #[arg(value_name = "WORKLOAD")]
+        workload: PathBuf,
+        #[command(flatten)]
+        nodes: NodesArgs,
+        #[command(flatten)]
+        rules: RulesArgs,
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: ReportFormat,
+    },
+    /// The fleet's GPUs from the nodes' labels: nodes per product, memory, MIG and sharing.
+    Inventory {
+        #[command(flatten)]
+        nodes: NodesArgs,
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: ReportFormat,
     },
     /// Run the daemon: discover, evaluate and publish every interval.
     Run {
@@ -146,6 +168,34 @@ pub struct PublishArgs {
         value_name = "DIR"
     )]
     pub cgroup_root: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    Text,
+    Json,
+}
+
+/// Where `match` and `inventory` read nodes: a file, else the cluster (read-only).
+#[derive(Debug, Clone, Args)]
+pub struct NodesArgs {
+    /// `kubectl get nodes -o json` (or `-o yaml`) output, instead of asking the cluster.
+    #[arg(long, value_name = "FILE", conflicts_with = "kubeconfig")]
+    pub nodes: Option<PathBuf>,
+    /// kubeconfig of the cluster to list nodes from (else in-cluster, else $KUBECONFIG).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl NodesArgs {
+    fn source(&self) -> NodeSource {
+        match &self.nodes {
+            Some(f) => NodeSource::File(f.clone()),
+            None => NodeSource::Cluster {
+                kubeconfig: self.kubeconfig.clone(),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -255,6 +305,13 @@ pub fn run(cli: Cli) -> u8 {
             command: RulesCommand::Check { paths },
         } => cmd_rules_check(&paths),
         Command::Features { discovery, output } => cmd_features(&discovery, output),
+        Command::Match {
+            workload,
+            nodes,
+            rules,
+            output,
+        } => cmd_match(&workload, &nodes, &rules, output),
+        Command::Inventory { nodes, output } => cmd_inventory(&nodes, output),
         Command::Run {
             discovery,
             rules,
@@ -374,6 +431,44 @@ fn cmd_features(args: &DiscoveryArgs, format: FeatureFormat) -> Result<u8, Error
         error::print_error(&e);
     }
     Ok(exit_code(&[], &required))
+}
+
+fn cmd_match(
+    workload: &std::path::Path,
+    nodes: &NodesArgs,
+    rules: &RulesArgs,
+    format: ReportFormat,
+) -> Result<u8, Error> {
+    let workloads = scheduling::load_workloads(workload)?;
+    let nodes = scheduling::load_nodes(&nodes.source())?;
+    // The rules only feed the hints: one that does not load is worth a warning, not the answer.
+    let (rule_set, rule_errors) = rules.rule_files().load();
+    for e in &rule_errors {
+        tracing::warn!("{e}");
+    }
+    let producers = report::Producers {
+        rules: rule_set.label_producers(),
+        builtin: labels::builtin_producer,
+    };
+    let reports = report::match_fleet(workloads, &nodes, &producers);
+    print(&match format {
+        ReportFormat::Text => report::render_text(&reports),
+        ReportFormat::Json => report::render_json(&reports),
+    });
+    Ok(if reports.iter().all(|r| r.available() > 0) {
+        exit::OK
+    } else {
+        exit::NO_FIT
+    })
+}
+
+fn cmd_inventory(nodes: &NodesArgs, format: ReportFormat) -> Result<u8, Error> {
+    let inv = inventory::inventory(&scheduling::load_nodes(&nodes.source())?);
+    print(&match format {
+        ReportFormat::Text => inventory::render_text(&inv),
+        ReportFormat::Json => inventory::render_json(&inv),
+    });
+    Ok(exit::OK)
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error worth a panic.

@@ -15,8 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::config::{self, Config};
@@ -29,6 +27,7 @@ use crate::labels::evaluate_node;
 use crate::metrics::{self, Health};
 use crate::output::NodeOutput;
 use crate::pipeline::{RuleFiles, Sources};
+use crate::publish::client;
 use crate::publish::features_file::{self, FeaturesFileSink};
 use crate::publish::node::{MAX_RESPONSE_BYTES, NodeSink, Outcome, OutcomeKind, PublishError};
 use crate::publish::nodefeature::{self, NodeFeatureSink};
@@ -395,55 +394,6 @@ pub fn request_timeout(interval: Duration) -> Duration {
     (interval / 2).clamp(Duration::from_secs(2), Duration::from_secs(30))
 }
 
-/// The Kubernetes client: `--kubeconfig`, else in-cluster, else `$KUBECONFIG` / `~/.kube/config`.
-async fn kube_client(kubeconfig: Option<&Path>, timeout: Duration) -> Result<Client, Error> {
-    let invalid = |e: &dyn std::error::Error| {
-        Error::InvalidInput(format!(
-            "Kubernetes client configuration: {}",
-            crate::publish::node::error_chain(e)
-        ))
-    };
-    let mut config = if let Some(path) = kubeconfig {
-        let kc = Kubeconfig::read_from(path).map_err(|e| {
-            Error::InvalidInput(format!(
-                "cannot read kubeconfig {}: {}",
-                path.display(),
-                crate::publish::node::error_chain(&e)
-            ))
-        })?;
-        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-            .await
-            .map_err(|e| invalid(&e))?
-    } else if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
-        kube::Config::incluster().map_err(|e| invalid(&e))?
-    } else {
-        kube::Config::from_kubeconfig(&KubeConfigOptions::default())
-            .await
-            .map_err(|e| invalid(&e))?
-    };
-    config.connect_timeout = Some(timeout);
-    config.read_timeout = Some(timeout);
-    config.write_timeout = Some(timeout);
-    // One retry policy, the agent's own (capped at the interval, honouring Retry-After): kube's
-    // would retry 429/503 inside each attempt, multiplying the load on a struggling server.
-    config.default_retry = false;
-    // An answer larger than a Node can be is cut off instead of buffered and parsed.
-    type Service = tower::util::BoxService<
-        http::Request<kube::client::Body>,
-        http::Response<Box<kube::client::DynBody>>,
-        tower::BoxError,
-    >;
-    let limit = tower::layer::layer_fn(|service: Service| {
-        tower::ServiceExt::map_response(service, |r: http::Response<Box<kube::client::DynBody>>| {
-            r.map(|body| http_body_util::Limited::new(body, MAX_RESPONSE_BYTES))
-        })
-    });
-    Ok(kube::client::ClientBuilder::try_from(config)
-        .map_err(|e| invalid(&e))?
-        .with_layer(&limit)
-        .build())
-}
-
 fn sink_kind(publish: &PublishOptions, config: &Config) -> Result<SinkKind, Error> {
     if let Some(k) = publish.sink {
         return Ok(k);
@@ -485,12 +435,16 @@ async fn build_sink(
     Ok(match kind {
         SinkKind::Node => {
             let node = node_name(publish, "node")?;
-            let client = kube_client(publish.kubeconfig.as_deref(), timeout).await?;
+            let client =
+                client::kube_client(publish.kubeconfig.as_deref(), timeout, MAX_RESPONSE_BYTES)
+                    .await?;
             Sink::Node(Box::new(NodeSink::new(client, node, timeout)))
         }
         SinkKind::Nodefeature => {
             let node = node_name(publish, "nodefeature")?;
-            let client = kube_client(publish.kubeconfig.as_deref(), timeout).await?;
+            let client =
+                client::kube_client(publish.kubeconfig.as_deref(), timeout, MAX_RESPONSE_BYTES)
+                    .await?;
             let ns = std::env::var("POD_NAMESPACE")
                 .ok()
                 .filter(|s| !s.trim().is_empty())

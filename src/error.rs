@@ -11,6 +11,8 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// A runtime failure that could not be retried.
     pub const RUNTIME: u8 = 3;
+    /// `match`: no node fits a workload (1, as grep says "no line matched").
+    pub const NO_FIT: u8 = 1;
 }
 
 /// Writes `error: {message}` to stderr. A reader that went away (`2>&1 | head`) is not worth a

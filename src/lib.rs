@@ -11,7 +11,8 @@
 //! 1. [`discover`]: one file per source
 //! 2. [`rules`], [`default_rules`]: NodeFeatureRule parsing and evaluation
 //! 3. [`labels`], [`pipeline`]: label assembly, and the inputs every command loads
-//! 4. [`publish`], [`metrics`]: the sinks and the health/metrics server
+//! 4. [`publish`], [`metrics`], [`scheduling`]: the sinks, the health/metrics server, and
+//!    `match`/`inventory`
 //! 5. [`daemon`]: the `run` loop
 //! 6. [`fuzzing`], [`cli`]: entry points
 
@@ -35,6 +36,7 @@ pub mod pipeline;
 // Floor 4
 pub mod metrics;
 pub mod publish;
+pub mod scheduling;
 // Floor 5
 pub mod daemon;
 // Floor 6

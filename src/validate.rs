@@ -297,6 +297,61 @@ pub fn quantity(value: &str) -> Result<(), String> {
     }
 }
 
+/// A quantity's value in thousandths (`500m` is 500, `2` is 2000, `1Ki` is 1,024,000), rounded
+/// up as the scheduler rounds, saturating far beyond any real size; the errors are `quantity`'s.
+pub fn quantity_milli(value: &str) -> Result<i128, String> {
+    quantity(value)?;
+    let (negative, s) = match value.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, value.strip_prefix('+').unwrap_or(value)),
+    };
+    let num_len = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, suffix) = s.split_at(num_len);
+    let (whole, fraction) = num.split_once('.').unwrap_or((num, ""));
+    let mut digits: i128 = 0;
+    for c in whole.chars().chain(fraction.chars()) {
+        digits = digits
+            .saturating_mul(10)
+            .saturating_add(i128::from(c as u8 - b'0'));
+    }
+    // value = digits * 10^(exp10 - fraction digits) * binary
+    let (mut exp10, binary): (i64, i128) = match suffix {
+        "Ki" => (0, 1 << 10),
+        "Mi" => (0, 1 << 20),
+        "Gi" => (0, 1 << 30),
+        "Ti" => (0, 1 << 40),
+        "Pi" => (0, 1 << 50),
+        "Ei" => (0, 1 << 60),
+        "n" => (-9, 1),
+        "u" => (-6, 1),
+        "m" => (-3, 1),
+        "" => (0, 1),
+        "k" => (3, 1),
+        "M" => (6, 1),
+        "G" => (9, 1),
+        "T" => (12, 1),
+        "P" => (15, 1),
+        "E" => (18, 1),
+        e => (e[1..].parse::<i64>().unwrap_or(i64::MAX).min(1 << 20), 1),
+    };
+    exp10 += 3 - i64::try_from(fraction.len()).unwrap_or(i64::MAX);
+    let mut milli = digits.saturating_mul(binary);
+    if exp10 >= 0 {
+        for _ in 0..exp10.min(40) {
+            milli = milli.saturating_mul(10);
+        }
+    } else {
+        let divisor = 10i128.checked_pow(u32::try_from(-exp10).unwrap_or(u32::MAX));
+        milli = match divisor {
+            Some(d) => (milli + d - 1) / d,
+            None => i128::from(milli > 0),
+        };
+    }
+    Ok(if negative { -milli } else { milli })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -586,5 +641,38 @@ mod tests {
             Err("empty taint effect".into())
         );
         assert_eq!(validate_taint(&t("vendor.io/gpu", "true", "Never")), Err("invalid taint effect \"Never\" (expected NoSchedule, PreferNoSchedule or NoExecute)".into()));
+    }
+
+    #[test]
+    fn quantities_in_thousandths_as_the_scheduler_rounds() {
+        let q = |v: &str| quantity_milli(v).unwrap();
+        assert_eq!(
+            [
+                q("8"),
+                q("500m"),
+                q("1.5"),
+                q("1Ki"),
+                q("2Gi"),
+                q("1e3"),
+                q("1k"),
+                q("1n"),
+                q("-2")
+            ],
+            [
+                8000,
+                500,
+                1500,
+                1_024_000,
+                2_147_483_648_000,
+                1_000_000,
+                1_000_000,
+                1,
+                -2000
+            ]
+        );
+        assert_eq!(
+            quantity_milli("4x").unwrap_err(),
+            "unable to parse quantity's suffix"
+        );
     }
 }

@@ -25,6 +25,24 @@ pub struct Evaluated {
     pub notes: Vec<String>,
 }
 
+/// The built-in part of the program that writes `key`, in words (for `match`'s hints); rules
+/// are described by `RuleSet::label_producers`.
+pub fn builtin_producer(key: &str) -> Option<&'static str> {
+    if let Some(rest) = key
+        .strip_prefix(validate::FEATURE_NS)
+        .and_then(|k| k.strip_prefix("/pci-"))
+        && (rest.ends_with(".present") || rest.ends_with(".sriov.capable"))
+    {
+        return Some("NFD's built-in PCI labels write it from pci.device (class, vendor)");
+    }
+    let gfd = ["gpu.", "cuda.", "mig.", "gfd.", "vgpu."];
+    key.strip_prefix("nvidia.com/")
+        .is_some_and(|rest| gfd.iter().any(|p| rest.starts_with(p)))
+        .then_some(
+            "the nvidia-gfd profile writes it from NVML (profiles: [nvidia-gfd] in the config)",
+        )
+}
+
 /// Features -> labels: NFD's built-in PCI labels, the labels of the compatibility profiles in
 /// `profiles` (`nvidia-gfd`), then the rules (which win on the same key, as in nfd-master).
 /// Pure: the same inputs always give the same output.

@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::document::Pos;
 use super::expression::{Expr, Op, Severity};
 use super::model::{ObjectSpec, RuleSpec, TermSpec};
 use super::template::{MAX_TEMPLATE_OUTPUT, RuleTemplate, heavy_actions, unsupported_functions};
@@ -22,6 +21,7 @@ use crate::validate::{
     label_value, namespace, qualified_name, validate_annotation, validate_extended_resource,
     validate_label, validate_taint,
 };
+use crate::yaml::document::Pos;
 
 /// The findings of `rules check`. `errors` non-empty means the files are invalid.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

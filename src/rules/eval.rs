@@ -11,11 +11,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use gtmpl_ng::Value;
 
-use super::document::Pos;
 use super::expression::{Expr, Input, Op};
 use super::template::RuleTemplate;
 use crate::features::{FeatureSet, Instance, Nil};
 use crate::output::Taint;
+use crate::yaml::document::Pos;
 
 /// A rule, compiled.
 #[derive(Debug)]

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use regex::RegexSet;
 
-use super::document::Pos;
 use super::model::ExprSpec;
+use crate::yaml::document::Pos;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {

@@ -1,7 +1,7 @@
 //! NFD-compatible rules: `NodeFeatureRule` files in, labels (and annotations, extended
 //! resources, taints) out.
 //!
-//! - `document`: YAML/JSON text into positioned nodes, one document at a time.
+//! - `crate::yaml::document` (floor 0) reads the text into positioned nodes, one document at a time.
 //! - `model`: the objects as NFD's API server admits them (structure, types, operator names).
 //! - `expression`, `template`, `sprig`: operators, Go templates and their functions.
 //! - `eval`: matching and rule execution, exactly as nfd-master.
@@ -27,7 +27,7 @@ use crate::validate::{
 };
 
 mod check;
-mod document;
+
 mod eval;
 mod explain;
 mod expression;
@@ -38,7 +38,7 @@ mod template;
 pub use check::{CheckReport, check};
 pub use explain::explain;
 
-use document::Pos;
+use crate::yaml::document::{self, Pos};
 use eval::{CompiledRule, Index, RuleOutput, RuleTrace, Term, View};
 use expression::Compiler;
 use expression::Expr;
@@ -155,6 +155,20 @@ impl fmt::Display for RejectedLabel {
             self.reason
         )
     }
+}
+
+/// A rule that writes a label (`RuleSet::label_producers`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelProducer {
+    pub key: String,
+    /// As written: a value, or `@feature.attribute` for the attribute's value.
+    pub value: String,
+    pub object: String,
+    pub rule: String,
+    /// `file:line:column` of the rule.
+    pub location: String,
+    /// The features its `matchFeatures` / `matchAny` terms name.
+    pub features: Vec<String>,
 }
 
 /// The result of evaluating a rule set over a node's features.
@@ -303,6 +317,35 @@ impl RuleSet {
                 )
             })
             .collect()
+    }
+
+    /// Every label key a rule writes as written (not from a `labelsTemplate`), namespaced as
+    /// nfd-master namespaces it, with the rule that writes it and the features it matches on.
+    pub fn label_producers(&self) -> Vec<LabelProducer> {
+        let mut out = Vec::new();
+        for o in &self.objects {
+            for r in &o.rules {
+                let map: BTreeMap<String, String> = r.labels.iter().cloned().collect();
+                let mut features: Vec<String> = r
+                    .match_features
+                    .iter()
+                    .chain(r.match_any.iter().flatten())
+                    .map(|t| t.feature.clone())
+                    .collect();
+                features.dedup();
+                for (key, value) in namespaced(&map, crate::validate::FEATURE_NS) {
+                    out.push(LabelProducer {
+                        key,
+                        value,
+                        object: o.name.clone(),
+                        rule: r.name.clone(),
+                        location: o.location(r),
+                        features: features.clone(),
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// Evaluates every rule over the features, as nfd-master does, and post-processes the

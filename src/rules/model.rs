@@ -6,7 +6,7 @@
 //! An object with any such problem is refused as a whole, as the API server would refuse it;
 //! every problem of every rule is reported, each with its position.
 
-use super::document::{Node, Pos, Val};
+use crate::yaml::document::{Node, Pos, Val};
 
 /// The operators a NodeFeatureRule admits (the CRD's enum).
 pub const OPS: [&str; 13] = [
@@ -679,7 +679,7 @@ fn read_expr(cx: &mut Cx, node: &Node, pos: Pos, key: &str, path: &str) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::document::parse_documents;
+    use crate::yaml::document::parse_documents;
 
     fn read(text: &str) -> (Vec<ObjectSpec>, Vec<Problem>) {
         let (docs, errs) = parse_documents(text);

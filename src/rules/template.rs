@@ -10,8 +10,8 @@
 
 use gtmpl_ng::{Context, ExecError, ParseError, StructuredError, Template, Value};
 
-use super::document::Pos;
 use super::sprig;
+use crate::yaml::document::Pos;
 
 /// NFD's bound on template size.
 pub const MAX_TEMPLATE_SIZE: usize = 64 * 1024;

@@ -2,7 +2,8 @@
 //! file with `#[path]`), plus the helpers that run the real binary against it.
 //!
 //! It implements what the agent relies on, with the real semantics:
-//! - `GET /api/v1/nodes/{name}`: the Node with `metadata.labels`, `annotations`,
+//! - `GET /api/v1/nodes` (a list, `limit` and `continue` paged, name order) and
+//!   `GET /api/v1/nodes/{name}`: the Node with `metadata.labels`, `annotations`,
 //!   `managedFields` (FieldsV1, per manager and operation) and `resourceVersion`;
 //! - `PATCH` with `application/apply-patch+yaml` (JSON or YAML body), `fieldManager` and `force`:
 //!   each manager owns the label and annotation keys it applies; a key it stops applying is
@@ -80,6 +81,10 @@ pub struct NodeObj {
     /// (manager, operation) -> owned keys.
     pub managers: BTreeMap<(String, String), Managed>,
     pub resource_version: u64,
+    /// `spec` and `status` as kubelet and the node controller write them (taints,
+    /// allocatable); `null` reads as `{}`.
+    pub spec: Value,
+    pub status: Value,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -241,8 +246,8 @@ impl NodeObj {
                 "annotations": self.annotations,
                 "managedFields": managed,
             },
-            "spec": {},
-            "status": {}
+            "spec": if self.spec.is_null() { json!({}) } else { self.spec.clone() },
+            "status": if self.status.is_null() { json!({}) } else { self.status.clone() },
         })
     }
 
@@ -481,6 +486,9 @@ impl State {
     }
 
     fn handle(&mut self, method: &str, path: &str, query: &str, ct: &str, body: &str) -> Reply {
+        if path == "/api/v1/nodes" && method == "GET" {
+            return self.list_nodes(query);
+        }
         if let Some(name) = path.strip_prefix("/api/v1/nodes/") {
             return self.handle_node(method, name, query, ct, body);
         }
@@ -495,6 +503,45 @@ impl State {
             "NotFound",
             &format!("the server could not find {path}"),
             None,
+        )
+    }
+
+    /// `GET /api/v1/nodes?limit=N&continue=T`: Nodes in name order, N at a time; the continue
+    /// token resumes after the last one sent. Items carry no `kind` (as the real list).
+    fn list_nodes(&mut self, query: &str) -> Reply {
+        let limit = query_param(query, "limit")
+            .and_then(|l| l.parse::<usize>().ok())
+            .filter(|l| *l > 0)
+            .unwrap_or(usize::MAX);
+        let after = query_param(query, "continue")
+            .and_then(|t| t.strip_prefix("after-"))
+            .map(str::to_string);
+        let names: Vec<&String> = self
+            .nodes
+            .keys()
+            .filter(|n| after.as_ref().is_none_or(|a| *n > a))
+            .collect();
+        let page = &names[..names.len().min(limit)];
+        let items: Vec<Value> = page
+            .iter()
+            .map(|n| {
+                let mut v = self.nodes[*n].to_json(n);
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("kind");
+                    o.remove("apiVersion");
+                }
+                v
+            })
+            .collect();
+        let mut meta = json!({"resourceVersion": self.revision.to_string()});
+        if names.len() > page.len()
+            && let Some(last) = page.last()
+        {
+            meta["continue"] = json!(format!("after-{last}"));
+        }
+        reply(
+            200,
+            &json!({"kind": "NodeList", "apiVersion": "v1", "metadata": meta, "items": items}),
         )
     }
 
@@ -849,6 +896,16 @@ impl FakeApiServer {
             node.merge("kubelet", &patch, &BTreeMap::new());
             node.resource_version = s.bump();
             s.nodes.insert(name.to_string(), node);
+        });
+    }
+
+    /// Sets a Node's `spec` and `status` (taints, cordon, allocatable).
+    pub fn set_spec_status(&self, name: &str, spec: Value, status: Value) {
+        self.with(|s| {
+            if let Some(n) = s.nodes.get_mut(name) {
+                n.spec = spec;
+                n.status = status;
+            }
         });
     }
 

@@ -1,6 +1,9 @@
-//! serde-saphyr errors as this project reports them: the position separately (so that it can be
+//! YAML as this project reads it. `document`: YAML/JSON text as trees of positioned nodes (rule
+//! files, workloads, node lists). Below: serde-saphyr errors as this project reports them: the position separately (so that it can be
 //! written `file:line:column`, or shifted for a later document of a multi-document file), and the
 //! message without the parser's own `error: line L column C: ` prefix.
+
+pub mod document;
 
 /// 1-based line and column of a parse error; `(0, 0)` when the parser gives none.
 pub fn error_position(e: &serde_saphyr::Error) -> (u64, u64) {

@@ -300,7 +300,8 @@ fn yaml_printable(c: char) -> bool {
     matches!(c, '\t' | '\n' | '\r' | ' '..='~' | '\u{85}' | '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..)
 }
 
-fn looks_like_json(text: &str) -> bool {
+/// Whether the text is JSON rather than YAML (it starts with `{` or `[`).
+pub fn looks_like_json(text: &str) -> bool {
     text.trim_start().starts_with(['{', '['])
 }
 
@@ -332,7 +333,8 @@ fn is_blank_document(chunk: &str) -> bool {
     })
 }
 
-fn from_json(v: &serde_json::Value) -> Node {
+/// A JSON value as a tree; its nodes have no position (`0:0`).
+pub fn from_json(v: &serde_json::Value) -> Node {
     use serde_json::Value as J;
     let val = match v {
         J::Null => Val::Null,

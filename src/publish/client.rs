@@ -1,0 +1,67 @@
+//! The Kubernetes client that `run` publishes with and `match`/`inventory` list nodes with: one
+//! configuration order, one timeout for every step, one cap on an answer's size, no retries of
+//! kube's own.
+
+use std::path::Path;
+use std::time::Duration;
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::error::Error;
+
+/// The Kubernetes client of every command that talks to the API server: `--kubeconfig`, else in-cluster, else `$KUBECONFIG` / `~/.kube/config`.
+pub async fn kube_client(
+    kubeconfig: Option<&Path>,
+    timeout: Duration,
+    max_response_bytes: usize,
+) -> Result<Client, Error> {
+    let invalid = |e: &dyn std::error::Error| {
+        Error::InvalidInput(format!(
+            "Kubernetes client configuration: {}",
+            super::node::error_chain(e)
+        ))
+    };
+    let mut config = if let Some(path) = kubeconfig {
+        let kc = Kubeconfig::read_from(path).map_err(|e| {
+            Error::InvalidInput(format!(
+                "cannot read kubeconfig {}: {}",
+                path.display(),
+                super::node::error_chain(&e)
+            ))
+        })?;
+        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| invalid(&e))?
+    } else if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        kube::Config::incluster().map_err(|e| invalid(&e))?
+    } else {
+        kube::Config::from_kubeconfig(&KubeConfigOptions::default())
+            .await
+            .map_err(|e| invalid(&e))?
+    };
+    config.connect_timeout = Some(timeout);
+    config.read_timeout = Some(timeout);
+    config.write_timeout = Some(timeout);
+    // One retry policy, the agent's own (capped at the interval, honouring Retry-After): kube's
+    // would retry 429/503 inside each attempt, multiplying the load on a struggling server.
+    config.default_retry = false;
+    // An answer larger than a Node can be is cut off instead of buffered and parsed.
+    type Service = tower::util::BoxService<
+        http::Request<kube::client::Body>,
+        http::Response<Box<kube::client::DynBody>>,
+        tower::BoxError,
+    >;
+    let limit = tower::layer::layer_fn(move |service: Service| {
+        tower::ServiceExt::map_response(
+            service,
+            move |r: http::Response<Box<kube::client::DynBody>>| {
+                r.map(|body| http_body_util::Limited::new(body, max_response_bytes))
+            },
+        )
+    });
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .map_err(|e| invalid(&e))?
+        .with_layer(&limit)
+        .build())
+}

@@ -1,0 +1,212 @@
+//! `gpu-labeler inventory`: the fleet's GPUs from the nodes' labels, a row per kind of node
+//! (product, memory, MIG layout, sharing), with totals.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::objects::NodeInfo;
+use super::report::table;
+use crate::validate::FEATURE_NS;
+
+/// What one kind of GPU node is.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Kind {
+    pub product: String,
+    pub vendor: String,
+    pub family: String,
+    /// The smallest GPU's memory in MiB (`gpu.memory`), when labelled.
+    pub memory_mib: Option<u64>,
+    /// `-`, `capable`, or the MIG devices per profile (`4x 1g.10gb`).
+    pub mig: String,
+    /// `-`, or the strategy and replicas (`time-slicing x4`).
+    pub sharing: String,
+}
+
+/// A row: the kind, its nodes and their GPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub kind: Kind,
+    pub nodes: Vec<String>,
+    pub gpus: u64,
+    /// The sum of `gpu.memory.total` over the nodes that have it, in MiB.
+    pub memory_total_mib: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inventory {
+    pub groups: Vec<Group>,
+    pub without_gpus: Vec<String>,
+}
+
+fn label<'a>(node: &'a NodeInfo, key: &str) -> Option<&'a str> {
+    node.labels
+        .get(&format!("{FEATURE_NS}/{key}"))
+        .map(String::as_str)
+}
+
+fn number(node: &NodeInfo, key: &str) -> Option<u64> {
+    label(node, key).and_then(|v| v.parse().ok())
+}
+
+fn kind_of(node: &NodeInfo) -> Kind {
+    let product = label(node, "gpu.product")
+        .or(node
+            .labels
+            .get("nvidia.com/gpu.product")
+            .map(String::as_str))
+        .unwrap_or("(mixed or unknown)")
+        .to_string();
+    let vendor = match label(node, "gpu.vendor") {
+        Some(v) => v.to_string(),
+        None => {
+            // Several vendors: each with its count.
+            let mut parts: Vec<String> = node
+                .labels
+                .iter()
+                .filter_map(|(k, v)| {
+                    let rest = k.strip_prefix(&format!("{FEATURE_NS}/gpu-"))?;
+                    Some(format!("{} {v}", rest.strip_suffix(".count")?))
+                })
+                .collect();
+            parts.sort();
+            if parts.is_empty() {
+                "-".into()
+            } else {
+                parts.join(" + ")
+            }
+        }
+    };
+    let mig = if label(node, "gpu.mig.enabled") == Some("true") {
+        let mut profiles: Vec<String> = node
+            .labels
+            .iter()
+            .filter_map(|(k, v)| {
+                let rest = k.strip_prefix(&format!("{FEATURE_NS}/gpu.mig-"))?;
+                Some(format!("{v}x {}", rest.strip_suffix(".count")?))
+            })
+            .collect();
+        profiles.sort();
+        if profiles.is_empty() {
+            "enabled".into()
+        } else {
+            profiles.join(" + ")
+        }
+    } else if label(node, "gpu.mig.capable") == Some("true") {
+        "capable".into()
+    } else {
+        "-".into()
+    };
+    let sharing = match (
+        label(node, "gpu.sharing-strategy"),
+        label(node, "gpu.replicas"),
+    ) {
+        (Some(s), Some(r)) => format!("{s} x{r}"),
+        (Some(s), None) => s.to_string(),
+        _ => "-".into(),
+    };
+    Kind {
+        product,
+        vendor,
+        family: label(node, "gpu.family").unwrap_or("-").to_string(),
+        memory_mib: number(node, "gpu.memory"),
+        mig,
+        sharing,
+    }
+}
+
+/// Groups the nodes with GPUs (`gpu.count` above 0) by kind.
+pub fn inventory(nodes: &[NodeInfo]) -> Inventory {
+    let mut groups: BTreeMap<Kind, Group> = BTreeMap::new();
+    let mut without_gpus = Vec::new();
+    for n in nodes {
+        let count = number(n, "gpu.count").unwrap_or(0);
+        if count == 0 {
+            without_gpus.push(n.name.clone());
+            continue;
+        }
+        let kind = kind_of(n);
+        let g = groups.entry(kind.clone()).or_insert_with(|| Group {
+            kind,
+            nodes: Vec::new(),
+            gpus: 0,
+            memory_total_mib: 0,
+        });
+        g.nodes.push(n.name.clone());
+        g.gpus += count;
+        g.memory_total_mib += number(n, "gpu.memory.total").unwrap_or(0);
+    }
+    Inventory {
+        groups: groups.into_values().collect(),
+        without_gpus,
+    }
+}
+
+pub fn render_text(inv: &Inventory) -> String {
+    let mut rows = vec![
+        [
+            "PRODUCT",
+            "VENDOR",
+            "FAMILY",
+            "NODES",
+            "GPUS",
+            "MEMORY/GPU",
+            "MIG",
+            "SHARING",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for g in &inv.groups {
+        rows.push(vec![
+            g.kind.product.clone(),
+            g.kind.vendor.clone(),
+            g.kind.family.clone(),
+            g.nodes.len().to_string(),
+            g.gpus.to_string(),
+            g.kind.memory_mib.map_or("-".into(), |m| format!("{m} MiB")),
+            g.kind.mig.clone(),
+            g.kind.sharing.clone(),
+        ]);
+    }
+    let nodes: usize = inv.groups.iter().map(|g| g.nodes.len()).sum();
+    let gpus: u64 = inv.groups.iter().map(|g| g.gpus).sum();
+    let memory: u64 = inv.groups.iter().map(|g| g.memory_total_mib).sum();
+    rows.push(vec![
+        "TOTAL".into(),
+        String::new(),
+        String::new(),
+        nodes.to_string(),
+        gpus.to_string(),
+    ]);
+    let mut out = table(&rows);
+    out.push_str(&format!(
+        "{nodes} node(s) with GPUs, {} without; {memory} MiB of GPU memory on the nodes that label it (gpu.memory.total)\n",
+        inv.without_gpus.len()
+    ));
+    out
+}
+
+pub fn render_json(inv: &Inventory) -> String {
+    let groups: Vec<_> = inv
+        .groups
+        .iter()
+        .map(|g| {
+            json!({
+                "product": g.kind.product, "vendor": g.kind.vendor, "family": g.kind.family,
+                "memory_mib": g.kind.memory_mib, "mig": g.kind.mig, "sharing": g.kind.sharing,
+                "nodes": g.nodes, "gpus": g.gpus, "memory_total_mib": g.memory_total_mib,
+            })
+        })
+        .collect();
+    let v = json!({
+        "groups": groups,
+        "totals": {
+            "nodes_with_gpus": inv.groups.iter().map(|g| g.nodes.len()).sum::<usize>(),
+            "gpus": inv.groups.iter().map(|g| g.gpus).sum::<u64>(),
+            "memory_total_mib": inv.groups.iter().map(|g| g.memory_total_mib).sum::<u64>(),
+        },
+        "without_gpus": inv.without_gpus,
+    });
+    serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
+}

@@ -1,0 +1,420 @@
+//! `gpu-labeler match`: every workload against every node, the reasons in plain words and in
+//! the scheduler's own, and hints for the labels this project writes.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::fit::{Fit, Miss, Reason, fit};
+use super::objects::{NodeInfo, Workload};
+use crate::rules::LabelProducer;
+use crate::validate::FEATURE_NS;
+
+/// What writes the labels a workload may ask for: the loaded rules, and the built-in labels.
+pub struct Producers {
+    pub rules: Vec<LabelProducer>,
+    /// Describes the built-in producer of a key, if any.
+    pub builtin: fn(&str) -> Option<&'static str>,
+}
+
+impl Producers {
+    /// Each producer of `key`, in words.
+    fn describe(&self, key: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .rules
+            .iter()
+            .filter(|p| p.key == key)
+            .map(|p| {
+                let from = match p.value.strip_prefix('@') {
+                    Some(attr) => format!("the value of {attr}"),
+                    None => format!(
+                        "\"{}\" when {} match(es)",
+                        p.value,
+                        if p.features.is_empty() {
+                            "its terms".to_string()
+                        } else {
+                            p.features.join(", ")
+                        }
+                    ),
+                };
+                format!(
+                    "rule {:?} of NodeFeatureRule {} ({}) writes {from}",
+                    p.rule, p.object, p.location
+                )
+            })
+            .collect();
+        out.extend((self.builtin)(key).map(str::to_string));
+        out
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        self.rules.iter().map(|p| p.key.as_str())
+    }
+}
+
+/// A hint about one label a workload asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hint {
+    pub label: String,
+    pub producers: Vec<String>,
+    /// Where the nodes that miss stand (closest values, values seen, or a likely typo).
+    pub near: String,
+}
+
+/// One workload against the fleet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadReport {
+    pub workload: Workload,
+    pub nodes: Vec<(String, Fit)>,
+    pub hints: Vec<Hint>,
+}
+
+impl WorkloadReport {
+    pub fn available(&self) -> usize {
+        self.nodes.iter().filter(|(_, f)| f.fits()).count()
+    }
+
+    /// The scheduler's count: `0/40 nodes are available: 3 Insufficient nvidia.com/gpu, 37
+    /// node(s) didn't match Pod's node affinity/selector.` (its reasons sorted as strings).
+    pub fn summary(&self) -> String {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for (_, f) in &self.nodes {
+            for r in f.scheduler_reasons() {
+                *counts.entry(r).or_default() += 1;
+            }
+        }
+        let mut reasons: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        reasons.sort();
+        let head = format!(
+            "{}/{} nodes are available",
+            self.available(),
+            self.nodes.len()
+        );
+        if reasons.is_empty() {
+            format!("{head}.")
+        } else {
+            format!("{head}: {}.", reasons.join(", "))
+        }
+    }
+}
+
+/// Evaluates every workload on every node.
+pub fn match_fleet(
+    workloads: Vec<Workload>,
+    nodes: &[NodeInfo],
+    producers: &Producers,
+) -> Vec<WorkloadReport> {
+    workloads
+        .into_iter()
+        .map(|w| {
+            let fits: Vec<(String, Fit)> = nodes
+                .iter()
+                .map(|n| (n.name.clone(), fit(&w.pod, n)))
+                .collect();
+            let hints = hints(&fits, producers);
+            WorkloadReport {
+                workload: w,
+                nodes: fits,
+                hints,
+            }
+        })
+        .collect()
+}
+
+/// What a failing node had for a label the workload asks for.
+struct Seen<'a> {
+    node: &'a str,
+    operator: &'a str,
+    bound: Option<i64>,
+    miss: Miss,
+}
+
+fn hints(fits: &[(String, Fit)], producers: &Producers) -> Vec<Hint> {
+    let mut by_key: BTreeMap<&str, Vec<Seen>> = BTreeMap::new();
+    for (node, f) in fits {
+        for r in &f.reasons {
+            let (key, seen) = match r {
+                Reason::Selector { key, have, .. } => (
+                    key.as_str(),
+                    Seen {
+                        node,
+                        operator: "=",
+                        bound: None,
+                        miss: have.clone().map_or(Miss::Absent, Miss::NotIn),
+                    },
+                ),
+                Reason::Term {
+                    failed: Some((req, false, miss)),
+                    ..
+                } => (
+                    req.key.as_str(),
+                    Seen {
+                        node,
+                        operator: &req.operator,
+                        bound: req.values.first().and_then(|v| v.parse().ok()),
+                        miss: miss.clone(),
+                    },
+                ),
+                _ => continue,
+            };
+            by_key.entry(key).or_default().push(seen);
+        }
+    }
+    let mut out = Vec::new();
+    for (key, seen) in by_key {
+        let described = producers.describe(key);
+        let ours = key.starts_with(&format!("{FEATURE_NS}/")) || key.starts_with("nvidia.com/");
+        if described.is_empty() && !ours {
+            continue;
+        }
+        let near = if described.is_empty() {
+            match closest_key(key, producers.keys()) {
+                Some(k) => format!("no loaded rule writes this label; did you mean {k}?"),
+                None => "no loaded rule writes this label".to_string(),
+            }
+        } else {
+            near_misses(&seen)
+        };
+        out.push(Hint {
+            label: key.to_string(),
+            producers: described,
+            near,
+        });
+    }
+    out
+}
+
+/// The nodes closest to a `Gt`/`Lt` bound, or the values seen where another was wanted.
+fn near_misses(seen: &[Seen]) -> String {
+    let mut parts = Vec::new();
+    let mut numeric: Vec<(i128, &str, &str)> = seen
+        .iter()
+        .filter_map(|s| match (&s.miss, s.bound) {
+            (Miss::Compare(v), Some(b)) => {
+                let n: i64 = v.parse().ok()?;
+                let gap = (i128::from(b) - i128::from(n)).abs() + 1;
+                Some((gap, s.node, v.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    numeric.sort();
+    if !numeric.is_empty() {
+        let op = seen.iter().find(|s| s.bound.is_some()).map(|s| s.operator);
+        let bound = seen.iter().find_map(|s| s.bound).unwrap_or_default();
+        let list: Vec<String> = numeric
+            .iter()
+            .take(3)
+            .map(|(_, node, v)| format!("{node} ({v})"))
+            .collect();
+        let sign = if op == Some("Lt") { "<" } else { ">" };
+        parts.push(format!("closest to {sign} {bound}: {}", list.join(", ")));
+    }
+    let mut values: BTreeMap<&str, usize> = BTreeMap::new();
+    for s in seen {
+        if let Miss::NotIn(v) | Miss::In(v) | Miss::Present(v) | Miss::NotInteger(v) = &s.miss {
+            *values.entry(v).or_default() += 1;
+        }
+    }
+    if !values.is_empty() {
+        let mut list: Vec<(&str, usize)> = values.into_iter().collect();
+        list.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let shown: Vec<String> = list
+            .iter()
+            .take(5)
+            .map(|(v, n)| format!("{v} ({n})"))
+            .collect();
+        parts.push(format!(
+            "values on the nodes that miss: {}",
+            shown.join(", ")
+        ));
+    }
+    let absent = seen.iter().filter(|s| s.miss == Miss::Absent).count();
+    if absent > 0 {
+        parts.push(format!("absent on {absent} node(s)"));
+    }
+    parts.join("; ")
+}
+
+/// A key of the same namespace at edit distance 1 or 2 (a typo), the nearest first.
+fn closest_key<'a>(key: &str, keys: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let mut best: Option<(usize, &str)> = None;
+    for k in keys {
+        let d = edit_distance(key, k);
+        if d <= 2 && best.is_none_or(|(bd, bk)| (d, k) < (bd, bk)) {
+            best = Some((d, k));
+        }
+    }
+    best.map(|(_, k)| k)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+fn short(key: &str) -> &str {
+    key.strip_prefix(FEATURE_NS)
+        .and_then(|k| k.strip_prefix('/'))
+        .unwrap_or(key)
+}
+
+fn title(w: &Workload) -> String {
+    let name = match &w.namespace {
+        Some(ns) => format!("{ns}/{}", w.name),
+        None => w.name.clone(),
+    };
+    format!("{} {name} ({})", w.kind, w.location)
+}
+
+/// Left-aligned columns, two spaces apart, the last one unpadded.
+pub fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  ", w = widths[c]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The text report: per workload, a row per node (fits, and the first reason of a node that
+/// does not), the scheduler's count, then the hints. Label keys in `feature.node.kubernetes.io/`
+/// are shown without it.
+pub fn render_text(reports: &[WorkloadReport]) -> String {
+    let mut out = String::new();
+    for (i, r) in reports.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&title(&r.workload));
+        out.push('\n');
+        let scored = !r.workload.pod.preferred.is_empty();
+        let mut rows = vec![if scored {
+            vec![
+                "NODE".into(),
+                "FITS".into(),
+                "SCORE".into(),
+                "REASON".into(),
+            ]
+        } else {
+            vec!["NODE".into(), "FITS".into(), "REASON".into()]
+        }];
+        for (node, f) in &r.nodes {
+            let mut row = vec![
+                node.clone(),
+                if f.fits() { "yes" } else { "no" }.to_string(),
+            ];
+            if scored {
+                row.push(f.score.to_string());
+            }
+            let reason = match f.reasons.as_slice() {
+                [] => String::new(),
+                [one] => one.describe(true),
+                [first, rest @ ..] => format!("{} (+{} more)", first.describe(true), rest.len()),
+            };
+            row.push(reason);
+            rows.push(row);
+        }
+        out.push_str(&table(&rows));
+        out.push_str(&r.summary());
+        out.push('\n');
+        for h in &r.hints {
+            let mut line = format!("hint: {}: ", short(&h.label));
+            if !h.producers.is_empty() {
+                line.push_str(&h.producers.join("; "));
+                if !h.near.is_empty() {
+                    line.push_str("; ");
+                }
+            }
+            line.push_str(&h.near);
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Every reason of every node, for scripts.
+pub fn render_json(reports: &[WorkloadReport]) -> String {
+    let workloads: Vec<Value> = reports
+        .iter()
+        .map(|r| {
+            let nodes: Vec<Value> = r
+                .nodes
+                .iter()
+                .map(|(name, f)| {
+                    let reasons: Vec<Value> = f
+                        .reasons
+                        .iter()
+                        .map(|x| {
+                            json!({"plugin": x.plugin().name(), "reason": x.describe(false),
+                                   "scheduler": x.scheduler_text()})
+                        })
+                        .collect();
+                    json!({"name": name, "fits": f.fits(), "score": f.score, "reasons": reasons})
+                })
+                .collect();
+            let hints: Vec<Value> = r
+                .hints
+                .iter()
+                .map(|h| json!({"label": h.label, "producers": h.producers, "near": h.near}))
+                .collect();
+            json!({
+                "kind": r.workload.kind,
+                "name": r.workload.name,
+                "namespace": r.workload.namespace,
+                "location": r.workload.location,
+                "available": r.available(),
+                "total": r.nodes.len(),
+                "summary": r.summary(),
+                "nodes": nodes,
+                "hints": hints,
+            })
+        })
+        .collect();
+    serde_json::to_string_pretty(&json!({ "workloads": workloads })).unwrap_or_default() + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_typo_is_within_two_edits_and_the_nearest_wins() {
+        let keys = ["a/gpu.memory", "a/gpu.memory.max", "a/gpu.family"];
+        assert_eq!(
+            closest_key("a/gpu.memroy", keys.iter().copied()),
+            Some("a/gpu.memory")
+        );
+        assert_eq!(closest_key("a/cpu.model", keys.iter().copied()), None);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+}
