@@ -96,6 +96,37 @@ def check_daemonset(where, ds, nvidia):
         need("NVIDIA_VISIBLE_DEVICES" not in env, f"{w}: no NVIDIA env")
 
 
+def check_gfd(where, text, expect_gfd):
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    for ds in (d for d in docs if d["kind"] == "DaemonSet"):
+        env = {e["name"]: e.get("value") for e in ds["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+        need((env.get("GPU_LABELER_PROFILES") == "nvidia-gfd") == expect_gfd,
+             f"{where}: DaemonSet {ds['metadata']['name']}: GPU_LABELER_PROFILES")
+    for vap in (d for d in docs if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == "gpu-labeler-own-node"):
+        key = next(v["expression"] for v in vap["spec"]["variables"] if v["name"] == "allowedKey")
+        need(("nvidia\\.com/" in key) == expect_gfd, f"{where}: the Node policy's allowedKey and nvidia.com")
+
+
+def check_networkpolicy(where, text, expected):
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    nps = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    if not expected:
+        need(nps == [], f"{where}: no NetworkPolicy")
+        return
+    need(len(nps) == 1, f"{where}: one NetworkPolicy, got {len(nps)}")
+    if not nps:
+        return
+    spec = nps[0]["spec"]
+    for ds in (d for d in docs if d["kind"] == "DaemonSet"):
+        labels = ds["spec"]["template"]["metadata"]["labels"]
+        need(all(labels.get(k) == v for k, v in spec["podSelector"]["matchLabels"].items()),
+             f"{where}: the NetworkPolicy selects DaemonSet {ds['metadata']['name']}'s pods")
+    need(spec["policyTypes"] == ["Ingress"], f"{where}: NetworkPolicy policyTypes")
+    ports = [p for rule in spec["ingress"] for p in rule["ports"]]
+    need(ports == [{"protocol": "TCP", "port": 8080}], f"{where}: NetworkPolicy admits only TCP 8080, got {ports}")
+    need(all(rule.get("from") for rule in spec["ingress"]), f"{where}: NetworkPolicy ingress has a from")
+
+
 def check(where, text, expect_nvidia, expect_nodefeature):
     docs = [d for d in yaml.safe_load_all(text) if d]
     kinds = {}
@@ -130,6 +161,11 @@ def check(where, text, expect_nvidia, expect_nodefeature):
              f"{where}: cluster-wide, only reading Nodes (the NodeFeature's owner) with the nodefeature sink, got {rules}")
         need(roles == [{"apiGroups": ["nfd.k8s-sigs.io"], "resources": ["nodefeatures"],
                         "verbs": ["get", "create", "patch"]}], f"{where}: Role {roles}")
+        vaps = sorted(v["metadata"]["name"] for v in kinds.get("ValidatingAdmissionPolicy", []))
+        bindings = sorted(b["spec"]["policyName"] for b in kinds.get("ValidatingAdmissionPolicyBinding", [])
+                          if b["spec"]["validationActions"] == ["Deny"])
+        need(vaps == ["gpu-labeler-own-nodefeature"] and bindings == vaps,
+             f"{where}: the NodeFeature admission policy and its Deny binding, and no Node policy, got {vaps} {bindings}")
     else:
         need(rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}],
              f"{where}: ClusterRole allows only get and patch on nodes, got {rules}")
@@ -158,6 +194,26 @@ def main():
             "resources: [../base]\ncomponents: [../components/nvidia, ../components/nodefeature]\n"
             "images:\n  - name: gpu-labeler\n    newName: registry.example.com/gpu-labeler\n    newTag: 0.1.0\n")
         cases.append((Path(tmp), True, True))
+        gfd = Path(tmp) / "gfd"
+        gfd.mkdir()
+        (gfd / "kustomization.yaml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+            "resources: [../../base]\n"
+            "components: [../../components/nvidia, ../../components/nvidia-gfd, ../../components/networkpolicy]\n")
+        text = render(gfd)
+        if text is not None:
+            validate("deploy (nvidia + nvidia-gfd + networkpolicy components)", text)
+            check("deploy (nvidia + nvidia-gfd + networkpolicy components)", text, True, False)
+            check_gfd("deploy (nvidia + nvidia-gfd + networkpolicy components)", text, True)
+            check_gfd("deploy", render(root) or "", False)
+            check_networkpolicy("deploy (nvidia + nvidia-gfd + networkpolicy components)", text, True)
+            check_networkpolicy("deploy", render(root) or "", False)
+            print("ok: deploy (nvidia + nvidia-gfd + networkpolicy components)")
+        # A site in its own namespace: tests/deploy.rs evaluates the policy on this rendering.
+        site = Path("tests/fixtures/deploy/renamed-site")
+        text = render(site)
+        kept = Path(str(site) + ".rendered.yaml").read_text()
+        need(text == kept, f"{site}.rendered.yaml is stale: render it again with kubectl kustomize {site}")
         for path, nvidia, nodefeature in cases:
             text = render(path)
             if text is None:

@@ -204,6 +204,7 @@ fn dell_node(copies: u32) -> (usize, FeatureSet) {
         features: None,
         config: None,
         pci_ids: None,
+        profiles: Vec::new(),
     };
     let (features, errors) = sources
         .features(&gpu_labeler::config::Config::default())

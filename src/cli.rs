@@ -231,6 +231,15 @@ pub struct DiscoveryArgs {
     /// A pci.ids file to read device names from (default: the host's, else the embedded one).
     #[arg(long, env = "GPU_LABELER_PCI_IDS", value_name = "FILE")]
     pub pci_ids: Option<PathBuf>,
+    /// A compatibility profile added to the config's `profiles` (repeatable): nvidia-gfd.
+    #[arg(
+        long = "profile",
+        env = "GPU_LABELER_PROFILES",
+        value_name = "NAME",
+        value_delimiter = ',',
+        value_parser = config::parse_profile
+    )]
+    pub profiles: Vec<config::Profile>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -259,6 +268,7 @@ impl DiscoveryArgs {
             features: self.features.clone(),
             config: self.config.clone(),
             pci_ids: self.pci_ids.clone(),
+            profiles: self.profiles.clone(),
         }
     }
 }

@@ -30,6 +30,25 @@ pub enum Profile {
     NvidiaGfd,
 }
 
+impl Profile {
+    pub const ALL: [Profile; 1] = [Profile::NvidiaGfd];
+
+    /// The name the config and `--profile` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::NvidiaGfd => "nvidia-gfd",
+        }
+    }
+}
+
+/// A profile by name (`--profile`, `GPU_LABELER_PROFILES`).
+pub fn parse_profile(s: &str) -> Result<Profile, String> {
+    Profile::ALL
+        .into_iter()
+        .find(|p| p.name() == s)
+        .ok_or_else(|| format!("unknown profile {s:?} (known: nvidia-gfd)"))
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Sources {
@@ -151,13 +170,13 @@ pub struct LabelPolicy {
 }
 
 /// The label namespaces the shipped admission policy (deploy/base/admission-policy.yaml,
-/// `allowedKey`) lets the agent write.
-pub const POLICY_NAMESPACES: [&str; 5] = [
+/// `allowedKey`) lets the agent add; `nvidia.com` (GFD's keys) joins them with the
+/// `nvidia-gfd` profile, as deploy/components/nvidia-gfd joins them in the policy.
+pub const POLICY_NAMESPACES: [&str; 4] = [
     "feature.node.kubernetes.io",
     "*.feature.node.kubernetes.io",
     "profile.node.kubernetes.io",
     "*.profile.node.kubernetes.io",
-    "nvidia.com",
 ];
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

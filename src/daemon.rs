@@ -322,10 +322,15 @@ impl Inputs {
 }
 
 /// The config as the daemon uses it: for the node sink, `labels.allowedNs` defaults to the
-/// admission policy's namespaces.
+/// admission policy's namespaces, and `nvidia.com` with the `nvidia-gfd` profile (whose
+/// component admits GFD's keys).
 fn with_defaults(mut config: Config, node_sink: bool) -> Config {
     if node_sink && config.labels.allowed_ns.is_none() {
-        config.labels.allowed_ns = Some(config::POLICY_NAMESPACES.map(String::from).to_vec());
+        let mut ns = config::POLICY_NAMESPACES.map(String::from).to_vec();
+        if config.profiles.contains(&config::Profile::NvidiaGfd) {
+            ns.push("nvidia.com".into());
+        }
+        config.labels.allowed_ns = Some(ns);
     }
     config
 }

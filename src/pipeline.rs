@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{Config, NvmlEnabled};
+use crate::config::{Config, NvmlEnabled, Profile};
 use crate::default_rules;
 use crate::discover::nvml::{self, NvmlChoice};
 use crate::discover::nvml_child::IsolatedNvml;
@@ -34,6 +34,8 @@ pub struct Sources {
     pub config: Option<PathBuf>,
     /// A pci.ids file to read device names from.
     pub pci_ids: Option<PathBuf>,
+    /// Compatibility profiles added to the config's `profiles` (`--profile`).
+    pub profiles: Vec<Profile>,
 }
 
 /// Which rule files are loaded.
@@ -75,10 +77,16 @@ impl Sources {
     }
 
     pub fn load_config(&self) -> Result<Config, Error> {
-        match &self.config {
-            Some(p) => Ok(Config::load(p)?),
-            None => Ok(Config::default()),
+        let mut config = match &self.config {
+            Some(p) => Config::load(p)?,
+            None => Config::default(),
+        };
+        for p in &self.profiles {
+            if !config.profiles.contains(p) {
+                config.profiles.push(*p);
+            }
         }
+        Ok(config)
     }
 
     /// What discovery needs besides NVML.

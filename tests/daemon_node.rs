@@ -529,7 +529,7 @@ fn a_label_outside_the_allowed_namespaces_is_refused_alone() {
     wait_labels(&server, &agent, &want);
     agent.wait_log(
         &format!(
-            "label \"amd.com/gpu.present=true\" from rule \"amd\" (NodeFeatureRule \"test-rules\", {}:14:7) rejected: namespace \"amd.com\" is not in labels.allowedNs [feature.node.kubernetes.io, *.feature.node.kubernetes.io, profile.node.kubernetes.io, *.profile.node.kubernetes.io, nvidia.com] (the admission policy must allow it too)",
+            "label \"amd.com/gpu.present=true\" from rule \"amd\" (NodeFeatureRule \"test-rules\", {}:14:7) rejected: namespace \"amd.com\" is not in labels.allowedNs [feature.node.kubernetes.io, *.feature.node.kubernetes.io, profile.node.kubernetes.io, *.profile.node.kubernetes.io] (the admission policy must allow it too)",
             s.rules.display()
         ),
         WAIT,

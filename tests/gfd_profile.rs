@@ -1136,3 +1136,44 @@ fn gfd_readme_dgx_a100_from_a_snapshot() {
     .unwrap();
     assert_eq!(gfd(&snap, ""), want);
 }
+
+/// `--profile nvidia-gfd` and `GPU_LABELER_PROFILES` (what deploy/components/nvidia-gfd sets)
+/// turn the profile on exactly as the config's `profiles` does; an unknown name is a usage error.
+#[test]
+fn the_profile_flag_and_env_turn_the_profile_on_as_the_config_does() {
+    let s = snapshot(&[Mock::Full, Mock::Full], None, None);
+    let want = gfd(&s, "");
+    assert!(!want.is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snapshot.json");
+    std::fs::write(&snap, s.to_string()).unwrap();
+    let run = |extra: &[&str], env: Option<&str>| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["labels", "-o", "json", "--no-default-rules", "--features"])
+            .arg(&snap)
+            .args(extra)
+            .env_remove("GPU_LABELER_CONFIG")
+            .env_remove("GPU_LABELER_PROFILES");
+        if let Some(v) = env {
+            cmd.env("GPU_LABELER_PROFILES", v);
+        }
+        cmd.output().unwrap()
+    };
+    for out in [
+        run(&["--profile", "nvidia-gfd"], None),
+        run(&[], Some("nvidia-gfd")),
+    ] {
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let got: Labels = serde_json::from_value(v["labels"].clone()).unwrap();
+        assert_eq!(got, want);
+    }
+    let out = run(&["--profile", "gfd"], None);
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()),
+        (
+            Some(2),
+            "error: invalid value 'gfd' for '--profile <NAME>': unknown profile \"gfd\" (known: nvidia-gfd)\n\nFor more information, try '--help'.\n".to_string()
+        )
+    );
+}

@@ -117,6 +117,18 @@ pub struct Faults {
     pub only_method: Option<String>,
 }
 
+/// The policy's decision on (Node before, Node after).
+pub type Decide = dyn Fn(&Value, &Value) -> Result<(), String> + Send;
+
+/// See `State::admission`.
+pub struct Admission(pub Box<Decide>);
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Admission(..)")
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct State {
     pub nodes: BTreeMap<String, NodeObj>,
@@ -127,6 +139,11 @@ pub struct State {
     /// keys outside these namespaces (`*.x`: sub-domains) are refused with 403, and so the whole
     /// request. None: no policy.
     pub admission_namespaces: Option<Vec<String>>,
+    /// A whole admission policy for the agent's writes to Nodes (tests/deploy.rs puts the
+    /// shipped policy's CEL here): given the Node before and after the request, as the API
+    /// server hands them to admission (managedFields included), `Err(message)` refuses it with
+    /// 403 as the real server words it.
+    pub admission: Option<Admission>,
     /// Bumped on any change, shared by all objects like etcd's revision.
     revision: u64,
 }
@@ -596,17 +613,32 @@ impl State {
                                 403,
                                 "Forbidden",
                                 &format!(
-                                    "nodes \"{name}\" is forbidden: ValidatingAdmissionPolicy 'gpu-labeler-own-node' with binding 'gpu-labeler-own-node' denied request: gpu-labeler may only add, change or remove labels in its own namespaces"
+                                    "nodes \"{name}\" is forbidden: ValidatingAdmissionPolicy 'gpu-labeler-own-node' with binding 'gpu-labeler-own-node' denied request: gpu-labeler may only add labels in its own namespaces, and change or remove only the labels it owns"
                                 ),
                                 None,
                             );
                         }
                     }
                     let annotations = string_map(meta.and_then(|m| m.get("annotations")));
-                    let node = self.nodes.get_mut(name).expect("checked");
-                    if let Err(conflicts) = node.apply(manager, &labels, &annotations, force) {
+                    let mut after = self.nodes[name].clone();
+                    if let Err(conflicts) = after.apply(manager, &labels, &annotations, force) {
                         return apply_conflict(&conflicts);
                     }
+                    if manager == MANAGER
+                        && let Some(Admission(policy)) = &self.admission
+                        && let Err(message) =
+                            policy(&self.nodes[name].to_json(name), &after.to_json(name))
+                    {
+                        return status(
+                            403,
+                            "Forbidden",
+                            &format!(
+                                "nodes \"{name}\" is forbidden: ValidatingAdmissionPolicy 'gpu-labeler-own-node' with binding 'gpu-labeler-own-node' denied request: {message}"
+                            ),
+                            None,
+                        );
+                    }
+                    self.nodes.insert(name.to_string(), after);
                 } else if ct.starts_with("application/merge-patch+json") {
                     let meta = patch.get("metadata");
                     let labels = nullable_map(meta.and_then(|m| m.get("labels")));
