@@ -168,6 +168,9 @@ pub struct PublishArgs {
         value_name = "DIR"
     )]
     pub cgroup_root: PathBuf,
+    /// Read uevents from a Unix datagram socket bound here, not the kernel's (tests).
+    #[arg(long, hide = true, value_name = "PATH")]
+    pub uevent_socket: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -294,6 +297,7 @@ impl PublishArgs {
             dry_run: self.dry_run,
             listen: self.listen.clone(),
             cgroup_root: self.cgroup_root.clone(),
+            uevent_socket: self.uevent_socket.clone(),
         }
     }
 }

@@ -112,6 +112,14 @@ pub struct NvmlConfig {
     /// How long the GPUs' NVML-only values are kept while NVML fails (`0s`: not at all).
     #[serde(default = "default_nvml_grace", deserialize_with = "any_duration")]
     pub grace_period: Duration,
+    /// How often `run` asks NVML (in its child) for the state that changes while a node runs
+    /// (MIG mode and layout, GPUs lost), to relabel at once when it does (`0s`: never; the
+    /// interval's full scan still sees it).
+    #[serde(
+        default = "default_nvml_check_interval",
+        deserialize_with = "any_duration"
+    )]
+    pub check_interval: Duration,
 }
 
 impl Default for NvmlConfig {
@@ -121,8 +129,13 @@ impl Default for NvmlConfig {
             lib_path: String::new(),
             timeout: default_nvml_timeout(),
             grace_period: default_nvml_grace(),
+            check_interval: default_nvml_check_interval(),
         }
     }
+}
+
+fn default_nvml_check_interval() -> Duration {
+    Duration::from_secs(5)
 }
 
 fn default_nvml_timeout() -> Duration {
@@ -197,6 +210,14 @@ pub struct Publish {
     pub sink: String,
     #[serde(default = "default_interval", deserialize_with = "duration_text")]
     pub interval: String,
+    /// Relabel within seconds of a change (files, uevents, NVML's check), not only every
+    /// interval.
+    #[serde(default = "default_true")]
+    pub events: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// The sinks `publish.sink` may name (`--sink`'s values).
@@ -247,6 +268,7 @@ impl Default for Publish {
         Publish {
             sink: default_sink(),
             interval: default_interval(),
+            events: true,
         }
     }
 }

@@ -32,6 +32,7 @@ use crate::publish::features_file::{self, FeaturesFileSink};
 use crate::publish::node::{MAX_RESPONSE_BYTES, NodeSink, Outcome, OutcomeKind, PublishError};
 use crate::publish::nodefeature::{self, NodeFeatureSink};
 use crate::rules::RuleSet;
+use crate::watch::{self, Coalescer, Event, FileWatch, Source};
 
 /// Everything `run` is told: where inputs come from and how to publish. Built by the command
 /// line from its flags and environment.
@@ -93,6 +94,9 @@ pub struct PublishOptions {
     /// The agent's own cgroup directory, whose memory limit is compared with what the node's
     /// PCI functions need (`/sys/fs/cgroup` in a container).
     pub cgroup_root: PathBuf,
+    /// Read uevents from a Unix datagram socket bound here instead of the kernel's netlink
+    /// broadcast (tests drive it).
+    pub uevent_socket: Option<PathBuf>,
 }
 
 /// Peak memory of the daemon: a base plus a share per PCI function (`cargo bench --bench
@@ -511,6 +515,19 @@ struct Daemon {
     last_warnings: (Vec<String>, Vec<String>),
     /// (notes, rule errors and rejected labels) of the last evaluation that was reported.
     last_report: Option<(Vec<String>, Vec<String>)>,
+    /// Whether the last scan had NVML's answer (the light check runs only then).
+    nvml_in_use: bool,
+    /// The last light check's answer.
+    nvml_state: Option<String>,
+}
+
+/// What wakes the loop before its interval (`watch`).
+struct Events {
+    /// Kept so that the channel never closes, whatever source ends.
+    _tx: tokio::sync::mpsc::UnboundedSender<Event>,
+    rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    files: FileWatch,
+    coalescer: Coalescer,
 }
 
 impl Daemon {
@@ -533,6 +550,45 @@ impl Daemon {
         // One failed cycle does not make the pod unready; three intervals without success do.
         self.health
             .set_ready_window(3 * self.interval + Duration::from_secs(30));
+    }
+
+    /// The files whose change means a relabel: the rule paths, the config file, the device
+    /// plugin's sharing config.
+    fn watched_paths(&self) -> Vec<PathBuf> {
+        let mut paths = self.inputs.rule_files.paths.clone();
+        paths.extend(self.inputs.sources.config.iter().cloned());
+        let sharing = &self.inputs.config.sources.sharing.config_file;
+        if !sharing.is_empty() {
+            paths.push(PathBuf::from(sharing));
+        }
+        paths
+    }
+
+    /// NVML's light check, off the async thread: whether the state changed since the last one
+    /// (the first answer is the baseline).
+    async fn nvml_changed(&mut self) -> bool {
+        let Some(mut nvml) = self.nvml.take() else {
+            return false;
+        };
+        let (nvml, state) = match tokio::task::spawn_blocking(move || {
+            let state = nvml.check();
+            (nvml, state)
+        })
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => return false,
+        };
+        self.nvml = Some(nvml);
+        let Some(state) = state else {
+            return false;
+        };
+        let changed = self.nvml_state.as_ref().is_some_and(|s| *s != state);
+        if changed {
+            tracing::info!("NVML's GPU or MIG state changed: relabelling");
+        }
+        self.nvml_state = Some(state);
+        changed
     }
 
     async fn scan(&mut self) -> Result<FeatureSet, CycleError> {
@@ -608,6 +664,7 @@ impl Daemon {
             .scan_duration
             .observe(started.elapsed().as_secs_f64());
         metrics.observe_features(&features);
+        self.nvml_in_use = matches!(features.attribute("gpu.node", "nvml"), Some("ok" | "stale"));
 
         let evaluated = evaluate_node(&features, &self.inputs.config, &self.inputs.rules);
         let metrics = &self.health.metrics;
@@ -697,7 +754,7 @@ impl Daemon {
         }
     }
 
-    async fn run_loop(&mut self, signals: &mut Signals) -> u8 {
+    async fn run_loop(&mut self, signals: &mut Signals, mut events: Option<Events>) -> u8 {
         let Signals { term, int, hup } = signals;
         let first = self.interval.mul_f64(random_fraction());
         tracing::info!(
@@ -711,13 +768,41 @@ impl Daemon {
         // within one interval.
         let mut backoff = Backoff::new(BACKOFF_BASE, BACKOFF_CAP.min(self.interval));
         let mut beat = tokio::time::interval(HEARTBEAT);
+        let mut next_check = tokio::time::Instant::now();
+        // While cycles fail, the backoff decides when to try again, not the events.
+        let mut failing = false;
         loop {
             self.health.beat();
             let mut force_reload = false;
+            let due = events
+                .as_ref()
+                .and_then(|e| e.coalescer.due())
+                .filter(|_| !failing)
+                .map(tokio::time::Instant::from_std);
+            let check_every = self.inputs.config.sources.nvml.check_interval;
+            let checking = events.is_some() && self.nvml_in_use && !check_every.is_zero();
             tokio::select! {
                 _ = tokio::time::sleep_until(next) => {}
+                _ = tokio::time::sleep_until(due.unwrap_or(next)), if due.is_some() => {}
                 // Alive while waiting, too: only a cycle stuck past its bounds is not.
                 _ = beat.tick() => continue,
+                e = recv_event(&mut events) => {
+                    if let (Some(e), Some(ev)) = (e, events.as_mut()) {
+                        self.health.metrics.event(e.source.as_str());
+                        ev.coalescer.add(e);
+                    }
+                    continue;
+                }
+                _ = tokio::time::sleep_until(next_check), if checking => {
+                    next_check = tokio::time::Instant::now() + check_every;
+                    if self.nvml_changed().await
+                        && let Some(ev) = events.as_mut()
+                    {
+                        self.health.metrics.event(Source::Nvml.as_str());
+                        ev.coalescer.add(Event { source: Source::Nvml, at: Instant::now() });
+                    }
+                    continue;
+                }
                 s = stop_signal(term, int) => {
                     tracing::info!("{s}: stopping; labels stay in place");
                     return exit::OK;
@@ -734,6 +819,22 @@ impl Daemon {
                     return exit::OK;
                 }
             };
+            // This cycle saw every change before it: the pending events are answered.
+            if let Some(ev) = events.as_mut() {
+                if let Some((first, sources)) = ev.coalescer.ran(Instant::now())
+                    && result.is_ok()
+                {
+                    let after = first.elapsed().as_secs_f64();
+                    self.health.metrics.event_to_publish.observe(after);
+                    let from: Vec<&str> = sources.iter().map(|s| s.as_str()).collect();
+                    tracing::info!(
+                        "relabelled {after:.2}s after a change ({})",
+                        from.join(", ")
+                    );
+                }
+                ev.files.set(&self.watched_paths());
+            }
+            failing = result.is_err();
             match result {
                 Ok(_) => {
                     backoff.reset();
@@ -748,6 +849,14 @@ impl Daemon {
                 }
             }
         }
+    }
+}
+
+/// The next event, or never when events are off.
+async fn recv_event(events: &mut Option<Events>) -> Option<Event> {
+    match events {
+        Some(e) => e.rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -819,11 +928,32 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         interval: every,
         last_warnings: Default::default(),
         last_report: None,
+        nvml_in_use: false,
+        nvml_state: None,
     };
     daemon.set_interval();
     let Some(signals) = signals.as_mut() else {
         return daemon.oneshot().await;
     };
+    let events = daemon.inputs.config.publish.events.then(|| {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut files = FileWatch::new(tx.clone());
+        files.set(&daemon.watched_paths());
+        match watch::open_uevents(daemon.publish.uevent_socket.as_deref()) {
+            Ok(fd) => {
+                tokio::spawn(watch::forward_uevents(fd, tx.clone()));
+            }
+            Err(e) => tracing::warn!(
+                "cannot open the kernel's uevent socket ({e}); PCI and driver changes wait for the interval"
+            ),
+        }
+        Events {
+            _tx: tx,
+            rx,
+            files,
+            coalescer: Coalescer::default(),
+        }
+    });
     if !daemon.publish.listen.trim().is_empty() {
         let addr = metrics::serve(&daemon.publish.listen, health)
             .await
@@ -832,7 +962,7 @@ async fn run_async(options: Options) -> Result<u8, Error> {
             })?;
         tracing::info!("serving /healthz, /readyz and /metrics on http://{addr}");
     }
-    Ok(daemon.run_loop(signals).await)
+    Ok(daemon.run_loop(signals, events).await)
 }
 
 #[cfg(test)]

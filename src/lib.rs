@@ -11,8 +11,8 @@
 //! 1. [`discover`]: one file per source
 //! 2. [`rules`], [`default_rules`]: NodeFeatureRule parsing and evaluation
 //! 3. [`labels`], [`pipeline`]: label assembly, and the inputs every command loads
-//! 4. [`publish`], [`metrics`], [`scheduling`]: the sinks, the health/metrics server, and
-//!    `match`/`inventory`
+//! 4. [`publish`], [`metrics`], [`scheduling`], [`watch`]: the sinks, the health/metrics server,
+//!    `match`/`inventory`, and what wakes the daemon early
 //! 5. [`daemon`]: the `run` loop
 //! 6. [`fuzzing`], [`cli`]: entry points
 
@@ -37,6 +37,7 @@ pub mod pipeline;
 pub mod metrics;
 pub mod publish;
 pub mod scheduling;
+pub mod watch;
 // Floor 5
 pub mod daemon;
 // Floor 6

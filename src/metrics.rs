@@ -68,6 +68,15 @@ pub struct Metrics {
     pub nvml_failures: Family<ReasonLabel, Counter>,
     /// Unix time of the last successful publish (a write or a confirmed no-op).
     pub last_publish: Gauge<f64, AtomicU64>,
+    /// Changes seen between intervals, by source: `files`, `uevent`, `nvml`.
+    pub events: Family<SourceLabel, Counter>,
+    /// Time from the first change of a burst to the cycle that published it.
+    pub event_to_publish: Histogram,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabel {
+    pub source: String,
 }
 
 impl Default for Metrics {
@@ -159,6 +168,20 @@ impl Metrics {
             "Unix time of the last successful publish",
             last_publish.clone(),
         );
+        let events = Family::<SourceLabel, Counter>::default();
+        registry.register(
+            "events",
+            "Changes that wake the daemon before its interval, by source (files, uevent, nvml)",
+            events.clone(),
+        );
+        // 10 ms .. ~40 s.
+        let event_to_publish = Histogram::new(exponential_buckets(0.01, 2.0, 13));
+        registry.register_with_unit(
+            "event_to_publish",
+            "Time from a change (the first of a burst) to the cycle that published it",
+            Unit::Seconds,
+            event_to_publish.clone(),
+        );
         Metrics {
             registry,
             scan_duration,
@@ -173,7 +196,17 @@ impl Metrics {
             nvml_status,
             nvml_failures,
             last_publish,
+            events,
+            event_to_publish,
         }
+    }
+
+    pub fn event(&self, source: &str) {
+        self.events
+            .get_or_create(&SourceLabel {
+                source: source.into(),
+            })
+            .inc();
     }
 
     /// The OpenMetrics text of every metric.

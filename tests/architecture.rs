@@ -17,7 +17,7 @@ const FLOORS: &[(u8, &[&str])] = &[
     (1, &["discover"]),
     (2, &["rules", "default_rules"]),
     (3, &["labels", "pipeline"]),
-    (4, &["publish", "metrics", "scheduling"]),
+    (4, &["publish", "metrics", "scheduling", "watch"]),
     (5, &["daemon"]),
     (6, &["fuzzing", "cli"]),
 ];

@@ -8,7 +8,10 @@
 //! - `FAKE_NVML_FIXTURE=<file.json>` is read at every `nvmlInit_v2`/`nvmlInitWithFlags` (unset,
 //!   unreadable or invalid: `NVML_ERROR_UNKNOWN`, with the reason on stderr). Schema: `fixture.rs`;
 //!   real-capture fixtures: `tests/fixtures/nvml/` in the workspace. Init and shutdown are
-//!   reference-counted as in NVML; calls before init are `NVML_ERROR_UNINITIALIZED`.
+//!   reference-counted as in NVML; calls before init are `NVML_ERROR_UNINITIALIZED`. Like a real
+//!   driver, which answers with the GPUs' state of the moment, the fake reads the file again
+//!   when it changes (modification time or length) while initialised: a test rewrites it to
+//!   reconfigure MIG or lose a GPU under a running process.
 //! - `FAKE_NVML_TRACE=<file>` appends one line per call (`nvmlDeviceGetName 3`, `… 3:1` for a
 //!   MIG device), for tests that check what was asked.
 //! - A value the fixture leaves out is `NVML_ERROR_NOT_SUPPORTED`; a null out-pointer or an

@@ -22,18 +22,40 @@ struct State {
     /// `nvmlInit` calls not yet matched by `nvmlShutdown`, as real NVML counts them.
     refcount: u32,
     fixture: Option<Fixture>,
+    /// The fixture file's modification time and length when it was read.
+    stamp: Option<(std::time::SystemTime, u64)>,
     trace: Option<File>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
     refcount: 0,
     fixture: None,
+    stamp: None,
     trace: None,
 });
 
 fn lock() -> MutexGuard<'static, State> {
     // A panic while the lock was held was already turned into an error; the state is still whole.
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
+    let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    // A real driver answers with the GPUs' state now (MIG reconfigured, a GPU lost) without a
+    // new init: so does the fake, re-reading a fixture file that changed. A file that does not
+    // parse (caught mid-write) keeps the last one.
+    if st.fixture.is_some() {
+        let now = fixture_stamp();
+        if now.is_some()
+            && now != st.stamp
+            && let Ok(f) = load_fixture()
+        {
+            st.fixture = Some(f);
+            st.stamp = now;
+        }
+    }
+    st
+}
+
+fn fixture_stamp() -> Option<(std::time::SystemTime, u64)> {
+    let meta = std::fs::metadata(std::env::var_os(FIXTURE_ENV)?).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
 }
 
 /// Handles are addresses in this table: the first `MAX_GPUS` bytes are GPUs, then
@@ -330,6 +352,7 @@ pub fn init(name: &str) -> Return {
             return Err(e.0);
         }
         st.fixture = Some(fixture);
+        st.stamp = fixture_stamp();
         st.refcount += 1;
         Ok(())
     })
@@ -357,6 +380,7 @@ pub fn shutdown(name: &str) -> Return {
         st.refcount -= 1;
         if st.refcount == 0 {
             st.fixture = None;
+            st.stamp = None;
             st.trace = None;
         }
         Ok(())

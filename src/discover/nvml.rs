@@ -178,6 +178,53 @@ impl NvmlProbe for NvmlLibrary {
     }
 }
 
+impl NvmlLibrary {
+    /// The light check: only the state that changes while a node runs (how many GPUs answer,
+    /// each one's MIG mode, its MIG devices' slices and memory), as one line of text to compare
+    /// with the last. A few calls per GPU, against a whole scan's dozens.
+    pub fn check(&mut self) -> String {
+        let nvml = match self.init() {
+            Ok(n) => n,
+            Err(_) => return "unavailable".into(),
+        };
+        let count = match nvml.device_count() {
+            Ok(c) => c,
+            Err(e) => return format!("error: {e}"),
+        };
+        let mut out = format!("{count}");
+        for index in 0..count {
+            out.push_str(&format!(";{index}:"));
+            let dev = match nvml.device_by_index(index) {
+                Ok(d) => d,
+                Err(e) => {
+                    out.push_str(&format!("lost ({e})"));
+                    continue;
+                }
+            };
+            match dev.mig_mode() {
+                Ok(m) if m.current == 1 => {
+                    out.push_str("mig[");
+                    let max = dev.mig_device_count().unwrap_or(0);
+                    for i in 0..max {
+                        if let Ok(a) = dev.mig_device_by_index(i).and_then(|m| m.attributes()) {
+                            out.push_str(&format!(
+                                "{}/{}/{},",
+                                a.gpu_instance_slice_count,
+                                a.compute_instance_slice_count,
+                                a.memory_size_mb
+                            ));
+                        }
+                    }
+                    out.push(']');
+                }
+                Ok(m) => out.push_str(&format!("mig-off(pending {})", m.pending)),
+                Err(_) => out.push('-'),
+            }
+        }
+        out
+    }
+}
+
 /// An NVML value that may be unsupported on this GPU or driver: unsupported is `None` quietly,
 /// any other error is `None` with a warning.
 fn optional<T>(what: &str, r: Result<T, NvmlError>, warnings: &mut Vec<String>) -> Option<T> {

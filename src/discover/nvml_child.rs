@@ -105,6 +105,15 @@ impl IsolatedNvml {
         self.last_failure.take()
     }
 
+    /// The light check (`NvmlLibrary::check`) in the child: `None` when NVML is disabled or the
+    /// child failed (the next full scan says why).
+    pub fn check(&mut self) -> Option<String> {
+        let NvmlChoice::Library(lib) = self.choice.clone() else {
+            return None;
+        };
+        self.request::<String>(&lib, "check").ok()
+    }
+
     /// The child's process id while one runs (tests look at it).
     pub fn child_id(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.process.id())
@@ -155,20 +164,30 @@ impl IsolatedNvml {
     }
 
     fn ask(&mut self, lib: &Path) -> Result<NvmlScan, Failure> {
+        self.request(lib, "scan")
+    }
+
+    /// Sends one request line (`scan`, `check`) and reads its one JSON answer, bounded by the
+    /// timeout.
+    fn request<T: serde::de::DeserializeOwned>(
+        &mut self,
+        lib: &Path,
+        what: &str,
+    ) -> Result<T, Failure> {
         if self.child.is_none() {
             self.child = Some(self.spawn(lib)?);
         }
         let running = self.child.as_mut().expect("set above");
         if running
             .stdin
-            .write_all(b"scan\n")
+            .write_all(format!("{what}\n").as_bytes())
             .and_then(|()| running.stdin.flush())
             .is_err()
         {
             return Err(self.reap());
         }
         match running.answers.recv_timeout(self.timeout) {
-            Ok(Ok(line)) => serde_json::from_str::<NvmlScan>(&line).map_err(|e| {
+            Ok(Ok(line)) => serde_json::from_str::<T>(&line).map_err(|e| {
                 self.kill();
                 Failure {
                     reason: FailureReason::Protocol,
@@ -328,8 +347,8 @@ fn signal_name(sig: i32) -> String {
     name.to_string()
 }
 
-/// The child: loads `lib` once and answers each `scan` line on standard input with one JSON
-/// line. Answers go to a private copy of standard output; the process's own standard output is
+/// The child: loads `lib` once and answers each `scan` (or `check`) line on standard input with
+/// one JSON line. Answers go to a private copy of standard output; the process's own standard output is
 /// pointed at standard error first, so that a library that prints cannot corrupt an answer.
 /// Returns the exit code (0 at end of input).
 pub fn serve(lib: PathBuf) -> u8 {
@@ -359,11 +378,12 @@ pub fn serve(lib: PathBuf) -> u8 {
     let mut nvml = NvmlLibrary::new(NvmlChoice::Library(lib));
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
-        if line.trim() != "scan" {
-            continue;
-        }
-        let scan = nvml.scan();
-        let written = serde_json::to_writer(&mut out, &scan)
+        let written = match line.trim() {
+            "scan" => serde_json::to_writer(&mut out, &nvml.scan()),
+            "check" => serde_json::to_writer(&mut out, &nvml.check()),
+            _ => continue,
+        };
+        let written = written
             .map_err(std::io::Error::other)
             .and_then(|()| out.write_all(b"\n"))
             .and_then(|()| out.flush());

@@ -1,0 +1,369 @@
+//! What tells the daemon to relabel before its interval: file changes (rule files, the config,
+//! the device plugin's sharing config; a ConfigMap's `..data` symlink swap included), the
+//! kernel's uevents for PCI devices and drivers (a driver loaded late, VFs created, a GPU
+//! removed), and NVML's light check (MIG mode and layout, GPUs lost; run by the daemon). Each
+//! becomes an `Event` on one channel; the daemon coalesces them (`Coalescer`) so that a burst is
+//! one relabel, at most one a second.
+
+use std::collections::BTreeSet;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Where an event came from (`gpu_labeler_events_total{source}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Source {
+    Files,
+    Uevent,
+    Nvml,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Files => "files",
+            Source::Uevent => "uevent",
+            Source::Nvml => "nvml",
+        }
+    }
+}
+
+/// Something that may change the labels, and when it was seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    pub source: Source,
+    pub at: Instant,
+}
+
+/// After an event, wait this long for the rest of its burst (a ConfigMap update is several
+/// inotify events; a MIG reconfiguration of 8 GPUs, several uevents).
+pub const QUIET: Duration = Duration::from_millis(200);
+/// ... but no longer than this after the first event of a burst.
+pub const MAX_DELAY: Duration = Duration::from_millis(800);
+/// Never more than one event-driven relabel a second.
+pub const MIN_SPACING: Duration = Duration::from_secs(1);
+
+/// Decides when pending events trigger a relabel: `QUIET` after the last event of a burst, at
+/// most `MAX_DELAY` after its first, and not within `MIN_SPACING` of the previous relabel.
+#[derive(Debug, Default, Clone)]
+pub struct Coalescer {
+    first: Option<Instant>,
+    last: Option<Instant>,
+    sources: BTreeSet<Source>,
+    last_run: Option<Instant>,
+}
+
+impl Coalescer {
+    pub fn add(&mut self, e: Event) {
+        self.first.get_or_insert(e.at);
+        self.last = Some(e.at);
+        self.sources.insert(e.source);
+    }
+
+    pub fn is_pending(&self) -> bool {
+        self.first.is_some()
+    }
+
+    /// When the pending burst is due (`None`: nothing pending).
+    pub fn due(&self) -> Option<Instant> {
+        let (first, last) = (self.first?, self.last?);
+        let mut at = (last + QUIET).min(first + MAX_DELAY);
+        if let Some(run) = self.last_run {
+            at = at.max(run + MIN_SPACING);
+        }
+        Some(at)
+    }
+
+    /// A relabel ran at `now` (for the pending events or for the interval): returns the first
+    /// pending event's time and the sources, and clears them.
+    pub fn ran(&mut self, now: Instant) -> Option<(Instant, BTreeSet<Source>)> {
+        self.last_run = Some(now);
+        self.last = None;
+        let sources = std::mem::take(&mut self.sources);
+        self.first.take().map(|f| (f, sources))
+    }
+}
+
+/// File-change notification on the directories that hold the watched files: a file is
+/// replaced (editors, ConfigMap updates) as often as it is written, so its directory is what
+/// is watched, and any change there is an event (the daemon's content digests decide whether
+/// anything changed).
+pub struct FileWatch {
+    watcher: Option<notify::RecommendedWatcher>,
+    dirs: BTreeSet<PathBuf>,
+}
+
+impl FileWatch {
+    /// Watches nothing yet; `None` (said once) when the kernel gives no inotify instance.
+    pub fn new(events: UnboundedSender<Event>) -> FileWatch {
+        let watcher = notify::recommended_watcher(move |r: notify::Result<notify::Event>| {
+            if let Ok(e) = r
+                && !matches!(e.kind, notify::EventKind::Access(_))
+            {
+                let _ = events.send(Event {
+                    source: Source::Files,
+                    at: Instant::now(),
+                });
+            }
+        });
+        match watcher {
+            Ok(w) => FileWatch {
+                watcher: Some(w),
+                dirs: BTreeSet::new(),
+            },
+            Err(e) => {
+                tracing::warn!(
+                    "cannot watch files ({e}); rule, config and sharing changes wait for the interval"
+                );
+                FileWatch {
+                    watcher: None,
+                    dirs: BTreeSet::new(),
+                }
+            }
+        }
+    }
+
+    /// Watches the directories of `paths` (a directory itself, a file's parent), and no others.
+    pub fn set(&mut self, paths: &[PathBuf]) {
+        use notify::Watcher;
+        let Some(w) = self.watcher.as_mut() else {
+            return;
+        };
+        let wanted: BTreeSet<PathBuf> = paths.iter().filter_map(|p| dir_of(p)).collect();
+        for gone in self.dirs.difference(&wanted) {
+            let _ = w.unwatch(gone);
+        }
+        let mut now = BTreeSet::new();
+        for dir in &wanted {
+            if self.dirs.contains(dir) {
+                now.insert(dir.clone());
+                continue;
+            }
+            match w.watch(dir, notify::RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    now.insert(dir.clone());
+                }
+                Err(e) => tracing::warn!(
+                    "cannot watch {} ({e}); its changes wait for the interval",
+                    dir.display()
+                ),
+            }
+        }
+        self.dirs = now;
+    }
+
+    /// The directories watched now.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        self.dirs.iter().cloned().collect()
+    }
+}
+
+fn dir_of(p: &Path) -> Option<PathBuf> {
+    if p.is_dir() {
+        Some(p.to_path_buf())
+    } else {
+        p.parent()
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    d
+                }
+            })
+            .filter(|d| d.is_dir())
+            .map(Path::to_path_buf)
+    }
+}
+
+/// One kernel uevent, as the netlink message carries it (`ACTION@DEVPATH\0KEY=VALUE\0...`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Uevent {
+    pub action: String,
+    pub devpath: String,
+    pub subsystem: String,
+    pub driver: String,
+}
+
+/// Parses a kernel uevent message; `None` for anything else (udev's own `libudev` messages,
+/// which start with a binary header, or garbage).
+pub fn parse_uevent(msg: &[u8]) -> Option<Uevent> {
+    let mut parts = msg.split(|b| *b == 0).filter(|p| !p.is_empty());
+    let head = std::str::from_utf8(parts.next()?).ok()?;
+    let (action, devpath) = head.split_once('@')?;
+    let mut e = Uevent {
+        action: action.to_string(),
+        devpath: devpath.to_string(),
+        ..Uevent::default()
+    };
+    for p in parts {
+        let Ok(kv) = std::str::from_utf8(p) else {
+            continue;
+        };
+        match kv.split_once('=') {
+            Some(("SUBSYSTEM", v)) => e.subsystem = v.to_string(),
+            Some(("DRIVER", v)) => e.driver = v.to_string(),
+            _ => {}
+        }
+    }
+    Some(e)
+}
+
+/// Whether a uevent can change the labels: a PCI function added, removed, bound to or unbound
+/// from a driver (a driver loaded after the agent, VFs created), or a DRM device (the GPU
+/// driver's card) coming or going.
+pub fn relevant(e: &Uevent) -> bool {
+    matches!(e.subsystem.as_str(), "pci" | "drm")
+        && matches!(
+            e.action.as_str(),
+            "add" | "remove" | "bind" | "unbind" | "change"
+        )
+}
+
+/// The kernel's uevent broadcast (netlink, `NETLINK_KOBJECT_UEVENT`, group 1): an unprivileged
+/// process in the host's user namespace receives it. Or, for tests, a Unix datagram socket at
+/// a path whose messages are read the same way.
+pub fn open_uevents(test_socket: Option<&Path>) -> std::io::Result<OwnedFd> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
+    match test_socket {
+        Some(path) => {
+            let _ = std::fs::remove_file(path);
+            let fd = rustix::net::socket_with(AddressFamily::UNIX, SocketType::DGRAM, flags, None)?;
+            rustix::net::bind(&fd, &rustix::net::SocketAddrUnix::new(path)?)?;
+            Ok(fd)
+        }
+        None => {
+            let fd = rustix::net::socket_with(
+                AddressFamily::NETLINK,
+                SocketType::DGRAM,
+                flags,
+                Some(rustix::net::netlink::KOBJECT_UEVENT),
+            )?;
+            rustix::net::bind(&fd, &rustix::net::netlink::SocketAddrNetlink::new(0, 1))?;
+            Ok(fd)
+        }
+    }
+}
+
+/// Reads uevents from `fd` until it fails, sending an event for each relevant one.
+pub async fn forward_uevents(fd: OwnedFd, events: UnboundedSender<Event>) {
+    // SAFETY: the OwnedFd is an open socket that the AsyncFd owns, so it stays open and the same
+    // for the AsyncFd's whole life.
+    let registered = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+    };
+    let fd = match registered {
+        Ok(fd) => fd,
+        Err(e) => {
+            tracing::warn!(
+                "cannot wait on the uevent socket ({e}); device changes wait for the interval"
+            );
+            return;
+        }
+    };
+    let mut buf = vec![0u8; 16 << 10];
+    loop {
+        let Ok(mut ready) = fd.readable().await else {
+            return;
+        };
+        match rustix::net::recv(
+            ready.get_inner().as_fd(),
+            &mut buf[..],
+            rustix::net::RecvFlags::empty(),
+        ) {
+            Ok((n, _)) => {
+                if let Some(e) = parse_uevent(&buf[..n.min(buf.len())])
+                    && relevant(&e)
+                {
+                    tracing::debug!("uevent {} {} ({})", e.action, e.devpath, e.subsystem);
+                    if events
+                        .send(Event {
+                            source: Source::Uevent,
+                            at: Instant::now(),
+                        })
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+            Err(rustix::io::Errno::AGAIN) => ready.clear_ready(),
+            // The kernel dropped messages (ENOBUFS under a storm): something changed.
+            Err(rustix::io::Errno::NOBUFS) => {
+                let _ = events.send(Event {
+                    source: Source::Uevent,
+                    at: Instant::now(),
+                });
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "the uevent socket failed ({e}); device changes wait for the interval"
+                );
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_uevent_is_parsed_and_only_pci_and_drm_changes_count() {
+        let bind = b"bind@/devices/pci0000:00/0000:00:02.0\0ACTION=bind\0DEVPATH=/devices/pci0000:00/0000:00:02.0\0SUBSYSTEM=pci\0DRIVER=nvidia\0SEQNUM=4711\0";
+        let e = parse_uevent(bind).unwrap();
+        assert_eq!(
+            e,
+            Uevent {
+                action: "bind".into(),
+                devpath: "/devices/pci0000:00/0000:00:02.0".into(),
+                subsystem: "pci".into(),
+                driver: "nvidia".into(),
+            }
+        );
+        assert!(relevant(&e));
+        let usb = parse_uevent(b"add@/devices/usb1\0SUBSYSTEM=usb\0").unwrap();
+        assert!(!relevant(&usb));
+        // udev's re-broadcast starts with "libudev\0" and a binary header.
+        assert_eq!(parse_uevent(b"libudev\0\xfe\xed"), None);
+        assert_eq!(parse_uevent(b"\xff\xfe"), None);
+    }
+
+    #[test]
+    fn a_burst_is_one_relabel_and_relabels_are_a_second_apart() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut c = Coalescer::default();
+        assert_eq!(c.due(), None);
+        // Events every 100 ms: due 200 ms after the last, but never past 800 ms after the first.
+        for n in [0, 100, 200] {
+            c.add(Event {
+                source: Source::Files,
+                at: ms(n),
+            });
+        }
+        assert_eq!(c.due(), Some(ms(400)));
+        for n in (300..=1000).step_by(100) {
+            c.add(Event {
+                source: Source::Uevent,
+                at: ms(n),
+            });
+        }
+        assert_eq!(c.due(), Some(ms(800)));
+        let (first, sources) = c.ran(ms(800)).unwrap();
+        assert_eq!(
+            (first, sources.into_iter().collect::<Vec<_>>()),
+            (ms(0), vec![Source::Files, Source::Uevent])
+        );
+        assert!(!c.is_pending());
+        // The next burst waits for a second after that relabel.
+        c.add(Event {
+            source: Source::Nvml,
+            at: ms(900),
+        });
+        assert_eq!(c.due(), Some(ms(1800)));
+    }
+}
