@@ -167,8 +167,8 @@ def check(where, text, expect_nvidia, expect_nodefeature):
         need(vaps == ["gpu-labeler-own-nodefeature"] and bindings == vaps,
              f"{where}: the NodeFeature admission policy and its Deny binding, and no Node policy, got {vaps} {bindings}")
     else:
-        need(rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}],
-             f"{where}: ClusterRole allows only get and patch on nodes, got {rules}")
+        need(rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}],
+             f"{where}: ClusterRole allows only get, watch and patch on nodes, got {rules}")
         need(roles == [], f"{where}: no Role, got {roles}")
         vap = kinds.get("ValidatingAdmissionPolicy", [])
         binding = kinds.get("ValidatingAdmissionPolicyBinding", [])

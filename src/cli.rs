@@ -168,6 +168,9 @@ pub struct PublishArgs {
         value_name = "DIR"
     )]
     pub cgroup_root: PathBuf,
+    /// Relabel only every interval and on SIGHUP: no file, uevent, NVML or Node events.
+    #[arg(long, env = "GPU_LABELER_NO_EVENTS")]
+    pub no_events: bool,
     /// Read uevents from a Unix datagram socket bound here, not the kernel's (tests).
     #[arg(long, hide = true, value_name = "PATH")]
     pub uevent_socket: Option<PathBuf>,
@@ -298,6 +301,7 @@ impl PublishArgs {
             listen: self.listen.clone(),
             cgroup_root: self.cgroup_root.clone(),
             uevent_socket: self.uevent_socket.clone(),
+            no_events: self.no_events,
         }
     }
 }

@@ -97,6 +97,8 @@ pub struct PublishOptions {
     /// Read uevents from a Unix datagram socket bound here instead of the kernel's netlink
     /// broadcast (tests drive it).
     pub uevent_socket: Option<PathBuf>,
+    /// Relabel only every interval (and on SIGHUP), whatever `publish.events` says.
+    pub no_events: bool,
 }
 
 /// Peak memory of the daemon: a base plus a share per PCI function (`cargo bench --bench
@@ -349,6 +351,21 @@ enum Sink {
 }
 
 impl Sink {
+    /// The node sink's labels on the Node under our ownership (what the Node watch guards).
+    fn applied_labels(&self) -> Option<crate::output::LabelMap> {
+        match self {
+            Sink::Node(n) => n.applied_labels(),
+            _ => None,
+        }
+    }
+
+    /// The Node changed under us: the next publish reads it again.
+    fn forget(&mut self) {
+        if let Sink::Node(n) = self {
+            n.forget();
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Sink::Node(_) => "node",
@@ -519,12 +536,15 @@ struct Daemon {
     nvml_in_use: bool,
     /// The last light check's answer.
     nvml_state: Option<String>,
+    /// The labels we applied to the Node, for the Node watch (`watch::watch_node`).
+    applied: Arc<std::sync::Mutex<Option<crate::output::LabelMap>>>,
 }
 
 /// What wakes the loop before its interval (`watch`).
 struct Events {
-    /// Kept so that the channel never closes, whatever source ends.
-    _tx: tokio::sync::mpsc::UnboundedSender<Event>,
+    /// Kept so that the channel never closes, whatever source ends (and cloned for the Node
+    /// watch).
+    tx: tokio::sync::mpsc::UnboundedSender<Event>,
     rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
     files: FileWatch,
     coalescer: Coalescer,
@@ -812,6 +832,12 @@ impl Daemon {
                     force_reload = true;
                 }
             }
+            if events
+                .as_ref()
+                .is_some_and(|e| e.coalescer.pending_from(Source::Node))
+            {
+                self.sink.forget();
+            }
             let result = tokio::select! {
                 r = self.cycle(force_reload) => r,
                 s = stop_signal(term, int) => {
@@ -819,6 +845,9 @@ impl Daemon {
                     return exit::OK;
                 }
             };
+            if let Ok(mut applied) = self.applied.lock() {
+                *applied = self.sink.applied_labels();
+            }
             // This cycle saw every change before it: the pending events are answered.
             if let Some(ev) = events.as_mut() {
                 if let Some((first, sources)) = ev.coalescer.ran(Instant::now())
@@ -930,12 +959,14 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         last_report: None,
         nvml_in_use: false,
         nvml_state: None,
+        applied: Arc::new(std::sync::Mutex::new(None)),
     };
     daemon.set_interval();
     let Some(signals) = signals.as_mut() else {
         return daemon.oneshot().await;
     };
-    let events = daemon.inputs.config.publish.events.then(|| {
+    let events_on = daemon.inputs.config.publish.events && !daemon.publish.no_events;
+    let events = events_on.then(|| {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let mut files = FileWatch::new(tx.clone());
         files.set(&daemon.watched_paths());
@@ -948,12 +979,27 @@ async fn run_async(options: Options) -> Result<u8, Error> {
             ),
         }
         Events {
-            _tx: tx,
+            tx,
             rx,
             files,
             coalescer: Coalescer::default(),
         }
     });
+    if let (Some(ev), Sink::Node(n)) = (&events, &daemon.sink) {
+        let client = client::kube_watch_client(
+            daemon.publish.kubeconfig.as_deref(),
+            timeout,
+            Duration::from_secs(u64::from(watch::WATCH_SECONDS) + 30),
+            MAX_RESPONSE_BYTES * 16,
+        )
+        .await?;
+        tokio::spawn(watch::watch_node(
+            kube::Api::all(client),
+            n.node_name().to_string(),
+            daemon.applied.clone(),
+            ev.tx.clone(),
+        ));
+    }
     if !daemon.publish.listen.trim().is_empty() {
         let addr = metrics::serve(&daemon.publish.listen, health)
             .await

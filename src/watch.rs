@@ -5,7 +5,7 @@
 //! becomes an `Event` on one channel; the daemon coalesces them (`Coalescer`) so that a burst is
 //! one relabel, at most one a second.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,6 +18,8 @@ pub enum Source {
     Files,
     Uevent,
     Nvml,
+    /// Our own Node, changed by someone else: one of our labels removed or changed.
+    Node,
 }
 
 impl Source {
@@ -26,6 +28,7 @@ impl Source {
             Source::Files => "files",
             Source::Uevent => "uevent",
             Source::Nvml => "nvml",
+            Source::Node => "node",
         }
     }
 }
@@ -64,6 +67,11 @@ impl Coalescer {
 
     pub fn is_pending(&self) -> bool {
         self.first.is_some()
+    }
+
+    /// Whether a pending event came from this source.
+    pub fn pending_from(&self, source: Source) -> bool {
+        self.sources.contains(&source)
     }
 
     /// When the pending burst is due (`None`: nothing pending).
@@ -302,6 +310,88 @@ pub async fn forward_uevents(fd: OwnedFd, events: UnboundedSender<Event>) {
                     "the uevent socket failed ({e}); device changes wait for the interval"
                 );
                 return;
+            }
+        }
+    }
+}
+
+/// Whether `node`'s labels still carry every label we applied, with our value.
+pub fn carries(node: &BTreeMap<String, String>, ours: &BTreeMap<String, String>) -> bool {
+    ours.iter().all(|(k, v)| node.get(k) == Some(v))
+}
+
+/// The server-side timeout of one watch request (the API server caps it near 5 minutes).
+pub const WATCH_SECONDS: u32 = 290;
+
+/// Watches our own Node (one watch, field selector on its name) and sends an event when one of
+/// the labels we applied (`ours`, kept current by the daemon) is missing or changed: another
+/// controller removed them (nfd-master when its PCI source is turned off, an operator's
+/// `kubectl label ...-`). Other changes of the Node (kubelet's status) are ignored here, at no
+/// cost to the API server. A watch that ends is resumed from its last resourceVersion; a
+/// failed one is retried after a pause of 1 s, doubling to 30 s.
+pub async fn watch_node(
+    api: kube::Api<k8s_openapi::api::core::v1::Node>,
+    node: String,
+    ours: std::sync::Arc<std::sync::Mutex<Option<BTreeMap<String, String>>>>,
+    events: UnboundedSender<Event>,
+) {
+    use futures_util::StreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+    let mut version = "0".to_string();
+    let mut pause = Duration::from_secs(1);
+    loop {
+        let params = WatchParams::default()
+            .fields(&format!("metadata.name={node}"))
+            .timeout(WATCH_SECONDS);
+        let stream = match api.watch(&params, &version).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!("watching node {node}: {e}; again in {pause:?}");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(30));
+                continue;
+            }
+        };
+        let mut stream = std::pin::pin!(stream);
+        while let Some(e) = stream.next().await {
+            let n = match e {
+                Ok(WatchEvent::Added(n) | WatchEvent::Modified(n)) => n,
+                Ok(WatchEvent::Bookmark(b)) => {
+                    version = b.metadata.resource_version;
+                    continue;
+                }
+                // 410 Gone: too old; start again from now.
+                Ok(WatchEvent::Error(e)) => {
+                    if e.code == 410 {
+                        version = "0".into();
+                    }
+                    break;
+                }
+                Ok(WatchEvent::Deleted(_)) => continue,
+                Err(_) => break,
+            };
+            pause = Duration::from_secs(1);
+            if let Some(v) = n.metadata.resource_version.clone() {
+                version = v;
+            }
+            let labels = n.metadata.labels.unwrap_or_default();
+            let lost = ours
+                .lock()
+                .map(|o| o.as_ref().is_some_and(|o| !carries(&labels, o)))
+                .unwrap_or(false);
+            if lost {
+                tracing::info!(
+                    "node {node}: some of our labels were removed or changed by someone else"
+                );
+                if events
+                    .send(Event {
+                        source: Source::Node,
+                        at: Instant::now(),
+                    })
+                    .is_err()
+                {
+                    return;
+                }
             }
         }
     }

@@ -394,3 +394,60 @@ fn without_a_uevent_socket_it_says_so_once_and_keeps_the_interval() {
     let want = apiserver::union(&[&kubelet(), &apiserver::fixture_pci_labels()]);
     labels_within(&server, &agent, &want, START);
 }
+
+/// Another controller removes our labels (nfd-master does, for the labels in its
+/// `feature-labels` annotation, when its PCI source is turned off): the watch of our own Node
+/// sees it and they are back within two seconds. A change of anything else of the Node is no
+/// reason to write.
+#[test]
+fn labels_another_controller_removes_are_restored_within_two_seconds() {
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = apiserver::write_kubeconfig(dir.path(), &server.url());
+    let rules = dir.path().join("rules").join("rules.yaml");
+    std::fs::create_dir(rules.parent().unwrap()).unwrap();
+    std::fs::write(&rules, apiserver::rule_file(&[("nvidia", "test.a")])).unwrap();
+    let r = rules.display().to_string();
+    let agent = start(
+        &kubeconfig,
+        &dell(),
+        &["--rules", &r, "--no-default-rules"],
+        &[],
+    );
+    std::fs::write(&rules, apiserver::rule_file(&[("nvidia", "test.b")])).unwrap();
+    let ours = apiserver::union(&[
+        &apiserver::fixture_pci_labels(),
+        &apiserver::rule_labels(&["test.b"]),
+    ]);
+    let want = apiserver::union(&[&kubelet(), &ours]);
+    labels_within(&server, &agent, &want, DEADLINE);
+    std::thread::sleep(Duration::from_millis(1100));
+
+    // Someone else's label: not ours to write about.
+    server.clear_requests();
+    server.merge_patch_labels(NODE, "ops-controller", &[("team", Some("ml"))]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let writes: Vec<String> = apiserver::writes(&server.requests())
+        .iter()
+        .filter(|w| w.query.contains("fieldManager=gpu-labeler"))
+        .map(|w| w.body.clone())
+        .collect();
+    assert_eq!(writes, Vec::<String>::new());
+
+    // nfd-master takes our PCI labels away.
+    let pci = apiserver::fixture_pci_labels();
+    let refs: Vec<(&str, Option<&str>)> = pci.keys().map(|k| (k.as_str(), None)).collect();
+    server.merge_patch_labels(NODE, "nfd-master", &refs);
+    let mut with_team = want.clone();
+    with_team.insert("team".into(), "ml".into());
+    let took = labels_within(&server, &agent, &with_team, DEADLINE);
+    eprintln!("restored in {took:?}");
+    assert!(
+        apiserver::metric(
+            agent.health_addr(),
+            "gpu_labeler_events_total{source=\"node\"}"
+        )
+        .unwrap()
+            >= 1.0
+    );
+}

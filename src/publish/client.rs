@@ -16,6 +16,26 @@ pub async fn kube_client(
     timeout: Duration,
     max_response_bytes: usize,
 ) -> Result<Client, Error> {
+    build(kubeconfig, timeout, timeout, max_response_bytes).await
+}
+
+/// A client for a watch: `timeout` to connect and write, but a read may wait `read_timeout`
+/// (longer than the watch's own server-side timeout), so that a quiet watch is not cut short.
+pub async fn kube_watch_client(
+    kubeconfig: Option<&Path>,
+    timeout: Duration,
+    read_timeout: Duration,
+    max_response_bytes: usize,
+) -> Result<Client, Error> {
+    build(kubeconfig, timeout, read_timeout, max_response_bytes).await
+}
+
+async fn build(
+    kubeconfig: Option<&Path>,
+    timeout: Duration,
+    read_timeout: Duration,
+    max_response_bytes: usize,
+) -> Result<Client, Error> {
     let invalid = |e: &dyn std::error::Error| {
         Error::InvalidInput(format!(
             "Kubernetes client configuration: {}",
@@ -41,7 +61,7 @@ pub async fn kube_client(
             .map_err(|e| invalid(&e))?
     };
     config.connect_timeout = Some(timeout);
-    config.read_timeout = Some(timeout);
+    config.read_timeout = Some(read_timeout);
     config.write_timeout = Some(timeout);
     // One retry policy, the agent's own (capped at the interval, honouring Retry-After): kube's
     // would retry 429/503 inside each attempt, multiplying the load on a struggling server.

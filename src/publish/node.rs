@@ -447,6 +447,12 @@ impl NodeSink {
         self.known = None;
     }
 
+    /// The labels the Node holds under our ownership, as far as the sink knows (`None` right
+    /// after `forget`, before the next read).
+    pub fn applied_labels(&self) -> Option<LabelMap> {
+        self.known.as_ref().map(|k| k.ours.labels.clone())
+    }
+
     async fn get(&self) -> Result<Node, PublishError> {
         let what = format!("GET node {}", self.node);
         match tokio::time::timeout(self.timeout, self.api.get(&self.node)).await {

@@ -2,6 +2,8 @@
 //! file with `#[path]`), plus the helpers that run the real binary against it.
 //!
 //! It implements what the agent relies on, with the real semantics:
+//! - `GET /api/v1/nodes?watch=true&fieldSelector=metadata.name=N`: a watch of that Node
+//!   (ADDED, then MODIFIED on every change, until `timeoutSeconds`);
 //! - `GET /api/v1/nodes` (a list, `limit` and `continue` paged, name order) and
 //!   `GET /api/v1/nodes/{name}`: the Node with `metadata.labels`, `annotations`,
 //!   `managedFields` (FieldsV1, per manager and operation) and `resourceVersion`;
@@ -56,6 +58,10 @@ pub struct Recorded {
 }
 
 impl Recorded {
+    pub fn is_watch(&self) -> bool {
+        self.method == "GET" && query_param(&self.query, "watch") == Some("true")
+    }
+
     pub fn is_write(&self) -> bool {
         self.method == "PATCH" && self.fault.is_none()
     }
@@ -190,6 +196,59 @@ impl hyper::body::Body for Endless {
                 let at = tokio::time::Instant::now() + Duration::from_millis(50);
                 self.next.as_mut().reset(at);
                 std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(b" ")))))
+            }
+        }
+    }
+}
+
+/// A watch of one Node (`GET /api/v1/nodes?watch=true&fieldSelector=metadata.name=N`), as the
+/// real server streams it: from resourceVersion 0, an ADDED event with the Node as it is; then
+/// a MODIFIED event (the whole object) each time its resourceVersion moves; the stream ends
+/// after `timeoutSeconds`.
+struct Watch {
+    state: Arc<Mutex<State>>,
+    node: String,
+    sent: Option<u64>,
+    end: tokio::time::Instant,
+    tick: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl hyper::body::Body for Watch {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>> {
+        loop {
+            if tokio::time::Instant::now() >= self.end {
+                return std::task::Poll::Ready(None);
+            }
+            let event = {
+                let st = self.state.lock().expect("state");
+                st.nodes.get(&self.node).and_then(|n| {
+                    let kind = match self.sent {
+                        None => "ADDED",
+                        Some(rv) if n.resource_version > rv => "MODIFIED",
+                        Some(_) => return None,
+                    };
+                    Some((n.resource_version, kind, n.to_json(&self.node)))
+                })
+            };
+            if let Some((rv, kind, object)) = event {
+                self.sent = Some(rv);
+                let line = json!({"type": kind, "object": object}).to_string() + "\n";
+                return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from(
+                    line,
+                )))));
+            }
+            match self.tick.as_mut().poll(cx) {
+                std::task::Poll::Pending => return std::task::Poll::Pending,
+                std::task::Poll::Ready(()) => {
+                    let at = tokio::time::Instant::now() + Duration::from_millis(20);
+                    self.tick.as_mut().reset(at);
+                }
             }
         }
     }
@@ -790,7 +849,9 @@ async fn serve_one(state: Arc<Mutex<State>>, req: Request<Incoming>) -> Result<R
         .unwrap_or_default();
     let (fault, slow_for) = {
         let mut s = state.lock().expect("state");
-        let fault = s.take_fault(&method);
+        // Injected faults are for the publish path; the Node watch does not use them up.
+        let watch = method == "GET" && query_param(&query, "watch") == Some("true");
+        let fault = if watch { None } else { s.take_fault(&method) };
         s.requests.push(Recorded {
             method: method.clone(),
             path: path.clone(),
@@ -853,6 +914,33 @@ async fn serve_one(state: Arc<Mutex<State>>, req: Request<Incoming>) -> Result<R
         }
         Some(_) => tokio::time::sleep(slow_for).await,
         None => {}
+    }
+    if method == "GET" && path == "/api/v1/nodes" && query_param(&query, "watch") == Some("true") {
+        let field = query_param(&query, "fieldSelector")
+            .unwrap_or_default()
+            .replace("%3D", "=");
+        let node = field
+            .strip_prefix("metadata.name=")
+            .unwrap_or_default()
+            .to_string();
+        let sent = query_param(&query, "resourceVersion")
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|v| *v > 0);
+        let secs = query_param(&query, "timeoutSeconds")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(300);
+        let body = Watch {
+            state: state.clone(),
+            node,
+            sent,
+            end: tokio::time::Instant::now() + Duration::from_secs(secs),
+            tick: Box::pin(tokio::time::sleep(Duration::from_millis(20))),
+        };
+        return Ok(Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .body(body.boxed_unsync())
+            .expect("valid response"));
     }
     Ok(state
         .lock()
@@ -949,8 +1037,27 @@ impl FakeApiServer {
         self.node(name).labels
     }
 
+    /// Every request but the watches (the agent's watch of its own Node is one long request
+    /// beside the publish path these tests count; `watches` has them).
     pub fn requests(&self) -> Vec<Recorded> {
-        self.with(|s| s.requests.clone())
+        self.with(|s| {
+            s.requests
+                .iter()
+                .filter(|r| !r.is_watch())
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// The watch requests.
+    pub fn watches(&self) -> Vec<Recorded> {
+        self.with(|s| {
+            s.requests
+                .iter()
+                .filter(|r| r.is_watch())
+                .cloned()
+                .collect()
+        })
     }
 
     pub fn clear_requests(&self) {
