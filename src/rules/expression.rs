@@ -339,11 +339,11 @@ impl Expr {
         }
         if self.op == Op::InRegexp {
             for (i, v) in self.values.iter().enumerate() {
-                if let Err(e) = regex::Regex::new(v) {
+                if let Err(e) = compile_go_regex(v) {
                     out.push((
                         pos_of(i),
                         Severity::Error,
-                        format!("invalid regexp {v:?}: {}", one_line(&e.to_string())),
+                        format!("invalid regexp {v:?}: {e}"),
                     ));
                 }
             }
@@ -436,17 +436,126 @@ fn ordered<T: Ord>(op: Op, v: T, b: &[T]) -> bool {
 }
 
 fn compile_regexps(values: &[String]) -> Result<RegexSet, String> {
-    RegexSet::new(values).map_err(|set_error| {
+    let translated = values
+        .iter()
+        .map(|v| go_regex(v).map_err(|e| format!("invalid regexp {v:?}: {e}")))
+        .collect::<Result<Vec<String>, String>>()?;
+    RegexSet::new(&translated).map_err(|set_error| {
         // Only on failure is each pattern compiled alone, to name the one at fault.
         values
             .iter()
-            .find_map(|v| {
-                regex::Regex::new(v)
+            .zip(&translated)
+            .find_map(|(v, t)| {
+                regex::Regex::new(t)
                     .err()
                     .map(|e| format!("invalid regexp {v:?}: {}", one_line(&e.to_string())))
             })
             .unwrap_or_else(|| one_line(&set_error.to_string()))
     })
+}
+
+/// A Go (RE2) pattern, compiled as Go compiles it.
+pub(crate) fn compile_go_regex(pattern: &str) -> Result<regex::Regex, String> {
+    let t = go_regex(pattern)?;
+    regex::Regex::new(&t).map_err(|e| one_line(&e.to_string()))
+}
+
+/// Go's regexp syntax in Rust's: `\Q...\E` quotes a literal; a repeat count over 1000 is an
+/// error (`invalid repeat count`); the Perl classes `\d \s \w` and `\b` are ASCII, as in Go
+/// (Rust's are Unicode-aware). Everything else is the same RE2 syntax.
+pub(crate) fn go_regex(pattern: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut i = 0;
+    let mut in_class = false;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\\' && i + 1 < chars.len() {
+            let n = chars[i + 1];
+            match n {
+                'Q' if !in_class => {
+                    let rest: String = chars[i + 2..].iter().collect();
+                    let (lit, after) = match rest.find("\\E") {
+                        Some(end) => (
+                            rest[..end].to_string(),
+                            i + 2 + rest[..end].chars().count() + 2,
+                        ),
+                        None => (rest.clone(), chars.len()),
+                    };
+                    out.push_str(&regex::escape(&lit));
+                    i = after;
+                    continue;
+                }
+                'd' => out.push_str("[0-9]"),
+                'D' => out.push_str("[^0-9]"),
+                's' => out.push_str("[\\t\\n\\f\\r ]"),
+                'S' => out.push_str("[^\\t\\n\\f\\r ]"),
+                'w' => out.push_str("[0-9A-Za-z_]"),
+                'W' => out.push_str("[^0-9A-Za-z_]"),
+                'b' if !in_class => out.push_str("(?-u:\\b)"),
+                'B' if !in_class => out.push_str("(?-u:\\B)"),
+                _ => {
+                    out.push(c);
+                    out.push(n);
+                }
+            }
+            i += 2;
+            continue;
+        }
+        if in_class {
+            if c == ']' {
+                in_class = false;
+            }
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        match c {
+            '[' => {
+                in_class = true;
+                out.push(c);
+                i += 1;
+                // A `]` (after an optional `^`) first in a class is a literal.
+                if chars.get(i) == Some(&'^') {
+                    out.push('^');
+                    i += 1;
+                }
+                if chars.get(i) == Some(&']') {
+                    out.push_str("\\]");
+                    i += 1;
+                }
+                continue;
+            }
+            // `{n}`, `{n,}`, `{n,m}` repeat; any other `{` is a literal in Go (an error in Rust).
+            '{' => {
+                let rest: String = chars[i + 1..].iter().collect();
+                let body = rest.find('}').map(|end| &rest[..end]);
+                let counts: Vec<&str> = body.map(|b| b.split(',').collect()).unwrap_or_default();
+                let repeat = body.is_some()
+                    && (1..=2).contains(&counts.len())
+                    && !counts[0].is_empty()
+                    && counts.iter().all(|n| n.chars().all(|d| d.is_ascii_digit()));
+                if !repeat {
+                    out.push_str("\\{");
+                    i += 1;
+                    continue;
+                }
+                if counts
+                    .iter()
+                    .any(|n| n.parse::<u64>().map_or(!n.is_empty(), |v| v > 1000))
+                {
+                    return Err(format!(
+                        "invalid repeat count: `{{{}}}`",
+                        body.unwrap_or_default()
+                    ));
+                }
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+        i += 1;
+    }
+    Ok(out)
 }
 
 fn one_line(s: &str) -> String {
@@ -512,6 +621,35 @@ pub fn parse_version(s: &str) -> Result<Version, String> {
 
 #[cfg(test)]
 mod tests {
+
+    /// Go's RE2, where Rust's regex differs: `\Q...\E`, repeat counts over 1000, ASCII-only
+    /// Perl classes and word boundaries (Go's regexp/syntax documentation).
+    #[test]
+    fn regexes_are_go_s() {
+        let m = |p: &str, text: &str| compile_go_regex(p).map(|r| r.is_match(text));
+        assert_eq!(m(r"^\Qa.b*\E$", "a.b*"), Ok(true));
+        assert_eq!(m(r"^\Qa.b*\E$", "axbbb"), Ok(false));
+        assert_eq!(m(r"^\Qa.b", "a.b"), Ok(true));
+        assert_eq!(m(r"^x{1000}$", &"x".repeat(1000)), Ok(true));
+        assert_eq!(
+            m("x{1001}", "x"),
+            Err("invalid repeat count: `{1001}`".to_string())
+        );
+        assert_eq!(
+            m("x{2,1001}", "x"),
+            Err("invalid repeat count: `{2,1001}`".to_string())
+        );
+        assert_eq!(m(r"^\w+$", "abc_1"), Ok(true));
+        assert_eq!(m(r"^\w+$", "é"), Ok(false));
+        assert_eq!(m(r"^\d$", "\u{663}"), Ok(false));
+        assert_eq!(m(r"^[\w-]+$", "a-b"), Ok(true));
+        assert_eq!(m(r"^\s$", "\u{a0}"), Ok(false));
+        assert_eq!(m(r"\bé", "xé"), Ok(true));
+        assert_eq!(m(r"^[]a]+$", "]a"), Ok(true));
+        assert_eq!(m(r"a{,3}", "a{,3}"), Ok(true));
+        assert_eq!(m(r"\\Q", "\\Q"), Ok(true));
+    }
+
     use super::*;
 
     fn expr(op: &str, values: &[&str], value_type: &str) -> Expr {

@@ -3,9 +3,9 @@
 //! NFD parses its templates with Sprig's text function map. The string, list, dictionary,
 //! math, regular-expression, conversion, default/flow, path, encoding, JSON and semver
 //! functions are implemented here with Sprig's argument order (the piped value last). The
-//! functions that make no sense for node labels (dates, randomness, crypto, certificates,
-//! network) are registered so that templates using them parse, and fail when executed with a
-//! message naming the function; `rules check` warns about them.
+//! functions that make no sense for node labels (dates, randomness, passwords, keys, certificates,
+//! encryption, URLs) are registered so that templates using them parse, and fail when executed
+//! with a message naming the function; `rules check` warns about them.
 
 use std::collections::HashMap;
 
@@ -44,11 +44,8 @@ unsupported! {
     u_gen_ca_with_key => "genCAWithKey", u_gen_self_signed => "genSelfSignedCert",
     u_gen_self_signed_key => "genSelfSignedCertWithKey", u_gen_signed => "genSignedCert",
     u_gen_signed_key => "genSignedCertWithKey", u_encrypt_aes => "encryptAES", u_decrypt_aes => "decryptAES",
-    u_sha1sum => "sha1sum", u_adler32sum => "adler32sum", u_url_parse => "urlParse", u_url_join => "urlJoin",
-    u_wrap => "wrap", u_wrap_with => "wrapWith", u_to_decimal => "toDecimal", u_seq => "seq",
-    u_b32enc => "b32enc", u_b32dec => "b32dec", u_deep_copy => "deepCopy", u_must_deep_copy => "mustDeepCopy",
-    u_merge => "merge", u_merge_overwrite => "mergeOverwrite", u_must_merge => "mustMerge",
-    u_must_merge_overwrite => "mustMergeOverwrite", u_typeislike => "typeIsLike",
+    u_url_parse => "urlParse", u_url_join => "urlJoin",
+
 }
 
 /// Every function this module registers: implemented and unsupported.
@@ -86,6 +83,22 @@ pub static FUNCTIONS: &[(&str, Func)] = &[
     ("replace", replace),
     ("plural", plural),
     ("sha256sum", sha256sum),
+    ("sha1sum", sha1sum),
+    ("sha512sum", sha512sum),
+    ("adler32sum", adler32sum),
+    ("b32enc", b32enc),
+    ("b32dec", b32dec),
+    ("wrap", wrap),
+    ("wrapWith", wrap_with),
+    ("toDecimal", to_decimal),
+    ("seq", seq),
+    ("deepCopy", deep_copy),
+    ("mustDeepCopy", deep_copy),
+    ("merge", merge),
+    ("mustMerge", merge),
+    ("mergeOverwrite", merge_overwrite),
+    ("mustMergeOverwrite", merge_overwrite),
+    ("typeIsLike", type_is_like),
     ("toString", to_string),
     // conversion
     ("atoi", atoi),
@@ -132,7 +145,7 @@ pub static FUNCTIONS: &[(&str, Func)] = &[
     ("ternary", ternary),
     ("fail", fail_fn),
     ("fromJson", from_json),
-    ("mustFromJson", from_json),
+    ("mustFromJson", must_from_json),
     ("toJson", to_json),
     ("mustToJson", to_json),
     ("toRawJson", to_json),
@@ -205,7 +218,7 @@ pub static FUNCTIONS: &[(&str, Func)] = &[
     ("semverCompare", semver_compare),
     // regex
     ("regexMatch", regex_match),
-    ("mustRegexMatch", regex_match),
+    ("mustRegexMatch", must_regex_match),
     ("regexFindAll", regex_find_all),
     ("mustRegexFindAll", regex_find_all),
     ("regexFind", regex_find),
@@ -254,29 +267,104 @@ fn s(v: &Value) -> String {
     }
 }
 
-/// Sprig's `toInt64` (cast): numbers, numeric strings, booleans; anything else is 0.
+/// A number's value as a float, whatever its kind.
+fn number_f64(n: &Number) -> f64 {
+    n.as_f64()
+        .or_else(|| n.as_i64().map(|x| x as f64))
+        .or_else(|| n.as_u64().map(|x| x as f64))
+        .unwrap_or(0.0)
+}
+
+/// spf13/cast's `trimZeroDecimal`: `12.0` and `12.00` are `12`; anything else as it is.
+fn trim_zero_decimal(s: &str) -> &str {
+    let mut found_zero = false;
+    for (i, c) in s.char_indices().rev() {
+        match c {
+            '.' if found_zero => return &s[..i],
+            '.' => {}
+            '0' => found_zero = true,
+            _ => return s,
+        }
+    }
+    s
+}
+
+/// Go's `strconv.ParseInt(s, 0, 64)`: an optional sign, then `0x`/`0o`/`0b` or a leading `0`
+/// (octal) or decimal digits, `_` between digits allowed; no spaces; out of range is an error.
+fn go_parse_int0(s: &str) -> Option<i64> {
+    let (neg, rest) = match s.as_bytes().first()? {
+        b'+' => (false, &s[1..]),
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    let lower = rest.to_ascii_lowercase();
+    // `leading_zero`: octal written `0...`, whose 0 is already a digit.
+    let (base, digits, prefix) = if let Some(d) = lower.strip_prefix("0x") {
+        (16, d, true)
+    } else if let Some(d) = lower.strip_prefix("0o") {
+        (8, d, true)
+    } else if let Some(d) = lower.strip_prefix("0b") {
+        (2, d, true)
+    } else if lower.len() > 1 && lower.starts_with('0') {
+        (8, &lower[1..], false)
+    } else {
+        (10, lower.as_str(), false)
+    };
+    // underscoreOK: each `_` between digits (a base prefix counts as one), none at the end.
+    let bytes = digits.as_bytes();
+    let leading_zero = base == 8 && !prefix;
+    let mut prev_digit = prefix || leading_zero;
+    let mut any = false;
+    let mut v: u64 = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'_' {
+            if !prev_digit || i + 1 == bytes.len() {
+                return None;
+            }
+            prev_digit = false;
+            continue;
+        }
+        let d = (b as char).to_digit(base)?;
+        v = v.checked_mul(u64::from(base))?.checked_add(u64::from(d))?;
+        prev_digit = true;
+        any = true;
+    }
+    if !any && !leading_zero {
+        return None;
+    }
+    if neg {
+        if v <= 1 << 63 {
+            Some((v as i64).wrapping_neg())
+        } else {
+            None
+        }
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+/// Sprig's `toInt64` (spf13/cast): numbers (floats truncated), strings as Go's
+/// `strconv.ParseInt(trimZeroDecimal(s), 0, 64)` (`"0300"` is octal 192, `"0x10"` 16,
+/// `"12.4"` and `" 12"` are 0), booleans; anything else is 0.
 fn i(v: &Value) -> i64 {
     match v {
         Value::Number(n) => n
             .as_i64()
             .or_else(|| n.as_f64().map(|f| f as i64))
+            .or_else(|| n.as_u64().map(|u| u as i64))
             .unwrap_or(0),
-        Value::String(s) => {
-            let t = s.trim();
-            t.parse::<i64>()
-                .ok()
-                .or_else(|| t.parse::<f64>().ok().map(|f| f as i64))
-                .unwrap_or(0)
-        }
+        Value::String(s) => go_parse_int0(trim_zero_decimal(s)).unwrap_or(0),
         Value::Bool(b) => i64::from(*b),
         _ => 0,
     }
 }
 
+/// Sprig's `toFloat64` (spf13/cast): numbers of any kind, strings as `strconv.ParseFloat`
+/// (no spaces), booleans; anything else is 0.
 fn f(v: &Value) -> f64 {
     match v {
-        Value::Number(n) => n.as_f64().unwrap_or(0.0),
-        Value::String(s) => s.trim().parse::<f64>().unwrap_or(0.0),
+        Value::Number(n) => number_f64(n),
+        Value::String(s) => s.parse::<f64>().unwrap_or(0.0),
         Value::Bool(b) => f64::from(u8::from(*b)),
         _ => 0.0,
     }
@@ -313,7 +401,7 @@ fn truthy(v: &Value) -> bool {
         Value::Object(m) | Value::Map(m) => !m.is_empty(),
         Value::Function(_) => true,
         Value::NoValue | Value::Nil => false,
-        Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
+        Value::Number(n) => number_f64(n) != 0.0,
     }
 }
 
@@ -333,7 +421,8 @@ fn kind(v: &Value) -> &'static str {
 }
 
 fn re(pattern: &Value) -> Result<regex::Regex, FuncError> {
-    regex::Regex::new(&s(pattern)).map_err(|e| fail(format!("invalid regexp: {e}")))
+    super::expression::compile_go_regex(&s(pattern))
+        .map_err(|e| fail(format!("invalid regexp: {e}")))
 }
 
 // ---- strings ----
@@ -651,11 +740,245 @@ fn plural(a: &[Value]) -> R {
 fn sha256sum(a: &[Value]) -> R {
     use sha2::{Digest, Sha256};
     want(a, "sha256sum", 1)?;
-    let d = Sha256::digest(s(&a[0]).as_bytes());
-    Ok(d.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<String>()
+    Ok(hex(&Sha256::digest(s(&a[0]).as_bytes())).into())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn sha1sum(a: &[Value]) -> R {
+    want(a, "sha1sum", 1)?;
+    Ok(sha1_smol::Sha1::from(s(&a[0]).as_bytes())
+        .digest()
+        .to_string()
         .into())
+}
+
+fn sha512sum(a: &[Value]) -> R {
+    use sha2::{Digest, Sha512};
+    want(a, "sha512sum", 1)?;
+    Ok(hex(&Sha512::digest(s(&a[0]).as_bytes())).into())
+}
+
+/// Go's `hash/adler32`, printed in decimal as Sprig prints it.
+fn adler32sum(a: &[Value]) -> R {
+    want(a, "adler32sum", 1)?;
+    let (mut x, mut y) = (1u32, 0u32);
+    for b in s(&a[0]).bytes() {
+        x = (x + u32::from(b)) % 65521;
+        y = (y + x) % 65521;
+    }
+    Ok(((y << 16) | x).to_string().into())
+}
+
+const B32: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+
+/// `base32.StdEncoding` (RFC 4648, padded).
+fn b32enc(a: &[Value]) -> R {
+    want(a, "b32enc", 1)?;
+    let data = s(&a[0]).into_bytes();
+    let mut out = String::new();
+    for chunk in data.chunks(5) {
+        let mut buf = [0u8; 5];
+        buf[..chunk.len()].copy_from_slice(chunk);
+        let bits = buf.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b));
+        let chars = (chunk.len() * 8).div_ceil(5);
+        for k in 0..8 {
+            if k < chars {
+                out.push(B32[((bits >> (35 - 5 * k)) & 31) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    Ok(out.into())
+}
+
+/// The inverse; invalid input gives Go's error text, as Sprig returns it.
+fn b32dec(a: &[Value]) -> R {
+    want(a, "b32dec", 1)?;
+    let text = s(&a[0]);
+    let bytes = text.as_bytes();
+    let bad = |at: usize| Ok(format!("illegal base32 data at input byte {at}").into());
+    if !bytes.len().is_multiple_of(8) {
+        return bad(bytes.len() / 8 * 8);
+    }
+    let mut out = Vec::new();
+    for (q, quantum) in bytes.chunks(8).enumerate() {
+        let pad = quantum.iter().rev().take_while(|c| **c == b'=').count();
+        let chars = 8 - pad;
+        // A padded quantum ends the input, and only some lengths are whole bytes.
+        if !matches!(chars, 8 | 7 | 5 | 4 | 2) || (pad > 0 && q + 1 != bytes.len() / 8) {
+            return bad(q * 8 + chars);
+        }
+        let mut bits = 0u64;
+        for (k, c) in quantum[..chars].iter().enumerate() {
+            let Some(v) = B32.iter().position(|x| x == c) else {
+                return bad(q * 8 + k);
+            };
+            bits |= (v as u64) << (35 - 5 * k);
+        }
+        let n = chars * 5 / 8;
+        for k in 0..n {
+            out.push(((bits >> (32 - 8 * k)) & 0xff) as u8);
+        }
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned().into())
+}
+
+/// goutils' `WrapCustom` (Apache commons' WordUtils.wrap), on bytes as Go slices strings: wraps at
+/// the last space within `length`, a longer word kept whole (`wrap`) or cut (`wrapWith`).
+fn wrap_custom(text: &str, length: i64, newline: &str, long_words: bool) -> String {
+    if text.is_empty() {
+        return String::new();
+    }
+    let newline = if newline.is_empty() { "\n" } else { newline };
+    let length = usize::try_from(length.max(1)).unwrap_or(usize::MAX);
+    let b = text.as_bytes();
+    let mut out: Vec<u8> = Vec::new();
+    let mut offset = 0usize;
+    while b.len() - offset > length {
+        if b[offset] == b' ' {
+            offset += 1;
+            continue;
+        }
+        let end = (length + offset + 1).min(b.len());
+        match b[offset..end].iter().rposition(|c| *c == b' ') {
+            Some(at) => {
+                out.extend_from_slice(&b[offset..offset + at]);
+                out.extend_from_slice(newline.as_bytes());
+                offset += at + 1;
+            }
+            None if long_words => {
+                out.extend_from_slice(&b[offset..offset + length]);
+                out.extend_from_slice(newline.as_bytes());
+                offset += length;
+            }
+            None => {
+                let end = offset + length;
+                match b[end..].iter().position(|c| *c == b' ') {
+                    None => {
+                        out.extend_from_slice(&b[offset..]);
+                        offset = b.len();
+                    }
+                    Some(i) => {
+                        out.extend_from_slice(&b[offset..end + i]);
+                        out.extend_from_slice(newline.as_bytes());
+                        offset = end + i + 1;
+                    }
+                }
+            }
+        }
+    }
+    out.extend_from_slice(&b[offset..]);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn wrap(a: &[Value]) -> R {
+    want(a, "wrap", 2)?;
+    Ok(wrap_custom(&s(&a[1]), i(&a[0]), "", false).into())
+}
+
+fn wrap_with(a: &[Value]) -> R {
+    want(a, "wrapWith", 3)?;
+    Ok(wrap_custom(&s(&a[2]), i(&a[0]), &s(&a[1]), true).into())
+}
+
+/// `strconv.ParseInt(fmt.Sprint(v), 8, 64)`, 0 on error: `"0777"` is 511.
+fn to_decimal(a: &[Value]) -> R {
+    want(a, "toDecimal", 1)?;
+    let text = s(&a[0]);
+    let (neg, digits) = match text.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, text.strip_prefix('+').unwrap_or(&text)),
+    };
+    let v = if digits.is_empty() || !digits.bytes().all(|c| (b'0'..=b'7').contains(&c)) {
+        0
+    } else {
+        i64::from_str_radix(digits, 8).map_or(0, |v| if neg { -v } else { v })
+    };
+    Ok(v.into())
+}
+
+/// Sprig's `seq`, like the shell's: `seq 3` is `1 2 3`, `seq 2 4`, `seq 0 2 6`, counting down
+/// when the end is below the start; one string of space-separated numbers.
+fn seq(a: &[Value]) -> R {
+    let p: Vec<i64> = a.iter().map(i).collect();
+    let (start, stop, step) = match p.as_slice() {
+        [] => return Ok("".into()),
+        [end] => {
+            let inc = if *end < 1 { -1 } else { 1 };
+            (1, end + inc, inc)
+        }
+        [start, end] => {
+            let inc = if end < start { -1 } else { 1 };
+            (*start, end + inc, inc)
+        }
+        [start, step, end] => {
+            if end < start && *step > 0 {
+                return Ok("".into());
+            }
+            let inc = if end < start { -1 } else { 1 };
+            (*start, end + inc, *step)
+        }
+        _ => return Ok("".into()),
+    };
+    let list = until_step(&[Value::from(start), Value::from(stop), Value::from(step)])?;
+    let Value::Array(items) = list else {
+        return Ok("".into());
+    };
+    Ok(items
+        .iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .into())
+}
+
+fn deep_copy(a: &[Value]) -> R {
+    want(a, "deepCopy", 1)?;
+    Ok(a[0].clone())
+}
+
+/// mergo's Merge: every key of each source that the destination lacks (or holds as an empty
+/// value), nested maps merged the same way; with `overwrite`, each source's non-empty values win.
+fn merge_into(dst: &mut HashMap<String, Value>, src: &HashMap<String, Value>, overwrite: bool) {
+    for (k, v) in src {
+        match (dst.get_mut(k), v) {
+            (Some(Value::Map(d) | Value::Object(d)), Value::Map(sm) | Value::Object(sm)) => {
+                merge_into(d, sm, overwrite)
+            }
+            (Some(d), v) if !truthy(d) || (overwrite && truthy(v)) => *d = v.clone(),
+            (Some(_), _) => {}
+            (None, v) => {
+                dst.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+fn merge_with(a: &[Value], name: &str, overwrite: bool) -> R {
+    want_min(a, name, 1)?;
+    let mut dst = map_of(&a[0], name)?.clone();
+    for src in &a[1..] {
+        merge_into(&mut dst, map_of(src, name)?, overwrite);
+    }
+    Ok(Value::Map(dst))
+}
+
+fn merge(a: &[Value]) -> R {
+    merge_with(a, "merge", false)
+}
+
+fn merge_overwrite(a: &[Value]) -> R {
+    merge_with(a, "mergeOverwrite", true)
+}
+
+fn type_is_like(a: &[Value]) -> R {
+    want(a, "typeIsLike", 2)?;
+    let (want_type, have) = (s(&a[0]), type_name(&a[1]));
+    Ok((want_type == have || format!("*{want_type}") == have).into())
 }
 
 fn to_string(a: &[Value]) -> R {
@@ -665,9 +988,24 @@ fn to_string(a: &[Value]) -> R {
 
 // ---- conversion ----
 
+/// Go's `strconv.Atoi`, whose error Sprig drops: decimal only, and a value out of range is
+/// clamped (the value `Atoi` returns with its range error).
 fn atoi(a: &[Value]) -> R {
     want(a, "atoi", 1)?;
-    Ok(s(&a[0]).parse::<i64>().unwrap_or(0).into())
+    let text = s(&a[0]);
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(&text);
+    let v = match text.parse::<i64>() {
+        Ok(v) => v,
+        Err(_) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            if text.starts_with('-') {
+                i64::MIN
+            } else {
+                i64::MAX
+            }
+        }
+        Err(_) => 0,
+    };
+    Ok(v.into())
 }
 
 fn int(a: &[Value]) -> R {
@@ -1030,11 +1368,17 @@ fn to_pretty_json(a: &[Value]) -> R {
         .map_err(|e| fail(e.to_string()))
 }
 
-fn from_json(a: &[Value]) -> R {
-    want(a, "fromJson", 1)?;
+fn must_from_json(a: &[Value]) -> R {
+    want(a, "mustFromJson", 1)?;
     serde_json::from_str::<serde_json::Value>(&s(&a[0]))
         .map(|v| from_serde(&v))
-        .map_err(|e| fail(format!("fromJson: {e}")))
+        .map_err(|e| fail(format!("mustFromJson: {e}")))
+}
+
+/// Sprig drops the error: invalid JSON is no value.
+fn from_json(a: &[Value]) -> R {
+    want(a, "fromJson", 1)?;
+    Ok(must_from_json(a).unwrap_or(Value::NoValue))
 }
 
 // ---- reflection ----
@@ -1693,9 +2037,15 @@ fn semver_compare(a: &[Value]) -> R {
 
 // ---- regex ----
 
+fn must_regex_match(a: &[Value]) -> R {
+    want(a, "mustRegexMatch", 2)?;
+    Ok(re(&a[0])?.is_match(&s(&a[1])).into())
+}
+
+/// Sprig drops the error: an invalid pattern matches nothing.
 fn regex_match(a: &[Value]) -> R {
     want(a, "regexMatch", 2)?;
-    Ok(re(&a[0])?.is_match(&s(&a[1])).into())
+    Ok(must_regex_match(a).unwrap_or(Value::Bool(false)))
 }
 
 fn regex_find(a: &[Value]) -> R {
@@ -1755,9 +2105,17 @@ fn regex_split(a: &[Value]) -> R {
     Ok(Value::Array(parts))
 }
 
+/// Go's `regexp.QuoteMeta`: a backslash before each of `\.+*?()|[]{}^$`, nothing else.
 fn regex_quote_meta(a: &[Value]) -> R {
     want(a, "regexQuoteMeta", 1)?;
-    Ok(regex::escape(&s(&a[0])).into())
+    let mut out = String::new();
+    for c in s(&a[0]).chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    Ok(out.into())
 }
 
 #[cfg(test)]
@@ -1773,6 +2131,178 @@ mod tests {
 
     fn v(s: &str) -> Value {
         Value::from(s)
+    }
+
+    /// spf13/cast and strconv as Go runs them: base-0 parsing after trimZeroDecimal for `int`
+    /// and `int64`, `Atoi`'s clamping, floats of integers (NFD's templates divide MiB by 1024).
+    #[test]
+    fn conversions_are_go_s() {
+        let cases: Vec<(Func, Vec<Value>, &str)> = vec![
+            (int, vec![v("0300")], "192"),
+            (int, vec![v("0x10")], "16"),
+            (int, vec![v("0X1f")], "31"),
+            (int, vec![v("0b101")], "5"),
+            (int, vec![v("0o17")], "15"),
+            (int, vec![v("1_000")], "1000"),
+            (int, vec![v("0x_1F")], "31"),
+            (int, vec![v("1__0")], "0"),
+            (int, vec![v("1_")], "0"),
+            (int, vec![v("08")], "0"),
+            (int, vec![v("-0x10")], "-16"),
+            (int, vec![v("+7")], "7"),
+            (int, vec![v("12.4")], "0"),
+            (int, vec![v("12.0")], "12"),
+            (int, vec![v("12.00")], "12"),
+            (int, vec![v("12.")], "0"),
+            (int, vec![v(" 12")], "0"),
+            (int, vec![v("9223372036854775808")], "0"),
+            (int, vec![v("-9223372036854775808")], "-9223372036854775808"),
+            (int, vec![num_f(12.9)], "12"),
+            (int, vec![Value::Bool(true)], "1"),
+            (int, vec![v("-0_17")], "-15"),
+            (atoi, vec![v("0300")], "300"),
+            (atoi, vec![v("99999999999999999999")], "9223372036854775807"),
+            (
+                atoi,
+                vec![v("-99999999999999999999")],
+                "-9223372036854775808",
+            ),
+            (atoi, vec![v("0x10")], "0"),
+            (atoi, vec![v(" 1")], "0"),
+            (atoi, vec![v("+5")], "5"),
+            (float64, vec![v("1e3")], "1000"),
+            (float64, vec![Value::from(81920)], "81920"),
+            (divf, vec![Value::from(81920), Value::from(1024)], "80"),
+            (addf, vec![Value::from(1), v("1.5")], "2.5"),
+            (mulf, vec![Value::from(3), Value::from(2)], "6"),
+            (subf, vec![Value::from(10), Value::from(4)], "6"),
+            (
+                maxf,
+                vec![Value::from(1), num_f(2.5), Value::from(2)],
+                "2.5",
+            ),
+            (minf, vec![Value::from(3), Value::from(2)], "2"),
+        ];
+        for (f, args, want) in cases {
+            assert_eq!(call(f, &args), want, "{args:?}");
+        }
+        assert!(truthy(&Value::from(5)));
+        assert!(!truthy(&Value::from(0)));
+        assert!(!truthy(&num_f(0.0)));
+    }
+
+    /// The functions Sprig has that were missing, with the outputs Go gives (RFC 4648's vectors
+    /// for base32, the known digests, Sprig's documented examples for `seq` and `wrapWith`).
+    #[test]
+    fn the_rest_of_sprig() {
+        let m = |pairs: &[(&str, Value)]| {
+            Value::Map(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+            )
+        };
+        let cases: Vec<(Func, Vec<Value>, &str)> = vec![
+            (
+                sha1sum,
+                vec![v("abc")],
+                "a9993e364706816aba3e25717850c26c9cd0d89d",
+            ),
+            (
+                sha512sum,
+                vec![v("abc")],
+                "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f",
+            ),
+            (adler32sum, vec![v("Wikipedia")], "300286872"),
+            (b32enc, vec![v("f")], "MY======"),
+            (b32enc, vec![v("fo")], "MZXQ===="),
+            (b32enc, vec![v("foo")], "MZXW6==="),
+            (b32enc, vec![v("foob")], "MZXW6YQ="),
+            (b32enc, vec![v("fooba")], "MZXW6YTB"),
+            (b32enc, vec![v("foobar")], "MZXW6YTBOI======"),
+            (b32dec, vec![v("MZXW6YTBOI======")], "foobar"),
+            (b32dec, vec![v("MZXW6YQ=")], "foob"),
+            (
+                b32dec,
+                vec![v("MZ!W6YTB")],
+                "illegal base32 data at input byte 2",
+            ),
+            (wrap, vec![Value::from(5), v("Hello World")], "Hello\nWorld"),
+            (wrap, vec![Value::from(3), v("abcdef gh")], "abcdef\ngh"),
+            (
+                wrap_with,
+                vec![Value::from(5), v("\t"), v("Hello World")],
+                "Hello\tWorld",
+            ),
+            (
+                wrap_with,
+                vec![Value::from(3), v("-"), v("abcdefgh")],
+                "abc-def-gh",
+            ),
+            (to_decimal, vec![v("0777")], "511"),
+            (to_decimal, vec![v("777")], "511"),
+            (to_decimal, vec![v("8")], "0"),
+            (seq, vec![Value::from(5)], "1 2 3 4 5"),
+            (seq, vec![Value::from(-3)], "1 0 -1 -2 -3"),
+            (seq, vec![Value::from(0), Value::from(2)], "0 1 2"),
+            (seq, vec![Value::from(2), Value::from(-2)], "2 1 0 -1 -2"),
+            (
+                seq,
+                vec![Value::from(0), Value::from(2), Value::from(10)],
+                "0 2 4 6 8 10",
+            ),
+            (
+                seq,
+                vec![Value::from(0), Value::from(-2), Value::from(-5)],
+                "0 -2 -4",
+            ),
+            (
+                seq,
+                vec![Value::from(5), Value::from(1), Value::from(1)],
+                "",
+            ),
+            (type_is_like, vec![v("string"), v("x")], "true"),
+            (type_is_like, vec![v("int"), v("x")], "false"),
+            (regex_quote_meta, vec![v("1.0-a[b]")], "1\\.0-a\\[b\\]"),
+            (regex_match, vec![v("a("), v("a(")], "false"),
+            (must_regex_match, vec![v("a("), v("a(")], "error: invalid regexp: regex parse error: a( ^ error: unclosed group"),
+            (from_json, vec![v("{")], "<no value>"),
+        ];
+        for (f, args, want) in cases {
+            assert_eq!(call(f, &args), want, "{args:?}");
+        }
+        let dst = m(&[
+            ("a", Value::from(1)),
+            ("e", v("")),
+            ("n", m(&[("x", Value::from(1))])),
+        ]);
+        let src = m(&[
+            ("a", Value::from(2)),
+            ("b", Value::from(3)),
+            ("e", v("filled")),
+            ("n", m(&[("x", Value::from(9)), ("y", Value::from(2))])),
+        ]);
+        let want = |pairs: &[(&str, Value)]| m(pairs).to_string();
+        assert_eq!(
+            call(merge, &[dst.clone(), src.clone()]),
+            want(&[
+                ("a", Value::from(1)),
+                ("b", Value::from(3)),
+                ("e", v("filled")),
+                ("n", m(&[("x", Value::from(1)), ("y", Value::from(2))])),
+            ])
+        );
+        assert_eq!(
+            call(merge_overwrite, &[dst.clone(), src]),
+            want(&[
+                ("a", Value::from(2)),
+                ("b", Value::from(3)),
+                ("e", v("filled")),
+                ("n", m(&[("x", Value::from(9)), ("y", Value::from(2))])),
+            ])
+        );
+        assert_eq!(call(deep_copy, std::slice::from_ref(&dst)), dst.to_string());
     }
 
     #[test]
@@ -1976,7 +2506,13 @@ mod tests {
             "[pi a]"
         );
         assert_eq!(call(regex_quote_meta, &[v("1.2")]), "1\\.2");
-        assert!(call(regex_match, &[v("("), v("x")]).starts_with("error: invalid regexp"));
+        // Sprig's regexMatch drops the error (an invalid pattern matches nothing); the must
+        // form reports it.
+        assert_eq!(call(regex_match, &[v("("), v("x")]), "false");
+        assert_eq!(
+            call(must_regex_match, &[v("("), v("x")]),
+            "error: invalid regexp: regex parse error: ( ^ error: unclosed group"
+        );
     }
 
     #[test]

@@ -1,0 +1,143 @@
+//! NFD's rule files, unchanged, give NFD's labels where Go's template and regexp engines and
+//! Sprig (spf13/cast) decide (issue 21): each label below is what nfd-master publishes for the
+//! same rule over the same features, the Go behaviour written down from Go's and Sprig's
+//! documented semantics (strconv's base-0 parsing, `Atoi`'s clamping, RE2's `\Q...\E` and
+//! repeat limit, Sprig's examples). Through the real binary, whole label maps.
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
+
+/// `labels -o json` of the Dell 8x H100's features with one rule file.
+fn labels(rules: &str) -> (Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rules.yaml");
+    std::fs::write(&file, rules).unwrap();
+    let out = Command::new(BIN)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["labels", "-o", "json", "--no-default-rules", "--features"])
+        .arg("tests/fixtures/golden/dell-xe9680-8xh100.features.json")
+        .arg("--rules")
+        .arg(&file)
+        .env_remove("GPU_LABELER_CONFIG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr)
+        .unwrap()
+        .replace(&file.display().to_string(), "rules.yaml");
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+}
+
+fn rule(name: &str, template: &str, expressions: &str) -> String {
+    format!(
+        "    - name: {name}\n      labelsTemplate: |\n        {template}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n{expressions}\n"
+    )
+}
+
+const NVIDIA: &str = "            vendor: {op: In, value: [\"10de\"]}\n            class: {op: In, value: [\"0302\"]}";
+
+#[test]
+fn templates_convert_and_compute_as_go_and_sprig_do() {
+    let rules = [
+        // spf13/cast parses base 0: a class code with a leading 0 is octal.
+        rule(
+            "class",
+            "class-int={{ (index .pci.device 0).class | int }}",
+            NVIDIA,
+        ),
+        rule(
+            "hex",
+            "hex={{ printf \"0x%s\" (index .pci.device 0).device | int }}",
+            NVIDIA,
+        ),
+        rule("fraction", "fraction={{ \"12.4\" | int }}", NVIDIA),
+        rule("atoi", "atoi={{ atoi \"99999999999999999999\" }}", NVIDIA),
+        // Integer arguments of the float functions are numbers, not 0.
+        rule("divf", "gib={{ divf 81920 1024 }}", NVIDIA),
+        rule("addf", "sum={{ addf 1 2 }}", NVIDIA),
+        // A number is truthy unless 0.
+        rule(
+            "empty",
+            "nonzero={{ if empty 5 }}no{{ else }}yes{{ end }}",
+            NVIDIA,
+        ),
+        // Functions that were missing.
+        rule("seq", "seq={{ seq 3 | replace \" \" \"-\" }}", NVIDIA),
+        rule("sha1", "sha1={{ sha1sum \"abc\" | trunc 12 }}", NVIDIA),
+        rule(
+            "b32",
+            "b32={{ b32enc \"foo\" | trimSuffix \"===\" }}",
+            NVIDIA,
+        ),
+        rule("toDecimal", "perm={{ toDecimal \"0755\" }}", NVIDIA),
+    ]
+    .concat();
+    let (out, stderr) = labels(&format!(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: fidelity\nspec:\n  rules:\n{rules}"
+    ));
+    assert_eq!(stderr, "");
+    let p = |k: &str| format!("feature.node.kubernetes.io/{k}");
+    assert_eq!(
+        out,
+        json!({"labels": {
+            p("class-int"): "194",
+            p("hex"): "9008",
+            p("fraction"): "0",
+            p("atoi"): "9223372036854775807",
+            p("gib"): "80",
+            p("sum"): "3",
+            p("nonzero"): "yes",
+            p("seq"): "1-2-3",
+            p("sha1"): "a9993e364706",
+            p("b32"): "MZXW6",
+            p("perm"): "493",
+            p("pci-0300_102b.present"): "true",
+            p("pci-0302_10de.present"): "true",
+            p("pci-0302_10de.sriov.capable"): "true",
+        }})
+    );
+}
+
+#[test]
+fn regexes_are_re2_as_go_compiles_them() {
+    let rules = [
+        // `\Q...\E` quotes a literal.
+        rule(
+            "quoted",
+            "quoted=true",
+            "            vendor: {op: InRegexp, value: [\"^\\\\Q10de\\\\E$\"]}",
+        ),
+        // `\w` is ASCII; `{` not starting a repeat is a literal.
+        rule(
+            "ascii",
+            "ascii=true",
+            "            device_name: {op: InRegexp, value: [\"^\\\\w+ \\\\[H100\"]}",
+        ),
+        // A repeat count over 1000 is an error: the rule fails, reported; the others apply.
+        rule(
+            "repeat",
+            "repeat=true",
+            "            vendor: {op: InRegexp, value: [\"^x{1001}$\"]}",
+        ),
+    ]
+    .concat();
+    let (out, stderr) = labels(&format!(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: re2\nspec:\n  rules:\n{rules}"
+    ));
+    assert_eq!(
+        out,
+        json!({"labels": {
+            "feature.node.kubernetes.io/quoted": "true",
+            "feature.node.kubernetes.io/ascii": "true",
+            "feature.node.kubernetes.io/pci-0300_102b.present": "true",
+            "feature.node.kubernetes.io/pci-0302_10de.present": "true",
+            "feature.node.kubernetes.io/pci-0302_10de.sriov.capable": "true",
+        }})
+    );
+    assert_eq!(
+        stderr,
+        "warning: rule \"repeat\" (NodeFeatureRule \"re2\", rules.yaml:21:7) failed: invalid regexp \"^x{1001}$\": invalid repeat count: `{1001}`\n"
+    );
+}
