@@ -2266,7 +2266,11 @@ mod tests {
             (type_is_like, vec![v("int"), v("x")], "false"),
             (regex_quote_meta, vec![v("1.0-a[b]")], "1\\.0-a\\[b\\]"),
             (regex_match, vec![v("a("), v("a(")], "false"),
-            (must_regex_match, vec![v("a("), v("a(")], "error: invalid regexp: regex parse error: a( ^ error: unclosed group"),
+            (
+                must_regex_match,
+                vec![v("a("), v("a(")],
+                "error: invalid regexp: regex parse error: a( ^ error: unclosed group",
+            ),
             (from_json, vec![v("{")], "<no value>"),
         ];
         for (f, args, want) in cases {
