@@ -72,6 +72,12 @@ fn templates_convert_and_compute_as_go_and_sprig_do() {
             NVIDIA,
         ),
         rule("toDecimal", "perm={{ toDecimal \"0755\" }}", NVIDIA),
+        // `index` of a key a matched element lacks is its zero value, "".
+        rule(
+            "index",
+            "missing=x{{ index (index .pci.device 0) \"nosuch\" }}y",
+            NVIDIA,
+        ),
     ]
     .concat();
     let (out, stderr) = labels(&format!(
@@ -93,6 +99,7 @@ fn templates_convert_and_compute_as_go_and_sprig_do() {
             p("sha1"): "a9993e364706",
             p("b32"): "MZXW6",
             p("perm"): "493",
+            p("missing"): "xy",
             p("pci-0300_102b.present"): "true",
             p("pci-0302_10de.present"): "true",
             p("pci-0302_10de.sriov.capable"): "true",

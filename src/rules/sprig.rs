@@ -51,6 +51,8 @@ unsupported! {
 /// Every function this module registers: implemented and unsupported.
 pub static FUNCTIONS: &[(&str, Func)] = &[
     ("hello", hello),
+    // text/template's own, with Go's answer for a missing map key
+    ("index", go_index),
     // strings
     ("abbrev", abbrev),
     ("abbrevboth", abbrevboth),
@@ -460,20 +462,35 @@ fn abbrevboth(a: &[Value]) -> R {
     })
 }
 
+/// Go's string slicing, by bytes: a cut inside a character leaves an invalid byte, shown as
+/// U+FFFD (no valid label either way); bounds Go would panic on are an error.
+fn byte_slice(text: &str, lo: i64, hi: i64, name: &str) -> R {
+    let len = text.len() as i64;
+    if lo < 0 || hi > len || lo > hi {
+        return Err(fail(format!(
+            "{name}: slice bounds out of range [{lo}:{hi}] with length {len}"
+        )));
+    }
+    Ok(
+        String::from_utf8_lossy(&text.as_bytes()[lo as usize..hi as usize])
+            .into_owned()
+            .into(),
+    )
+}
+
+/// Sprig's `trunc`: the first `n` bytes, or the last `-n`.
 fn trunc(a: &[Value]) -> R {
     want(a, "trunc", 2)?;
     let n = i(&a[0]);
     let text = s(&a[1]);
-    let chars: Vec<char> = text.chars().collect();
-    let len = chars.len() as i64;
-    let out: String = if n >= 0 && len > n {
-        chars[..n as usize].iter().collect()
+    let len = text.len() as i64;
+    if n >= 0 && len > n {
+        byte_slice(&text, 0, n, "trunc")
     } else if n < 0 && len + n > 0 {
-        chars[(len + n) as usize..].iter().collect()
+        byte_slice(&text, len + n, len, "trunc")
     } else {
-        text
-    };
-    Ok(out.into())
+        Ok(text.into())
+    }
 }
 
 fn trim(a: &[Value]) -> R {
@@ -481,14 +498,31 @@ fn trim(a: &[Value]) -> R {
     Ok(s(&a[0]).trim().into())
 }
 
+/// Go's `unicode.ToUpper` per character (simple case mapping): a character whose uppercase is
+/// several (`ß`) stays as it is.
 fn upper(a: &[Value]) -> R {
     want(a, "upper", 1)?;
-    Ok(s(&a[0]).to_uppercase().into())
+    Ok(s(&a[0])
+        .chars()
+        .map(|c| {
+            let mut up = c.to_uppercase();
+            match (up.next(), up.next()) {
+                (Some(u), None) => u,
+                _ => c,
+            }
+        })
+        .collect::<String>()
+        .into())
 }
 
+/// Go's `unicode.ToLower` per character: `İ` is `i` (Rust's full mapping adds a dot above).
 fn lower(a: &[Value]) -> R {
     want(a, "lower", 1)?;
-    Ok(s(&a[0]).to_lowercase().into())
+    Ok(s(&a[0])
+        .chars()
+        .map(|c| c.to_lowercase().next().unwrap_or(c))
+        .collect::<String>()
+        .into())
 }
 
 fn map_words(text: &str, f: impl Fn(char) -> String) -> String {
@@ -515,22 +549,19 @@ fn untitle(a: &[Value]) -> R {
     Ok(map_words(&s(&a[0]), |c| c.to_lowercase().collect()).into())
 }
 
+/// Sprig's `substr`, by bytes as Go slices: `start < 0` is `s[:end]`, an `end` past the string
+/// `s[start:]`.
 fn substr(a: &[Value]) -> R {
     want(a, "substr", 3)?;
     let (start, end, text) = (i(&a[0]), i(&a[1]), s(&a[2]));
-    let chars: Vec<char> = text.chars().collect();
-    let len = chars.len() as i64;
-    let (lo, hi) = if start < 0 {
-        (0, end.clamp(0, len))
+    let len = text.len() as i64;
+    if start < 0 {
+        byte_slice(&text, 0, end, "substr")
     } else if end < 0 || end > len {
-        (start.min(len), len)
+        byte_slice(&text, start, len, "substr")
     } else {
-        (start.min(end), end)
-    };
-    Ok(chars[lo as usize..hi as usize]
-        .iter()
-        .collect::<String>()
-        .into())
+        byte_slice(&text, start, end, "substr")
+    }
 }
 
 fn repeat(a: &[Value]) -> R {
@@ -741,6 +772,42 @@ fn sha256sum(a: &[Value]) -> R {
     use sha2::{Digest, Sha256};
     want(a, "sha256sum", 1)?;
     Ok(hex(&Sha256::digest(s(&a[0]).as_bytes())).into())
+}
+
+/// text/template's `index`, but a key a map lacks gives the map's zero value, as in Go, instead
+/// of an error: `""` in NFD's matched elements (string maps), no value in the others.
+fn go_index(a: &[Value]) -> R {
+    if let [col, keys @ ..] = a
+        && !keys.is_empty()
+    {
+        let mut cur = col;
+        for (n, k) in keys.iter().enumerate() {
+            let (Value::Map(m) | Value::Object(m), Value::String(key)) = (cur, k) else {
+                // Arrays, strings, numbers: text/template's own rules.
+                let mut rest = vec![cur.clone()];
+                rest.extend_from_slice(&keys[n..]);
+                return gtmpl_ng::funcs::index(&rest);
+            };
+            match m.get(key) {
+                Some(v) => cur = v,
+                None if n + 1 == keys.len() => {
+                    let strings = m.values().all(|v| matches!(v, Value::String(_)));
+                    return Ok(if strings {
+                        Value::from("")
+                    } else {
+                        Value::NoValue
+                    });
+                }
+                None => {
+                    return Err(fail(format!(
+                        "index of untyped nil: {key} is not in the map"
+                    )));
+                }
+            }
+        }
+        return Ok(cur.clone());
+    }
+    gtmpl_ng::funcs::index(a)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -2272,6 +2339,52 @@ mod tests {
                 "error: invalid regexp: regex parse error: a( ^ error: unclosed group",
             ),
             (from_json, vec![v("{")], "<no value>"),
+            (
+                go_index,
+                vec![m(&[("class", v("0302"))]), v("class")],
+                "0302",
+            ),
+            (go_index, vec![m(&[("class", v("0302"))]), v("missing")], ""),
+            (
+                go_index,
+                vec![m(&[("pci", m(&[("device", v("x"))]))]), v("cpu")],
+                "<no value>",
+            ),
+            (
+                go_index,
+                vec![Value::Array(vec![v("a"), v("b")]), Value::from(1)],
+                "b",
+            ),
+            (go_index, vec![v("abc"), Value::from(1)], "98"),
+            (upper, vec![v("straße")], "STRAßE"),
+            (lower, vec![v("İSTANBUL")], "istanbul"),
+            (trunc, vec![Value::from(2), v("héllo")], "h\u{fffd}"),
+            (trunc, vec![Value::from(3), v("héllo")], "hé"),
+            (
+                substr,
+                vec![Value::from(1), Value::from(3), v("héllo")],
+                "é",
+            ),
+            (
+                substr,
+                vec![Value::from(4), Value::from(2), v("abcdef")],
+                "error: substr: slice bounds out of range [4:2] with length 6",
+            ),
+            (
+                substr,
+                vec![Value::from(-1), Value::from(9), v("abc")],
+                "error: substr: slice bounds out of range [0:9] with length 3",
+            ),
+            (
+                compact,
+                vec![Value::Array(vec![
+                    Value::from(1),
+                    Value::from(0),
+                    v(""),
+                    v("a"),
+                ])],
+                "[1 a]",
+            ),
         ];
         for (f, args, want) in cases {
             assert_eq!(call(f, &args), want, "{args:?}");
