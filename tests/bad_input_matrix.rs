@@ -1341,6 +1341,9 @@ fn nvml_rows() -> Vec<Row> {
                     vec![],
                     label_map(&[
                         ("gpu-nvidia.count", "1"),
+                        // The v2 CUDA version function is not found: v1 answers.
+                        ("gpu.cuda.major", "10"),
+                        ("gpu.cuda.minor", "1"),
                         ("gpu.count", "1"),
                         ("gpu.driver.major", "418"),
                         ("gpu.driver.minor", "43"),

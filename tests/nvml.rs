@@ -264,6 +264,9 @@ fn an_old_driver_without_mig_or_compute_capability_symbols_is_tolerated() {
         labels(&r.stdout),
         map(&[
             ("gpu-nvidia.count", "1"),
+            // Only v1 of the CUDA version function: R418 reports CUDA 10.1 through it.
+            ("gpu.cuda.major", "10"),
+            ("gpu.cuda.minor", "1"),
             ("gpu.count", "1"),
             ("gpu.driver.major", "418"),
             ("gpu.driver.minor", "43"),

@@ -88,7 +88,9 @@ pub fn nvidia_family(major: i32, minor: i32) -> &'static str {
         8 if minor < 9 => "ampere",
         8 => "ada-lovelace",
         9 => "hopper",
-        10 | 12 => "blackwell",
+        // 10.x data centre (B200), 11.x Thor (10.1 before CUDA 13 renumbered it), 12.x the RTX
+        // parts (RTX 50, RTX PRO 6000).
+        10..=12 => "blackwell",
         13 => "rubin",
         _ => "undefined",
     }
@@ -647,6 +649,12 @@ mod tests {
         assert_eq!(nvidia_family(8, 9), "ada-lovelace");
         assert_eq!(nvidia_family(7, 5), "turing");
         assert_eq!(nvidia_family(7, 0), "volta");
+        assert_eq!(nvidia_family(10, 0), "blackwell");
+        assert_eq!(nvidia_family(11, 0), "blackwell");
+        assert_eq!(nvidia_family(12, 0), "blackwell");
+        assert_eq!(nvidia_family(12, 1), "blackwell");
+        assert_eq!(nvidia_family(13, 0), "rubin");
+        assert_eq!(nvidia_family(14, 0), "undefined");
         assert_eq!(nvidia_family(4, 0), "undefined");
     }
 }

@@ -243,12 +243,32 @@ fn optional<T>(what: &str, r: Result<T, NvmlError>, warnings: &mut Vec<String>) 
     }
 }
 
+/// `nvmlSystemGetCudaDriverVersion_v2`, else the v1 function that drivers before R450 export
+/// alone (same answer: 1000 x major + 10 x minor).
+fn cuda_driver_version(nvml: &Nvml) -> Result<i32, NvmlError> {
+    match nvml.sys_cuda_driver_version() {
+        Err(NvmlError::FailedToLoadSymbol(_) | NvmlError::FunctionNotFound) => {
+            let v1 = nvml
+                .lib()
+                .nvmlSystemGetCudaDriverVersion
+                .as_ref()
+                .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+            let mut version = 0;
+            // SAFETY: the symbol comes from the loaded library with nvml.h's signature
+            // (bindgen); the out-parameter is a local c_int.
+            nvml_wrapper::error::nvml_try(unsafe { v1(&mut version) })?;
+            Ok(version)
+        }
+        other => other,
+    }
+}
+
 fn scan_nvml(nvml: &Nvml) -> NvmlScan {
     let mut warnings = Vec::new();
     let driver_version = optional("driver version", nvml.sys_driver_version(), &mut warnings);
     let cuda_version = optional(
         "CUDA driver version",
-        nvml.sys_cuda_driver_version(),
+        cuda_driver_version(nvml),
         &mut warnings,
     )
     .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10));
