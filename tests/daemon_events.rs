@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 use apiserver::{Agent, FakeApiServer};
 
 const NODE: &str = "gpu-node-1";
-/// The bound (p95 2 s), plus the time to see the labels on the server.
-const DEADLINE: Duration = Duration::from_millis(2500);
+/// The bound is p95 2 s, which `cargo bench --bench events` measures on the release
+/// build (p95 244 ms); a debug build on a busy CI machine, several agents at once, gets slack.
+/// The interval is 60 s, so only the events can meet this.
+const DEADLINE: Duration = Duration::from_secs(5);
 const START: Duration = Duration::from_secs(20);
 
 fn kubelet() -> BTreeMap<String, String> {
@@ -311,22 +313,24 @@ fn a_gpu_bound_late_is_labelled_within_two_seconds_of_its_uevent() {
             .send_to(msg, &socket)
             .unwrap();
     };
-    // Not relevant: no relabel.
-    send(b"add@/devices/usb1/1-1\0ACTION=add\0SUBSYSTEM=usb\0SEQNUM=1\0");
+    send(b"bind@/devices/pci0000:17/0000:17:00.0\0ACTION=bind\0SUBSYSTEM=pci\0DRIVER=nvidia\0SEQNUM=2\0");
+    let one = expected(&discovery, &[], &[]);
+    labels_within(&server, &agent, &one, DEADLINE);
+    // A relabel was just made: the interval's next cycle is 60 s away.
+    std::thread::sleep(Duration::from_millis(1100));
+
+    // A second GPU appears; a USB uevent is no reason to look.
+    common::nvidia_sysfs(&sys, &[("0000:65:00.0", "0x2330")]);
+    send(b"add@/devices/usb1/1-1\0ACTION=add\0SUBSYSTEM=usb\0SEQNUM=3\0");
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(
         server.labels(NODE),
-        kubelet(),
+        one,
         "a USB device is no reason to relabel"
     );
-    send(b"bind@/devices/pci0000:17/0000:17:00.0\0ACTION=bind\0SUBSYSTEM=pci\0DRIVER=nvidia\0SEQNUM=2\0");
-    labels_within(&server, &agent, &expected(&discovery, &[], &[]), DEADLINE);
-    std::thread::sleep(Duration::from_millis(1100));
-
-    // A second GPU appears and its driver binds.
-    common::nvidia_sysfs(&sys, &[("0000:65:00.0", "0x2330")]);
-    send(b"add@/devices/pci0000:65/0000:65:00.0\0ACTION=add\0SUBSYSTEM=pci\0SEQNUM=3\0");
-    send(b"bind@/devices/pci0000:65/0000:65:00.0\0ACTION=bind\0SUBSYSTEM=pci\0DRIVER=nvidia\0SEQNUM=4\0");
+    // Its PCI uevents are.
+    send(b"add@/devices/pci0000:65/0000:65:00.0\0ACTION=add\0SUBSYSTEM=pci\0SEQNUM=4\0");
+    send(b"bind@/devices/pci0000:65/0000:65:00.0\0ACTION=bind\0SUBSYSTEM=pci\0DRIVER=nvidia\0SEQNUM=5\0");
     let want = expected(&discovery, &[], &[]);
     assert_eq!(
         want.get("feature.node.kubernetes.io/gpu.count")
@@ -351,6 +355,15 @@ fn a_burst_of_fifty_changes_is_at_most_two_writes() {
         &["--rules", &r, "--no-default-rules"],
         &[],
     );
+    // A first relabel: the interval's next cycle is then 60 s away.
+    std::fs::write(&rules, apiserver::rule_file(&[("nvidia", "test.0")]) + "\n").unwrap();
+    let first = apiserver::union(&[
+        &kubelet(),
+        &apiserver::fixture_pci_labels(),
+        &apiserver::rule_labels(&["test.0"]),
+    ]);
+    labels_within(&server, &agent, &first, DEADLINE);
+    std::thread::sleep(Duration::from_millis(1100));
     server.clear_requests();
     for i in 1..=50 {
         std::fs::write(

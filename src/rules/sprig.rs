@@ -299,21 +299,22 @@ fn go_parse_int0(s: &str) -> Option<i64> {
         b'-' => (true, &s[1..]),
         _ => (false, s),
     };
-    let lower = rest.to_ascii_lowercase();
-    // `leading_zero`: octal written `0...`, whose 0 is already a digit.
-    let (base, digits, prefix) = if let Some(d) = lower.strip_prefix("0x") {
-        (16, d, true)
-    } else if let Some(d) = lower.strip_prefix("0o") {
-        (8, d, true)
-    } else if let Some(d) = lower.strip_prefix("0b") {
-        (2, d, true)
-    } else if lower.len() > 1 && lower.starts_with('0') {
-        (8, &lower[1..], false)
+    let b = rest.as_bytes();
+    let prefixed = |c: u8| b.len() >= 2 && b[0] == b'0' && b[1].eq_ignore_ascii_case(&c);
+    let (base, digits, prefix) = if prefixed(b'x') {
+        (16, &rest[2..], true)
+    } else if prefixed(b'o') {
+        (8, &rest[2..], true)
+    } else if prefixed(b'b') {
+        (2, &rest[2..], true)
+    } else if b.len() > 1 && b[0] == b'0' {
+        (8, &rest[1..], false)
     } else {
-        (10, lower.as_str(), false)
+        (10, rest, false)
     };
     // underscoreOK: each `_` between digits (a base prefix counts as one), none at the end.
     let bytes = digits.as_bytes();
+    // Octal written `0...`: its 0 is already a digit.
     let leading_zero = base == 8 && !prefix;
     let mut prev_digit = prefix || leading_zero;
     let mut any = false;
