@@ -254,6 +254,7 @@ pub const CATALOG: &[(&str, Option<&[&str]>)] = &[
             "memory_mib_max",
             "memory_mib_total",
             "homogeneous",
+            "models",
             "nvml",
             "vendor",
             "product",

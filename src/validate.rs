@@ -25,6 +25,12 @@ const MAX_ANNOTATION_VALUE_LEN: usize = 1024;
 /// first 8 hex digits of the SHA-256 of the whole raw value, so distinct long values stay
 /// distinct. Returns `""` when nothing valid remains.
 pub fn sanitize_value(raw: &str) -> String {
+    sanitize_to(raw, MAX_VALUE_LEN)
+}
+
+/// `sanitize_value` within `max` characters: past it, the first `max - 9`, `-` and the first 8
+/// hex digits of the raw value's SHA-256 (for a name that is part of a label key).
+pub fn sanitize_to(raw: &str, max: usize) -> String {
     let mut out = String::with_capacity(raw.len());
     for c in raw.chars() {
         let c = if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' {
@@ -38,13 +44,13 @@ pub fn sanitize_value(raw: &str) -> String {
         out.push(c);
     }
     let trimmed = out.trim_matches(|c: char| !c.is_ascii_alphanumeric());
-    if trimmed.len() <= MAX_VALUE_LEN {
+    if trimmed.len() <= max {
         return trimmed.to_string();
     }
     let digest = Sha256::digest(raw.as_bytes());
     let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
     // Only ASCII remains after the mapping above, so byte slicing is on char boundaries.
-    format!("{}-{hex}", &trimmed[..54])
+    format!("{}-{hex}", &trimmed[..max.saturating_sub(9)])
 }
 
 /// A value as an error message shows it: whole up to `max` characters, else its first `max`

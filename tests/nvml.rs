@@ -418,10 +418,17 @@ fn two_different_gpus_are_labelled_deterministically() {
     };
     let first = run_once();
     assert_eq!(first.code, 0, "{}", first.stderr);
-    // No product, family, compute capability or memory describes both GPUs: none is labelled.
+    // No product, family, compute capability or memory describes both GPUs: none is labelled;
+    // the counts per model and per family say what is there.
     assert_eq!(
         labels(&first.stdout),
         map(&[
+            // A count per model and per family, and the number of models (issue 15).
+            ("gpu-family-ada-lovelace.count", "1"),
+            ("gpu-family-volta.count", "1"),
+            ("gpu-model-NVIDIA-RTX-5880-Ada-Generation.count", "1"),
+            ("gpu-model-NVIDIA-TITAN-V.count", "1"),
+            ("gpu.models", "2"),
             ("gpu-nvidia.count", "2"),
             ("gpu.count", "2"),
             ("gpu.driver.major", "570"),

@@ -95,6 +95,9 @@ fn the_readme_label_table_is_the_real_output() {
     assert_eq!(
         documented_only,
         [
+            "gpu.models",
+            "gpu-model-<product>.count",
+            "gpu-family-<family>.count",
             "gpu.mig-<profile>.count",
             "gpu.sharing-strategy",
             "gpu.replicas"

@@ -542,6 +542,7 @@ fn node_attributes(
     if let Some(f) = family {
         out.insert("family".into(), sanitize_value(f));
     }
+    mixed_counts(gpus, &mut out);
     for k in ["compute_major", "compute_minor"] {
         if let Some(v) = common(gpus, k) {
             out.insert(k.into(), v.to_string());
@@ -580,6 +581,68 @@ fn node_attributes(
         out.insert("virtual".into(), virtual_gpu.to_string());
     }
     out
+}
+
+/// The longest model name in `gpu-model-<name>.count` (a label name is at most 63 characters).
+pub const MODEL_KEY_MAX: usize = 63 - "gpu-model-".len() - ".count".len();
+/// The same for `gpu-family-<name>.count`.
+pub const FAMILY_KEY_MAX: usize = 63 - "gpu-family-".len() - ".count".len();
+
+/// On a node whose GPUs are not all one model (every GPU's model known): how many models
+/// (`models`), and a count per model and per family (`count_model_<name>`,
+/// `count_family_<name>`), so that a pod can ask for "at least N of model X" where `product`
+/// is absent. Names are sanitised into label-name characters and shortened with a hash of the
+/// whole name past their room in a key, so two models never share one. Nodes of one model get
+/// none of these: their labels stay as they were (`product`, `family`). Neither do nodes where
+/// one vendor's GPUs were named by different sources (NVML for some, sysfs for a lost one).
+fn mixed_counts(gpus: &[Gpu], out: &mut BTreeMap<String, String>) {
+    let all = |keys: &[&str]| -> Option<Vec<&str>> {
+        gpus.iter()
+            .map(|g| {
+                keys.iter()
+                    .find_map(|k| g.attributes.get(*k))
+                    .map(String::as_str)
+            })
+            .collect()
+    };
+    let count =
+        |out: &mut BTreeMap<String, String>, values: Vec<&str>, max: usize, prefix: &str| {
+            let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+            for v in values {
+                *counts
+                    .entry(crate::validate::sanitize_to(v, max))
+                    .or_default() += 1;
+            }
+            counts.retain(|k, _| !k.is_empty());
+            let n = counts.len();
+            for (k, c) in counts {
+                out.insert(format!("{prefix}{k}"), c.to_string());
+            }
+            n
+        };
+    // A vendor's GPUs named by two sources (one GPU lost to NVML, named from sysfs) are not
+    // two models: the names differ, the GPUs may not. No counts then.
+    let one_source_per_vendor = gpus.iter().all(|g| {
+        gpus.iter()
+            .filter(|o| o.vendor == g.vendor)
+            .all(|o| o.attributes.get("source") == g.attributes.get("source"))
+    });
+    if !one_source_per_vendor {
+        return;
+    }
+    if let Some(products) = all(&["product"])
+        && common(gpus, "product").is_none()
+    {
+        let models = count(out, products, MODEL_KEY_MAX, "count_model_");
+        out.insert("models".into(), models.to_string());
+    }
+    if let Some(families) = all(&["family", "gfx_target"])
+        && common(gpus, "family")
+            .or_else(|| common(gpus, "gfx_target"))
+            .is_none()
+    {
+        count(out, families, FAMILY_KEY_MAX, "count_family_");
+    }
 }
 
 fn is_number(s: &str) -> bool {
@@ -638,6 +701,28 @@ mod tests {
         assert_eq!(
             mig_profile(&with(4, 7, 7, 81152), 81920u64 << 20),
             "7g.80gb"
+        );
+    }
+
+    /// Model names longer than their room in a label key are shortened with a hash of the whole
+    /// name: two long names that share their first characters stay two keys.
+    #[test]
+    fn long_model_names_get_distinct_keys_within_a_label_name() {
+        let a = crate::validate::sanitize_to(
+            "NVIDIA GeForce RTX 4090 Laptop GPU Founders Edition Variant A",
+            MODEL_KEY_MAX,
+        );
+        let b = crate::validate::sanitize_to(
+            "NVIDIA GeForce RTX 4090 Laptop GPU Founders Edition Variant B",
+            MODEL_KEY_MAX,
+        );
+        assert_eq!(a.len(), MODEL_KEY_MAX);
+        assert_ne!(a, b);
+        assert_eq!(&a[..38], "NVIDIA-GeForce-RTX-4090-Laptop-GPU-Fou");
+        assert_eq!(format!("gpu-model-{a}.count").len(), 63);
+        assert_eq!(
+            crate::validate::sanitize_to("NVIDIA H100 80GB HBM3", MODEL_KEY_MAX),
+            "NVIDIA-H100-80GB-HBM3"
         );
     }
 
