@@ -556,3 +556,55 @@ fn every_single_model_capture_gives_its_labels() {
         assert_eq!(labels(&r.stdout), map(&expected), "{fixture_name}");
     }
 }
+
+/// A node with GPUs of two vendors: the MI210 server's eight AMD GPUs (KFD, sysfs) and one
+/// NVIDIA A10G (NVML) added to a copy of its tree. Nothing describes every GPU, so no vendor,
+/// product or family label; the counts per vendor and per family say what is there (the AMD
+/// product is unknown to the fixture's pci.ids, so there are no counts per model).
+#[test]
+fn a_node_with_nvidia_and_amd_gpus_counts_each_vendor_and_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("sys");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(repo().join("tests/fixtures/sysfs/amd-mi210-8x"))
+        .arg(&tree)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    nvidia_sysfs(&tree, &[("0000:00:1e.0", "0x2237")]);
+    let root = tree.to_str().unwrap();
+    let r = run(
+        &[
+            "labels",
+            "-o",
+            "json",
+            "--sysfs-root",
+            root,
+            "--proc-root",
+            "/nonexistent",
+        ],
+        "a10g",
+        "nvidia_ml",
+    );
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    assert_eq!(
+        labels(&r.stdout),
+        map(&[
+            ("gpu-amd.count", "8"),
+            ("gpu-family-ampere.count", "1"),
+            ("gpu-family-gfx90a.count", "8"),
+            ("gpu-nvidia.count", "1"),
+            ("gpu.count", "9"),
+            ("gpu.cuda.major", "11"),
+            ("gpu.cuda.minor", "7"),
+            ("gpu.mig.capable", "false"),
+            ("gpu.mig.enabled", "false"),
+            ("gpu.present", "true"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+            ("pci-0302_10de.present", "true"),
+            ("pci-0380_1002.present", "true"),
+        ])
+    );
+}
