@@ -538,6 +538,8 @@ struct Daemon {
     nvml_state: Option<String>,
     /// The labels we applied to the Node, for the Node watch (`watch::watch_node`).
     applied: Arc<std::sync::Mutex<Option<crate::output::LabelMap>>>,
+    /// The config or rules were re-read: the watched files may be others now.
+    rewatch: bool,
 }
 
 /// What wakes the loop before its interval (`watch`).
@@ -668,6 +670,7 @@ impl Daemon {
     async fn cycle(&mut self, force_reload: bool) -> Result<Outcome, CycleError> {
         self.health.beat();
         if self.inputs.reload(force_reload, &self.health) {
+            self.rewatch = true;
             self.set_interval();
             let wanted = sink_kind(&self.publish, &self.inputs.config).map(SinkKind::name);
             if wanted.is_ok_and(|w| w != self.sink.name()) {
@@ -861,7 +864,9 @@ impl Daemon {
                         from.join(", ")
                     );
                 }
-                ev.files.set(&self.watched_paths());
+                if std::mem::take(&mut self.rewatch) {
+                    ev.files.set(&self.watched_paths());
+                }
             }
             failing = result.is_err();
             match result {
@@ -960,6 +965,7 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         nvml_in_use: false,
         nvml_state: None,
         applied: Arc::new(std::sync::Mutex::new(None)),
+        rewatch: false,
     };
     daemon.set_interval();
     let Some(signals) = signals.as_mut() else {

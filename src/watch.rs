@@ -65,10 +65,6 @@ impl Coalescer {
         self.sources.insert(e.source);
     }
 
-    pub fn is_pending(&self) -> bool {
-        self.first.is_some()
-    }
-
     /// Whether a pending event came from this source.
     pub fn pending_from(&self, source: Source) -> bool {
         self.sources.contains(&source)
@@ -160,11 +156,6 @@ impl FileWatch {
             }
         }
         self.dirs = now;
-    }
-
-    /// The directories watched now.
-    pub fn dirs(&self) -> Vec<PathBuf> {
-        self.dirs.iter().cloned().collect()
     }
 }
 
@@ -285,7 +276,13 @@ pub async fn forward_uevents(fd: OwnedFd, events: UnboundedSender<Event>) {
                 if let Some(e) = parse_uevent(&buf[..n.min(buf.len())])
                     && relevant(&e)
                 {
-                    tracing::debug!("uevent {} {} ({})", e.action, e.devpath, e.subsystem);
+                    tracing::debug!(
+                        "uevent {} {} ({}, driver {:?})",
+                        e.action,
+                        e.devpath,
+                        e.subsystem,
+                        e.driver
+                    );
                     if events
                         .send(Event {
                             source: Source::Uevent,
@@ -448,7 +445,7 @@ mod tests {
             (first, sources.into_iter().collect::<Vec<_>>()),
             (ms(0), vec![Source::Files, Source::Uevent])
         );
-        assert!(!c.is_pending());
+        assert_eq!(c.due(), None);
         // The next burst waits for a second after that relabel.
         c.add(Event {
             source: Source::Nvml,

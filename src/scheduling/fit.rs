@@ -105,10 +105,7 @@ impl Reason {
     pub fn describe(&self, short: bool) -> String {
         let k = |key: &str| -> String {
             if short {
-                key.strip_prefix(crate::validate::FEATURE_NS)
-                    .and_then(|k| k.strip_prefix('/'))
-                    .unwrap_or(key)
-                    .to_string()
+                short_key(key).to_string()
             } else {
                 key.to_string()
             }
@@ -173,6 +170,13 @@ impl Reason {
             } => format!("needs {need} {name}, allocatable {allocatable}"),
         }
     }
+}
+
+/// A label key without `feature.node.kubernetes.io/` (the text output's form).
+pub fn short_key(key: &str) -> &str {
+    key.strip_prefix(crate::validate::FEATURE_NS)
+        .and_then(|k| k.strip_prefix('/'))
+        .unwrap_or(key)
 }
 
 /// How a pod fares on a node.

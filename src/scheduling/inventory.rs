@@ -49,6 +49,26 @@ fn number(node: &NodeInfo, key: &str) -> Option<u64> {
     label(node, key).and_then(|v| v.parse().ok())
 }
 
+/// `(name, count)` of the labels `feature.node.kubernetes.io/<prefix><name>.count`, by name.
+fn counts<'a>(node: &'a NodeInfo, prefix: &str) -> Vec<(&'a str, &'a str)> {
+    let prefix = format!("{FEATURE_NS}/{prefix}");
+    node.labels
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.strip_suffix(".count")?, v.as_str())))
+        .collect()
+}
+
+/// The parts sorted and joined with ` + `, or `none` when there are none.
+fn joined(parts: impl Iterator<Item = String>, none: &str) -> String {
+    let mut parts: Vec<String> = parts.collect();
+    parts.sort();
+    if parts.is_empty() {
+        none.to_string()
+    } else {
+        parts.join(" + ")
+    }
+}
+
 fn kind_of(node: &NodeInfo) -> Kind {
     let product = label(node, "gpu.product")
         .or(node
@@ -59,39 +79,23 @@ fn kind_of(node: &NodeInfo) -> Kind {
         .to_string();
     let vendor = match label(node, "gpu.vendor") {
         Some(v) => v.to_string(),
-        None => {
-            // Several vendors: each with its count.
-            let mut parts: Vec<String> = node
-                .labels
-                .iter()
-                .filter_map(|(k, v)| {
-                    let rest = k.strip_prefix(&format!("{FEATURE_NS}/gpu-"))?;
-                    Some(format!("{} {v}", rest.strip_suffix(".count")?))
-                })
-                .collect();
-            parts.sort();
-            if parts.is_empty() {
-                "-".into()
-            } else {
-                parts.join(" + ")
-            }
-        }
+        // Several vendors: each with its count (`gpu-<vendor>.count`; `gpu-model-*` and
+        // `gpu-family-*` are counts of something else).
+        None => joined(
+            counts(node, "gpu-")
+                .into_iter()
+                .filter(|(name, _)| !name.contains('-'))
+                .map(|(name, n)| format!("{name} {n}")),
+            "-",
+        ),
     };
     let mig = if label(node, "gpu.mig.enabled") == Some("true") {
-        let mut profiles: Vec<String> = node
-            .labels
-            .iter()
-            .filter_map(|(k, v)| {
-                let rest = k.strip_prefix(&format!("{FEATURE_NS}/gpu.mig-"))?;
-                Some(format!("{v}x {}", rest.strip_suffix(".count")?))
-            })
-            .collect();
-        profiles.sort();
-        if profiles.is_empty() {
-            "enabled".into()
-        } else {
-            profiles.join(" + ")
-        }
+        joined(
+            counts(node, "gpu.mig-")
+                .into_iter()
+                .map(|(profile, n)| format!("{n}x {profile}")),
+            "enabled",
+        )
     } else if label(node, "gpu.mig.capable") == Some("true") {
         "capable".into()
     } else {
@@ -209,4 +213,42 @@ pub fn render_json(inv: &Inventory) -> String {
         "without_gpus": inv.without_gpus,
     });
     serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node of two vendors (the MI210 server with an A10G, tests/nvml.rs): the vendor column
+    /// counts vendors only, not the per-model or per-family counts beside them.
+    #[test]
+    fn a_node_of_two_vendors_is_counted_by_vendor() {
+        let labels = [
+            ("gpu-amd.count", "8"),
+            ("gpu-family-ampere.count", "1"),
+            ("gpu-family-gfx90a.count", "8"),
+            ("gpu-nvidia.count", "1"),
+            ("gpu.count", "9"),
+            ("gpu.mig.capable", "false"),
+        ];
+        let node = NodeInfo {
+            name: "mixed".into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (format!("{FEATURE_NS}/{k}"), v.to_string()))
+                .collect(),
+            ..NodeInfo::default()
+        };
+        assert_eq!(
+            kind_of(&node),
+            Kind {
+                product: "(mixed or unknown)".into(),
+                vendor: "amd 8 + nvidia 1".into(),
+                family: "-".into(),
+                memory_mib: None,
+                mig: "-".into(),
+                sharing: "-".into(),
+            }
+        );
+    }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::fit::{Fit, Miss, Reason, fit};
+use super::fit::{Fit, Miss, Reason, fit, short_key};
 use super::objects::{NodeInfo, Workload};
 use crate::rules::LabelProducer;
 use crate::validate::FEATURE_NS;
@@ -263,12 +263,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-fn short(key: &str) -> &str {
-    key.strip_prefix(FEATURE_NS)
-        .and_then(|k| k.strip_prefix('/'))
-        .unwrap_or(key)
-}
-
 fn title(w: &Workload) -> String {
     let name = match &w.namespace {
         Some(ns) => format!("{ns}/{}", w.name),
@@ -347,7 +341,7 @@ pub fn render_text(reports: &[WorkloadReport]) -> String {
         out.push_str(&r.summary());
         out.push('\n');
         for h in &r.hints {
-            let mut line = format!("hint: {}: ", short(&h.label));
+            let mut line = format!("hint: {}: ", short_key(&h.label));
             if !h.producers.is_empty() {
                 line.push_str(&h.producers.join("; "));
                 if !h.near.is_empty() {
