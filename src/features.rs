@@ -270,16 +270,55 @@ pub const CATALOG: &[(&str, Option<&[&str]>)] = &[
             "mig_enabled",
             "vgpu_present",
             "virtual",
+            // and count_<vendor> for every vendor of the catalogue (`catalog_has`)
             "count_nvidia",
             "count_amd",
             "count_intel",
-            "count_habana",
         ]),
     ),
     (
         "gpu.driver",
+        // and the catalogue's drivers (`catalog_has`)
         Some(&["nvidia", "cuda", "amdgpu", "i915", "xe"]),
     ),
+    (
+        "accel.device",
+        Some(&[
+            "index",
+            "address",
+            "vendor",
+            "vendor_id",
+            "device_id",
+            "class",
+            "kind",
+            "product",
+            "memory_mib",
+            "numa_node",
+            "driver",
+            "driver_version",
+            "is_vf",
+            "accel",
+        ]),
+    ),
+    (
+        "accel.node",
+        // and count_<vendor>, count_model_<product> (`catalog_has`)
+        Some(&[
+            "count",
+            "vendors",
+            "kinds",
+            "vendor",
+            "kind",
+            "product",
+            "memory_mib_min",
+            "memory_mib_max",
+            "memory_mib_total",
+            "models",
+            "driver_version",
+        ]),
+    ),
+    // Driver (module) -> version, for the catalogue's drivers (`catalog_has`).
+    ("accel.driver", Some(&[])),
     // strategy, replicas, rename_by_default, replicas.<resource>.
     ("gpu.sharing", None),
     ("kernel.loadedmodule", None),
@@ -287,7 +326,29 @@ pub const CATALOG: &[(&str, Option<&[&str]>)] = &[
     ("rule.matched", None),
 ];
 
-/// The element names of a catalog feature, when its set is fixed.
+/// Whether the catalog feature `feature` can have the element `key`; `None` when its set is
+/// open. Beyond the fixed names: the per-vendor and per-model counts of `gpu.node` and
+/// `accel.node` (`count_<vendor>`, `count_model_<name>`, `count_family_<name>`; an unknown
+/// vendor by its 4-digit id) and the accelerator catalogue's drivers.
+pub fn catalog_has(feature: &str, key: &str) -> Option<bool> {
+    let elements = catalog_elements(feature)?;
+    if elements.contains(&key) {
+        return Some(true);
+    }
+    let cat = crate::catalogue::catalogue();
+    Some(match feature {
+        "gpu.node" | "accel.node" => key.strip_prefix("count_").is_some_and(|rest| {
+            rest.starts_with("model_")
+                || (feature == "gpu.node" && rest.starts_with("family_"))
+                || cat.vendors.iter().any(|v| v.name == rest)
+                || (rest.len() == 4 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
+        }),
+        "gpu.driver" | "accel.driver" => cat.version_keys().any(|k| k == key),
+        _ => false,
+    })
+}
+
+/// The element names of a catalog feature, when its set is fixed (see also `catalog_has`).
 pub fn catalog_elements(feature: &str) -> Option<&'static [&'static str]> {
     CATALOG
         .iter()

@@ -6,7 +6,7 @@
 //! floors in that order, each importing only the floors below it (README "Architecture";
 //! `tests/architecture.rs` checks it):
 //!
-//! 0. [`sysfs`], [`pciids`], [`yaml`], [`config`], [`features`], [`output`], [`validate`],
+//! 0. [`sysfs`], [`pciids`], [`yaml`], [`catalogue`], [`config`], [`features`], [`output`], [`validate`],
 //!    [`error`]: the readers and the shared vocabulary
 //! 1. [`discover`]: one file per source
 //! 2. [`rules`], [`default_rules`]: NodeFeatureRule parsing and evaluation
@@ -17,6 +17,7 @@
 //! 6. [`fuzzing`], [`cli`]: entry points
 
 // Floor 0
+pub mod catalogue;
 pub mod config;
 pub mod error;
 pub mod features;

@@ -39,7 +39,7 @@ fn the_shipped_rules_check_clean() {
     let (code, stdout, _) = run(&["rules", "check", "rules/"]);
     assert_eq!(
         (code, stdout.as_str()),
-        (0, "1 file(s) checked: 0 error(s), 0 warning(s)\n")
+        (0, "2 file(s) checked: 0 error(s), 0 warning(s)\n")
     );
 }
 

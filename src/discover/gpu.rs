@@ -11,9 +11,11 @@
 //! as for an unprivileged reader) and, for a vGPU guest, `vgpu_host_driver_version` and
 //! `vgpu_host_driver_branch`.
 //!
-//! A GPU is a PCI function of base class `03` or `12`, or class `0b40`, from NVIDIA, AMD, Intel or
-//! Habana; BMC and virtual display adapters (ASPEED, Matrox, virtio...) are other vendors and so
-//! never GPUs. Intel's `0b40` functions are QuickAssist and Xeon Phi co-processors, not GPUs.
+//! Which PCI functions are GPUs is the catalogue's to say (`data/accelerators.yaml`): NVIDIA's and
+//! AMD's functions of base class `03` or `12` or class `0b40`, Intel's of class `03`, and the
+//! GPUs of further vendors (Moore Threads, MetaX, Hygon, ...). BMC and virtual display adapters
+//! (ASPEED, Matrox, virtio...) are not in it and so never GPUs; Intel's `0b40` functions are
+//! QuickAssist and Xeon Phi co-processors, and its class-`12` ones NPUs (`accel`).
 //!
 //! `gpu.node` also carries values derived over all GPUs (`vendor`, `product`, `family`, ...) that
 //! NFD rules cannot compute (agreement across instances, sanitising); each is present only when
@@ -29,7 +31,8 @@ use crate::validate::sanitize_value;
 use super::Warnings;
 use super::nvml::{NvmlGpu, NvmlMigDevice, NvmlScan};
 use super::pci::{PciAddress, PciDevice};
-use super::{amd, intel, vgpu};
+use super::{accel, amd, intel, vgpu};
+use crate::catalogue;
 
 pub const GPU_DEVICE: &str = "gpu.device";
 pub const GPU_MIG: &str = "gpu.mig";
@@ -43,36 +46,39 @@ pub enum Vendor {
     Nvidia,
     Amd,
     Intel,
-    Habana,
+    /// A further vendor of the catalogue (`mthreads`, `hygon`, ...), by its name there.
+    Other(&'static str),
 }
 
 impl Vendor {
-    pub fn from_id(id: u16) -> Option<Vendor> {
-        match id {
-            0x10de => Some(Vendor::Nvidia),
-            0x1002 => Some(Vendor::Amd),
-            0x8086 => Some(Vendor::Intel),
-            0x1da3 => Some(Vendor::Habana),
-            _ => None,
-        }
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Vendor::Nvidia => "nvidia",
             Vendor::Amd => "amd",
             Vendor::Intel => "intel",
-            Vendor::Habana => "habana",
+            Vendor::Other(name) => name,
         }
     }
 }
 
-/// Whether a PCI function is a GPU (see the module docs), and whose.
+/// Whether a PCI function is a GPU (see the module docs), whose, and the catalogue entry that
+/// says so.
+pub fn gpu_class(dev: &PciDevice) -> Option<(Vendor, &'static catalogue::DeviceEntry)> {
+    let cat = catalogue::catalogue();
+    let class = cat.classify(dev.vendor_id, dev.device_id, dev.class_code, false)?;
+    let entry = class.entry.filter(|_| class.is_gpu())?;
+    let vendor = match dev.vendor_id {
+        0x10de => Vendor::Nvidia,
+        0x1002 => Vendor::Amd,
+        0x8086 => Vendor::Intel,
+        id => Vendor::Other(cat.vendor(id).map(|v| v.name.as_str())?),
+    };
+    Some((vendor, entry))
+}
+
+/// Whether a PCI function is a GPU, and whose.
 pub fn gpu_vendor(dev: &PciDevice) -> Option<Vendor> {
-    let vendor = Vendor::from_id(dev.vendor_id)?;
-    let class16 = (dev.class_code >> 8) as u16;
-    let gpu_class = matches!(dev.base_class(), 0x03 | 0x12) || class16 == 0x0b40;
-    (gpu_class && !(vendor == Vendor::Intel && class16 == 0x0b40)).then_some(vendor)
+    gpu_class(dev).map(|(v, _)| v)
 }
 
 /// NVIDIA's architecture family by compute capability, as GPU Feature Discovery names it.
@@ -166,6 +172,8 @@ pub fn mig_profile(mig: &NvmlMigDevice, gpu_memory_bytes: u64) -> String {
 struct Gpu {
     address: Option<PciAddress>,
     vendor: Vendor,
+    /// A further vendor's driver version (`(module or driver, version)`), from the catalogue.
+    driver_version: Option<(String, String)>,
     attributes: BTreeMap<String, String>,
     mig: Vec<NvmlMigDevice>,
     memory_bytes: Option<u64>,
@@ -198,7 +206,7 @@ pub fn discover(
 
     let mut gpus: Vec<Gpu> = Vec::new();
     for dev in devices {
-        let Some(vendor) = gpu_vendor(dev) else {
+        let Some((vendor, entry)) = gpu_class(dev) else {
             continue;
         };
         let mut a = BTreeMap::new();
@@ -213,13 +221,17 @@ pub fn discover(
             }
         }
         virtualization(sysfs, dev, &mut a, warnings);
-        if let Some(n) = ids.device_name(dev.vendor_id, dev.device_id) {
+        let product = ids
+            .device_name(dev.vendor_id, dev.device_id)
+            .or_else(|| entry.product(dev.device_id));
+        if let Some(n) = product {
             a.insert("product".into(), n.to_string());
         }
         a.insert("source".into(), "sysfs".into());
         let mut gpu = Gpu {
             address: Some(dev.sort_key),
             vendor,
+            driver_version: None,
             attributes: a,
             mig: Vec::new(),
             memory_bytes: None,
@@ -237,7 +249,12 @@ pub fn discover(
             Vendor::Intel => gpu
                 .attributes
                 .extend(intel::attributes(sysfs, dev, warnings)),
-            Vendor::Habana => {}
+            Vendor::Other(_) => {
+                if let Some(m) = accel::memory_mib(sysfs, dev, entry, warnings) {
+                    gpu.attributes.insert("memory_mib".into(), m.to_string());
+                }
+                gpu.driver_version = accel::driver_version(sysfs, dev, entry, warnings);
+            }
         }
         gpus.push(gpu);
     }
@@ -246,6 +263,7 @@ pub fn discover(
         let mut gpu = Gpu {
             address: n.address,
             vendor: Vendor::Nvidia,
+            driver_version: None,
             attributes: BTreeMap::from([
                 ("vendor".to_string(), "nvidia".to_string()),
                 ("vendor_id".into(), "10de".into()),
@@ -438,6 +456,9 @@ fn driver_versions(
         .filter_map(|g| g.attributes.get("driver").map(String::as_str))
         .filter(|d| matches!(*d, "nvidia" | "amdgpu" | "i915" | "xe"))
         .collect();
+    for (what, v) in gpus.iter().filter_map(|g| g.driver_version.as_ref()) {
+        out.entry(what.clone()).or_insert_with(|| v.clone());
+    }
     for m in modules {
         if out.contains_key(m) {
             continue;
@@ -519,7 +540,13 @@ fn node_attributes(
             Vendor::Nvidia => Some("nvidia"),
             Vendor::Amd => Some("amdgpu"),
             Vendor::Intel => common(gpus, "driver").filter(|d| matches!(*d, "i915" | "xe")),
-            Vendor::Habana => None,
+            Vendor::Other(_) => {
+                let first = gpus[0].driver_version.as_ref().map(|(w, _)| w.as_str());
+                first.filter(|w| {
+                    gpus.iter()
+                        .all(|g| g.driver_version.as_ref().map(|(o, _)| o.as_str()) == Some(*w))
+                })
+            }
         };
         if let Some(version) = driver_key.and_then(|k| drivers.get(k)) {
             let mut parts = version.split(['.', '-']);

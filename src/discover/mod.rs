@@ -10,6 +10,7 @@ use crate::features::FeatureSet;
 use crate::pciids::PciIds;
 use crate::sysfs::Sysfs;
 
+pub mod accel;
 pub mod amd;
 pub mod dmi;
 pub mod gpu;
@@ -102,6 +103,15 @@ pub fn discover_with(
         _ => {}
     }
     warnings.extend(nvml_scan.warnings.iter().cloned());
+    let accel_class = accel::accel_class(&sysfs, &mut warnings);
+    accel::discover(
+        &sysfs,
+        &devices,
+        &ids,
+        &accel_class,
+        &mut features,
+        &mut warnings,
+    );
     gpu::discover(
         &sysfs,
         &devices,

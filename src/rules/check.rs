@@ -354,8 +354,8 @@ fn check_term(r: &mut Reporter<'_>, term: &TermSpec, known: &[&str]) {
         };
         if !known.is_empty()
             && !spec.key.is_empty()
+            && crate::features::catalog_has(f, &spec.key) == Some(false)
             && let Some(elements) = crate::features::catalog_elements(f)
-            && !elements.contains(&spec.key.as_str())
         {
             r.warning(
                 spec.pos,
