@@ -77,9 +77,10 @@ impl DeviceEntry {
     fn matches(&self, device_id: u16, class_code: u32) -> bool {
         (self.ids.is_empty() || self.ids.contains(&device_id))
             && (self.classes.is_empty()
-                || self.classes.iter().any(|&(value, digits)| {
-                    class_code >> (4 * (6 - u32::from(digits))) == value
-                }))
+                || self
+                    .classes
+                    .iter()
+                    .any(|&(value, digits)| class_code >> (4 * (6 - u32::from(digits))) == value))
     }
 
     /// The catalogue's name for `device_id`, when it has one.
@@ -219,7 +220,9 @@ impl Catalogue {
                             && s.bytes().all(|b| b.is_ascii_hexdigit());
                         ok.then(|| u32::from_str_radix(s, 16).ok().map(|c| (c, s.len() as u8)))
                             .flatten()
-                            .ok_or_else(|| at(&format!("classes: {s:?} is not 2, 4 or 6 hex digits")))
+                            .ok_or_else(|| {
+                                at(&format!("classes: {s:?} is not 2, 4 or 6 hex digits"))
+                            })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 let products = d
@@ -245,7 +248,11 @@ impl Catalogue {
                     ids,
                     classes,
                     products,
-                    memory: d.memory.map(|s| s.into_source(true)).transpose().map_err(|e| at(&e))?,
+                    memory: d
+                        .memory
+                        .map(|s| s.into_source(true))
+                        .transpose()
+                        .map_err(|e| at(&e))?,
                     version,
                 });
             }
@@ -263,7 +270,10 @@ fn hex16(s: &str) -> Option<u16> {
     (s.len() == 4)
         .then(|| u16::from_str_radix(s, 16).ok())
         .flatten()
-        .filter(|_| s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
+        .filter(|_| {
+            s.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        })
 }
 
 #[derive(Deserialize)]
@@ -342,7 +352,10 @@ mod tests {
         assert_eq!(ids.len(), c.vendors.len(), "one entry per vendor id");
         for v in &c.vendors {
             // A label name: at most 63 characters, alphanumeric at both ends.
-            for key in [format!("gpu-{}.count", v.name), format!("accel-{}.count", v.name)] {
+            for key in [
+                format!("gpu-{}.count", v.name),
+                format!("accel-{}.count", v.name),
+            ] {
                 assert!(key.len() <= 63, "{key}");
             }
         }

@@ -5,7 +5,10 @@ use crate::rules::RuleSource;
 /// `(name, text)` of each shipped rule file.
 pub const FILES: &[(&str, &str)] = &[
     ("builtin:rules/gpu.yaml", include_str!("../rules/gpu.yaml")),
-    ("builtin:rules/accel.yaml", include_str!("../rules/accel.yaml")),
+    (
+        "builtin:rules/accel.yaml",
+        include_str!("../rules/accel.yaml"),
+    ),
 ];
 
 pub fn sources() -> Vec<RuleSource> {

@@ -11,7 +11,15 @@ const FLOORS: &[(u8, &[&str])] = &[
     (
         0,
         &[
-            "sysfs", "pciids", "yaml", "catalogue", "config", "features", "output", "validate", "error",
+            "sysfs",
+            "pciids",
+            "yaml",
+            "catalogue",
+            "config",
+            "features",
+            "output",
+            "validate",
+            "error",
         ],
     ),
     (1, &["discover"]),
