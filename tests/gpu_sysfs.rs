@@ -153,6 +153,7 @@ fn amd_mi300x_labels() {
         ("gpu.memory.max", "196592"),
         ("gpu.memory.total", "1572736"),
         ("gpu.present", "true"),
+        ("gpu.product", "Aqua-Vanjaram-Instinct-MI300X"),
         ("gpu.vendor", "amd"),
         ("gpu.vgpu.present", "false"),
         ("gpu.virtual", "false"),

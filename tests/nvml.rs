@@ -559,8 +559,7 @@ fn every_single_model_capture_gives_its_labels() {
 
 /// A node with GPUs of two vendors: the MI210 server's eight AMD GPUs (KFD, sysfs) and one
 /// NVIDIA A10G (NVML) added to a copy of its tree. Nothing describes every GPU, so no vendor,
-/// product or family label; the counts per vendor and per family say what is there (the AMD
-/// product is unknown to the fixture's pci.ids, so there are no counts per model).
+/// product or family label; the counts per vendor, model and family say what is there.
 #[test]
 fn a_node_with_nvidia_and_amd_gpus_counts_each_vendor_and_family() {
     let dir = tempfile::tempdir().unwrap();
@@ -594,12 +593,15 @@ fn a_node_with_nvidia_and_amd_gpus_counts_each_vendor_and_family() {
             ("gpu-amd.count", "8"),
             ("gpu-family-ampere.count", "1"),
             ("gpu-family-gfx90a.count", "8"),
+            ("gpu-model-Aldebaran-MI200-Instinct-MI210.count", "8"),
+            ("gpu-model-NVIDIA-A10G.count", "1"),
             ("gpu-nvidia.count", "1"),
             ("gpu.count", "9"),
             ("gpu.cuda.major", "11"),
             ("gpu.cuda.minor", "7"),
             ("gpu.mig.capable", "false"),
             ("gpu.mig.enabled", "false"),
+            ("gpu.models", "2"),
             ("gpu.present", "true"),
             ("gpu.vgpu.present", "false"),
             ("gpu.virtual", "false"),

@@ -14,15 +14,15 @@ const PREFIX: &str = "feature.node.kubernetes.io/";
 /// A row of the table: the label key and its example cells (`None` for "—").
 type Row = (String, Vec<Option<String>>);
 
-/// The rows of the table between `<!-- labels-table -->` markers: label key and the cells of
-/// the example columns (`None` for "—").
-fn table() -> (Vec<String>, Vec<Row>) {
+/// The rows of the table between `<!-- NAME -->` markers: label key and the cells of the
+/// example columns (`None` for "—").
+fn table_named(name: &str) -> (Vec<String>, Vec<Row>) {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let start = readme
-        .find("<!-- labels-table -->")
+        .find(&format!("<!-- {name} -->"))
         .expect("table start marker");
     let end = readme
-        .find("<!-- /labels-table -->")
+        .find(&format!("<!-- /{name} -->"))
         .expect("table end marker");
     let mut lines = readme[start..end].lines().skip(1);
     let cells = |line: &str| -> Vec<String> {
@@ -56,6 +56,10 @@ fn table() -> (Vec<String>, Vec<Row>) {
         })
         .collect();
     (columns, rows)
+}
+
+fn table() -> (Vec<String>, Vec<Row>) {
+    table_named("labels-table")
 }
 
 fn column(rows: &[Row], i: usize) -> BTreeMap<String, String> {
@@ -103,4 +107,47 @@ fn the_readme_label_table_is_the_real_output() {
             "gpu.replicas"
         ]
     );
+}
+
+/// The accelerator table: each example column is `labels` on its fixture, whole.
+#[test]
+fn the_readme_accelerator_table_is_the_real_output() {
+    let (columns, rows) = table_named("accel-table");
+    assert_eq!(columns, ["8x Gaudi 2", "mixed"]);
+    for (i, machine) in ["habana-gaudi2-8x", "mixed-gaudi2-npu-wormhole"]
+        .iter()
+        .enumerate()
+    {
+        let r = run_env(
+            fixture_args(&["labels", "-o", "json"], machine, &[]),
+            &[] as &[(&str, &OsStr)],
+        );
+        assert_eq!(labels_of(r.ok()), column(&rows, i), "{machine} column");
+    }
+}
+
+/// The vendor table names exactly the catalogue's vendors, with their PCI vendor ids.
+#[test]
+fn the_readme_vendor_table_is_the_catalogue() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let start = readme.find("<!-- vendor-table -->").expect("start marker");
+    let end = readme.find("<!-- /vendor-table -->").expect("end marker");
+    let mut from_readme: Vec<(String, String)> = Vec::new();
+    for line in readme[start..end].lines().skip(3) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        for id in cells[1].split(", ") {
+            from_readme.push((
+                cells[0].trim_matches('`').to_string(),
+                id.trim_matches('`').to_string(),
+            ));
+        }
+    }
+    from_readme.sort();
+    let mut catalogue: Vec<(String, String)> = gpu_labeler::catalogue::catalogue()
+        .vendors
+        .iter()
+        .map(|v| (v.name.clone(), format!("{:04x}", v.id)))
+        .collect();
+    catalogue.sort();
+    assert_eq!(from_readme, catalogue);
 }
