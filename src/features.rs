@@ -545,6 +545,26 @@ fn stringify(m: &mut serde_json::Map<String, serde_json::Value>) -> bool {
 mod tests {
     use super::*;
 
+    /// `rules check` knows the per-vendor counts and the catalogue's drivers, and still catches
+    /// a typo in them.
+    #[test]
+    fn catalog_has_the_catalogues_vendors_and_drivers() {
+        let has = |f, k| catalog_has(f, k);
+        assert_eq!(has("accel.node", "count_habana"), Some(true));
+        assert_eq!(has("accel.node", "count_1fc9"), Some(true));
+        assert_eq!(has("accel.node", "count_model_Wormhole"), Some(true));
+        assert_eq!(has("accel.node", "count_habanna"), Some(false));
+        assert_eq!(has("gpu.node", "count_mthreads"), Some(true));
+        assert_eq!(has("gpu.node", "count_family_hopper"), Some(true));
+        assert_eq!(has("accel.node", "count_family_hopper"), Some(false));
+        assert_eq!(has("gpu.driver", "hydcu"), Some(true));
+        assert_eq!(has("accel.driver", "habanalabs"), Some(true));
+        assert_eq!(has("accel.driver", "neuron"), Some(true));
+        assert_eq!(has("accel.driver", "nvidia"), Some(false));
+        assert_eq!(has("accel.device", "kind"), Some(true));
+        assert_eq!(has("gpu.sharing", "anything"), None);
+    }
+
     fn sample() -> FeatureSet {
         let mut f = FeatureSet::default();
         f.insert_flag("kernel.loadedmodule", "nvidia");
