@@ -2,7 +2,8 @@
 //! process, on the first classification) and `gpu-labeler labels` on the accelerator fixtures
 //! against a node without accelerators.
 //!
-//! `cargo bench --bench accel` (plain `fn main`). `BENCH_RUNS` (default 31).
+//! `cargo bench --bench accel` (plain `fn main`). `BENCH_RUNS` (default 31). Under `cargo test`
+//! (no `--bench` argument, unoptimised) three runs only prove the bench works.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -16,10 +17,11 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
     let runs: usize = std::env::var("BENCH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(31);
+        .unwrap_or(if full { 31 } else { 3 });
     let text = include_str!("../data/accelerators.yaml");
     let parse: Vec<Duration> = (0..runs * 10)
         .map(|_| {
