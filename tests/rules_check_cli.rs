@@ -112,3 +112,66 @@ fn a_template_that_writes_megabytes_is_warned_about_and_bounded() {
         )
     );
 }
+
+/// The ConfigMap the README says to edit is read as rules: its `site.yaml` entry is checked
+/// (the configuration entry beside it is not rules and is left alone), and a problem in it is
+/// reported at its line and column in the ConfigMap file.
+#[test]
+fn the_shipped_configmap_is_checked_in_place() {
+    let (code, stdout, _) = run(&["rules", "check", "deploy/base/configmap.yaml"]);
+    assert_eq!(
+        (code, stdout.as_str()),
+        (0, "1 file(s) checked: 0 error(s), 0 warning(s)\n")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("configmap.yaml");
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/base/configmap.yaml"
+    ))
+    .unwrap();
+    let line = shipped
+        .lines()
+        .position(|l| l.contains("memory_mib_min"))
+        .unwrap()
+        + 1;
+    std::fs::write(&file, shipped.replace("memory_mib_min", "memory_mib_mn")).unwrap();
+    let f = file.to_str().unwrap();
+    let (code, stdout, _) = run(&["rules", "check", f]);
+    assert_eq!(
+        (code, stdout),
+        (
+            0,
+            format!(
+                "warning: {f}:{line}:17: rule \"large-memory GPUs\" (NodeFeatureRule \"site-gpu-classes\"): gpu.node: memory_mib_mn: gpu.node has no element \"memory_mib_mn\" (did you mean \"memory_mib_min\"?); the expression can never match\n\
+                 1 file(s) checked: 0 error(s), 1 warning(s)\n"
+            )
+        )
+    );
+}
+
+/// `--rules` takes the ConfigMap too: on the 8x MI300X tree (192 GiB each) its site rule adds
+/// exactly `gpu.class=large-memory` to the labels.
+#[test]
+fn labels_take_rules_from_a_configmap() {
+    let base = [
+        "labels",
+        "--no-nvml",
+        "--proc-root",
+        "/nonexistent",
+        "--sysfs-root",
+        "tests/fixtures/sysfs/amd-mi300x-cpx",
+        "--pci-ids",
+        "tests/fixtures/pci.ids",
+    ];
+    let (code, without, _) = run(&base);
+    assert_eq!(code, 0);
+    let mut args = base.to_vec();
+    args.extend(["--rules", "deploy/base/configmap.yaml"]);
+    let (code, with, stderr) = run(&args);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let mut want: Vec<&str> = without.lines().collect();
+    want.push("feature.node.kubernetes.io/gpu.class=large-memory");
+    want.sort_unstable_by_key(|l| l.split_once('=').map(|(k, _)| k));
+    assert_eq!(with.lines().collect::<Vec<_>>(), want);
+}

@@ -38,7 +38,7 @@ mod template;
 pub use check::{CheckReport, check};
 pub use explain::explain;
 
-use crate::yaml::document::{self, Pos};
+use crate::yaml::document::{self, Node, Pos, Val};
 use eval::{CompiledRule, Index, RuleOutput, RuleTrace, Term, View};
 use expression::Compiler;
 use expression::Expr;
@@ -553,6 +553,19 @@ pub(crate) fn read_source(src: &RuleSource) -> (Vec<model::ObjectSpec>, Vec<Rule
     }
     let mut objects = Vec::new();
     for doc in &docs {
+        if let Some(embedded) = configmap_sources(doc, &src.text) {
+            // A ConfigMap (the one deploy/ ships, or kustomize's output): its data entries
+            // that hold rules, read in place.
+            for text in embedded {
+                let (objs, errs) = read_source(&RuleSource {
+                    name: src.name.clone(),
+                    text,
+                });
+                objects.extend(objs);
+                errors.extend(errs);
+            }
+            continue;
+        }
         let (objs, problems) = model::read_document(doc);
         objects.extend(objs);
         errors.extend(problems.into_iter().map(|p| RuleLoadError {
@@ -565,6 +578,91 @@ pub(crate) fn read_source(src: &RuleSource) -> (Vec<model::ObjectSpec>, Vec<Rule
         }));
     }
     (objects, errors)
+}
+
+/// The rule texts in a ConfigMap's `data`: every entry whose text holds a `NodeFeatureRule` (a
+/// configuration file beside them is not rules, and is left alone). `None` when `doc` is not a
+/// ConfigMap. A block scalar (`site.yaml: |`) is cut out of `file` line for line, its lines where
+/// they stand and every other line blank, so that positions in it are positions in the file.
+fn configmap_sources(doc: &Node, file: &str) -> Option<Vec<String>> {
+    let Val::Map(entries) = &doc.val else {
+        return None;
+    };
+    let get = |key: &str| {
+        entries
+            .iter()
+            .find(|(k, _)| k.key_text().as_deref() == Some(key))
+            .map(|(_, v)| v)
+    };
+    if !matches!(get("kind").map(|k| &k.val), Some(Val::Str(k)) if k == "ConfigMap") {
+        return None;
+    }
+    let Some(Node {
+        val: Val::Map(data),
+        ..
+    }) = get("data")
+    else {
+        return Some(Vec::new());
+    };
+    let lines: Vec<&str> = file.lines().collect();
+    let mut out = Vec::new();
+    for (_, value) in data {
+        let Val::Str(text) = &value.val else {
+            continue;
+        };
+        let (docs, _) = document::parse_documents(text);
+        let is_rule = |d: &Node| {
+            let Val::Map(e) = &d.val else { return false };
+            e.iter().any(|(k, v)| {
+                k.key_text().as_deref() == Some("kind")
+                    && matches!(&v.val, Val::Str(s) if s.contains("NodeFeatureRule"))
+            })
+        };
+        if !docs.iter().any(is_rule) {
+            continue;
+        }
+        out.push(in_place(&lines, value.pos, text).unwrap_or_else(|| text.clone()));
+    }
+    Some(out)
+}
+
+/// The block scalar that starts at `pos` (its `|` or `>`) as a text of the file's length: its
+/// lines kept, every other line blank. `None` when the value is not a block scalar there.
+fn in_place(lines: &[&str], pos: Pos, text: &str) -> Option<String> {
+    // The parser places a block scalar at its indicator's line or at its first line.
+    let block_start = |l: &str| {
+        let t = l.trim_end();
+        let ind = t.rsplit(' ').next().unwrap_or(t);
+        ind.starts_with(['|', '>'])
+            && ind[1..]
+                .bytes()
+                .all(|b| matches!(b, b'-' | b'+') || b.is_ascii_digit())
+    };
+    let line = (pos.line as usize).checked_sub(1)?;
+    let at = if block_start(lines.get(line)?) {
+        line
+    } else if line > 0 && block_start(lines[line - 1]) {
+        line - 1
+    } else {
+        return None;
+    };
+    let first = lines[at + 1..].iter().position(|l| !l.trim().is_empty())? + at + 1;
+    let indent = lines[first].len() - lines[first].trim_start().len();
+    let mut end = first;
+    while end < lines.len()
+        && (lines[end].trim().is_empty()
+            || lines[end].len() - lines[end].trim_start().len() >= indent)
+    {
+        end += 1;
+    }
+    let mut out = String::with_capacity(text.len() + lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        if (first..end).contains(&i) {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    Some(out)
 }
 
 pub(crate) fn compile_object(
