@@ -19,6 +19,12 @@ use crate::publish::stdout::{LabelFormat, render};
 use crate::rules::RuleSet;
 use crate::scheduling::{self, NodeSource, inventory, report};
 
+/// Boolean environment variables take clap's usual set (`1`/`0`, `yes`/`no`, `on`/`off`,
+/// `true`/`false`, ...); anything else is a usage error.
+fn boolish() -> clap::builder::BoolishValueParser {
+    clap::builder::BoolishValueParser::new()
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "gpu-labeler",
@@ -149,16 +155,16 @@ pub struct PublishArgs {
     #[arg(long, env = "GPU_LABELER_INTERVAL")]
     pub interval: Option<String>,
     /// Publish once and exit.
-    #[arg(long, env = "GPU_LABELER_ONESHOT")]
+    #[arg(long, env = "GPU_LABELER_ONESHOT", value_parser = boolish())]
     pub oneshot: bool,
     /// Compute and log what would be published, but do not write.
-    #[arg(long, env = "GPU_LABELER_DRY_RUN")]
+    #[arg(long, env = "GPU_LABELER_DRY_RUN", value_parser = boolish())]
     pub dry_run: bool,
     /// Address for /healthz, /readyz and /metrics.
     #[arg(long, env = "GPU_LABELER_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: String,
     /// Log as JSON lines.
-    #[arg(long, env = "GPU_LABELER_LOG_JSON")]
+    #[arg(long, env = "GPU_LABELER_LOG_JSON", value_parser = boolish())]
     pub log_json: bool,
     /// The agent's own cgroup, for its memory limit (tests point it elsewhere).
     #[arg(
@@ -169,7 +175,7 @@ pub struct PublishArgs {
     )]
     pub cgroup_root: PathBuf,
     /// Relabel only every interval and on SIGHUP: no file, uevent, NVML or Node events.
-    #[arg(long, env = "GPU_LABELER_NO_EVENTS")]
+    #[arg(long, env = "GPU_LABELER_NO_EVENTS", value_parser = boolish())]
     pub no_events: bool,
     /// Read uevents from a Unix datagram socket bound here, not the kernel's (tests).
     #[arg(long, hide = true, value_name = "PATH")]
@@ -222,7 +228,7 @@ pub struct DiscoveryArgs {
     #[arg(long, env = "GPU_LABELER_NVML_LIB", conflicts_with = "no_nvml")]
     pub nvml_lib: Option<PathBuf>,
     /// Do not use NVML.
-    #[arg(long, env = "GPU_LABELER_NO_NVML")]
+    #[arg(long, env = "GPU_LABELER_NO_NVML", value_parser = boolish())]
     pub no_nvml: bool,
     /// How long one NVML scan may take before its child process is killed (default: the
     /// config's sources.nvml.timeout, else 10s).
@@ -259,7 +265,7 @@ pub struct RulesArgs {
     )]
     pub rules: Vec<PathBuf>,
     /// Leave out the rules shipped in the binary.
-    #[arg(long, env = "GPU_LABELER_NO_DEFAULT_RULES")]
+    #[arg(long, env = "GPU_LABELER_NO_DEFAULT_RULES", value_parser = boolish())]
     pub no_default_rules: bool,
 }
 

@@ -400,3 +400,32 @@ fn exit_with_closed_pipes(args: &[OsString]) -> Option<i32> {
     drop(child.stderr.take());
     child.wait().unwrap().code()
 }
+
+/// Boolean environment variables take clap's usual set: `1`, `yes`, `on` turn a flag on, `0`,
+/// `no`, `off` leave it off, anything else is a usage error (exit 2) naming the value.
+#[test]
+fn boolean_env_vars_take_one_and_zero() {
+    let labels_with = |value: &str| {
+        run_env(
+            fixture_args(&["labels"], "mthreads-s3000", &[]),
+            &[("GPU_LABELER_NO_DEFAULT_RULES", OsStr::new(value))],
+        )
+    };
+    let pci_only = "feature.node.kubernetes.io/pci-0302_1ed5.present=true\n";
+    for on in ["1", "yes", "on", "true", "TRUE"] {
+        let r = labels_with(on);
+        assert_eq!((r.code, r.stdout.as_str()), (0, pci_only), "{on}");
+    }
+    let default = run(fixture_args(&["labels"], "mthreads-s3000", &[]));
+    assert_ne!(default.ok(), pci_only);
+    for off in ["0", "no", "off", "false"] {
+        let r = labels_with(off);
+        assert_eq!((r.code, r.stdout.as_str()), (0, default.ok()), "{off}");
+    }
+    let r = labels_with("maybe");
+    assert_eq!(r.code, 2);
+    assert_eq!(
+        r.stderr.lines().next(),
+        Some("error: invalid value 'maybe' for '--no-default-rules': value was not a boolean")
+    );
+}
