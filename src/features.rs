@@ -394,16 +394,22 @@ struct NodeFeatureSpec {
     features: FeatureSet,
 }
 
-/// Loads a snapshot: JSON or YAML; NFD's features object or a whole `NodeFeature`.
+/// Loads a snapshot: JSON or YAML; NFD's features object or a whole `NodeFeature`. `-` reads
+/// standard input (`gpu-labeler features | gpu-labeler labels --features -`).
 pub fn load_snapshot(path: &Path) -> Result<FeatureSet, SnapshotError> {
-    let text =
-        crate::sysfs::read_regular_text(path, crate::sysfs::MAX_INPUT_BYTES).map_err(|source| {
-            SnapshotError::Read {
-                path: path.to_path_buf(),
-                source,
-            }
-        })?;
-    parse_snapshot(path, &text)
+    let stdin = path == Path::new("-");
+    let limit = crate::sysfs::MAX_INPUT_BYTES;
+    let text = if stdin {
+        crate::sysfs::stdin_text(limit)
+    } else {
+        crate::sysfs::read_regular_text(path, limit)
+    };
+    let name = if stdin { Path::new("<stdin>") } else { path };
+    let text = text.map_err(|source| SnapshotError::Read {
+        path: name.to_path_buf(),
+        source,
+    })?;
+    parse_snapshot(name, &text)
 }
 
 /// Parses snapshot text; `path` is only used in error messages.

@@ -63,6 +63,24 @@ pub fn read_regular_file(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// Standard input as text, at most `limit` bytes, read once per process: a second caller (the
+/// daemon's next cycle) gets the same text. For the `-` path of `--features` and `match`.
+pub fn stdin_text(limit: u64) -> std::io::Result<String> {
+    static STDIN: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+    STDIN
+        .get_or_init(|| {
+            let mut text = String::new();
+            std::io::Read::read_to_string(
+                &mut std::io::Read::take(std::io::stdin(), limit),
+                &mut text,
+            )
+            .map(|_| text)
+            .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(std::io::Error::other)
+}
+
 /// As `read_regular_file`, as UTF-8 text.
 pub fn read_regular_text(path: &Path, limit: u64) -> std::io::Result<String> {
     String::from_utf8(read_regular_file(path, limit)?).map_err(|_| {

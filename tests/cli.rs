@@ -429,3 +429,41 @@ fn boolean_env_vars_take_one_and_zero() {
         Some("error: invalid value 'maybe' for '--no-default-rules': value was not a boolean")
     );
 }
+
+/// `--features -` reads the snapshot from standard input: `features | labels --features -`
+/// gives the labels discovery gives; a broken snapshot names `<stdin>` with line and column.
+#[test]
+fn features_from_standard_input() {
+    use std::io::Write;
+    let labels_of_stdin = |input: &[u8]| {
+        let mut child = std::process::Command::new(binary())
+            .args(["labels", "--features", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let snapshot = run(fixture_args(&["features"], "habana-gaudi3", &[]));
+    let direct = run(fixture_args(&["labels"], "habana-gaudi3", &[]));
+    assert_eq!(
+        labels_of_stdin(snapshot.ok().as_bytes()),
+        (Some(0), direct.ok().to_string(), String::new())
+    );
+    assert_eq!(
+        labels_of_stdin(b"{bad"),
+        (
+            Some(1),
+            String::new(),
+            "error: invalid snapshot <stdin>:1:2: key must be a string at line 1 column 2\n"
+                .to_string()
+        )
+    );
+}

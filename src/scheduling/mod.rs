@@ -43,12 +43,8 @@ fn read(path: &Path, limit: u64) -> Result<String, Error> {
 /// The workloads of a file (`-` reads standard input).
 pub fn load_workloads(path: &Path) -> Result<Vec<Workload>, Error> {
     let (name, text) = if path == Path::new("-") {
-        let mut text = String::new();
-        std::io::Read::read_to_string(
-            &mut std::io::Read::take(std::io::stdin(), crate::sysfs::MAX_INPUT_BYTES),
-            &mut text,
-        )
-        .map_err(|e| Error::InvalidInput(format!("cannot read standard input: {e}")))?;
+        let text = crate::sysfs::stdin_text(crate::sysfs::MAX_INPUT_BYTES)
+            .map_err(|e| Error::InvalidInput(format!("cannot read standard input: {e}")))?;
         ("<stdin>".to_string(), text)
     } else {
         (
