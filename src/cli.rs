@@ -406,6 +406,17 @@ fn cmd_explain(args: &DiscoveryArgs, rules: &RulesArgs, rule: Option<&str>) -> R
     for e in &rule_errors {
         error::print_error(&e);
     }
+    // A rule name that names no rule would explain nothing and look like success.
+    if let Some(name) = rule
+        && !rule_set.rule_names().contains(&name)
+    {
+        let hint = crate::rules::closest(name, rule_set.rule_names().into_iter())
+            .map(|c| format!(" (did you mean {c:?}?)"))
+            .unwrap_or_default();
+        return Err(Error::InvalidInput(format!(
+            "--rule {name:?}: no rule of that name is loaded{hint}"
+        )));
+    }
     let (features, required) = sources.features(&config)?;
     print(&crate::rules::explain(&rule_set, &features, rule));
     for e in &required {

@@ -175,3 +175,24 @@ fn labels_take_rules_from_a_configmap() {
     want.sort_unstable_by_key(|l| l.split_once('=').map(|(k, _)| k));
     assert_eq!(with.lines().collect::<Vec<_>>(), want);
 }
+
+/// `explain --rule` with a name no loaded rule has is an error (exit 1) with the closest name,
+/// not an empty explanation that looks like success.
+#[test]
+fn explain_refuses_an_unknown_rule_name() {
+    let (code, stdout, stderr) = run(&[
+        "explain",
+        "--rule",
+        "gpu vendr (single vendor)",
+        "--features",
+        "tests/fixtures/golden/this-vm.features.json",
+    ]);
+    assert_eq!(
+        (code, stdout.as_str(), stderr.as_str()),
+        (
+            1,
+            "",
+            "error: --rule \"gpu vendr (single vendor)\": no rule of that name is loaded (did you mean \"gpu vendor (single vendor)\"?)\n"
+        )
+    );
+}

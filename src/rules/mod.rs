@@ -321,6 +321,14 @@ impl RuleSet {
 
     /// Every label key a rule writes as written (not from a `labelsTemplate`), namespaced as
     /// nfd-master namespaces it, with the rule that writes it and the features it matches on.
+    /// The names of every rule, in evaluation order (objects by name, rules in file order).
+    pub fn rule_names(&self) -> Vec<&str> {
+        self.objects
+            .iter()
+            .flat_map(|o| o.rules.iter().map(|r| r.name.as_str()))
+            .collect()
+    }
+
     pub fn label_producers(&self) -> Vec<LabelProducer> {
         let mut out = Vec::new();
         for o in &self.objects {
