@@ -252,21 +252,7 @@ fn node_attributes(accels: &[BTreeMap<String, String>]) -> BTreeMap<String, Stri
     {
         out.insert("driver_version".into(), v);
     }
-    let memory: Option<Vec<u64>> = accels
-        .iter()
-        .map(|a| a.get("memory_mib")?.parse().ok())
-        .collect();
-    if let Some(m) = memory {
-        out.insert(
-            "memory_mib_min".into(),
-            m.iter().min().unwrap_or(&0).to_string(),
-        );
-        out.insert(
-            "memory_mib_max".into(),
-            m.iter().max().unwrap_or(&0).to_string(),
-        );
-        out.insert("memory_mib_total".into(), m.iter().sum::<u64>().to_string());
-    }
+    memory_summary(accels.iter(), &mut out);
     // Several models, every one named: how many, and a count per model.
     let products: Option<Vec<&str>> = accels
         .iter()
@@ -288,6 +274,22 @@ fn node_attributes(accels: &[BTreeMap<String, String>]) -> BTreeMap<String, Stri
         }
     }
     out
+}
+
+/// `memory_mib_min`, `memory_mib_max` and `memory_mib_total` over devices' `memory_mib`, only
+/// when every device's is known (shared by `gpu.node` and `accel.node`).
+pub fn memory_summary<'a>(
+    devices: impl Iterator<Item = &'a BTreeMap<String, String>>,
+    out: &mut BTreeMap<String, String>,
+) {
+    let memory: Option<Vec<u64>> = devices.map(|a| a.get("memory_mib")?.parse().ok()).collect();
+    if let Some(m) = memory.filter(|m| !m.is_empty()) {
+        let min = m.iter().min().copied().unwrap_or(0);
+        let max = m.iter().max().copied().unwrap_or(0);
+        out.insert("memory_mib_min".into(), min.to_string());
+        out.insert("memory_mib_max".into(), max.to_string());
+        out.insert("memory_mib_total".into(), m.iter().sum::<u64>().to_string());
+    }
 }
 
 fn is_numbered(name: &str, prefix: &str) -> bool {

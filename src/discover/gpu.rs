@@ -506,21 +506,7 @@ fn node_attributes(
         let n = gpus.iter().filter(|g| g.vendor == *v).count();
         out.insert(format!("count_{}", v.name()), n.to_string());
     }
-    let memory: Option<Vec<u64>> = gpus
-        .iter()
-        .map(|g| g.attributes.get("memory_mib")?.parse().ok())
-        .collect();
-    if let Some(m) = memory {
-        out.insert(
-            "memory_mib_min".into(),
-            m.iter().min().unwrap_or(&0).to_string(),
-        );
-        out.insert(
-            "memory_mib_max".into(),
-            m.iter().max().unwrap_or(&0).to_string(),
-        );
-        out.insert("memory_mib_total".into(), m.iter().sum::<u64>().to_string());
-    }
+    accel::memory_summary(gpus.iter().map(|g| &g.attributes), &mut out);
     // Unknown on every GPU counts as alike: eight identical GPUs without a memory reading are
     // still homogeneous.
     let alike = |k: &str| {
