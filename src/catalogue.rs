@@ -19,8 +19,8 @@ pub const GPU: &str = "gpu";
 /// The kind of a processing accelerator no entry describes.
 pub const UNKNOWN: &str = "unknown";
 
-/// Where a value is read: a file under the PCI function's directory (one `*` component matches
-/// the first name, sorted, that fits) or a kernel module's `version`.
+/// Where a value is read: a file under the PCI function's directory, or a kernel module's
+/// `version`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     File { path: String, unit: Unit },

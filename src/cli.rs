@@ -407,10 +407,11 @@ fn cmd_explain(args: &DiscoveryArgs, rules: &RulesArgs, rule: Option<&str>) -> R
         error::print_error(&e);
     }
     // A rule name that names no rule would explain nothing and look like success.
+    let names = rule_set.rule_names();
     if let Some(name) = rule
-        && !rule_set.rule_names().contains(&name)
+        && !names.contains(&name)
     {
-        let hint = crate::rules::closest(name, rule_set.rule_names().into_iter())
+        let hint = crate::rules::closest(name, names.iter().copied())
             .map(|c| format!(" (did you mean {c:?}?)"))
             .unwrap_or_default();
         return Err(Error::InvalidInput(format!(

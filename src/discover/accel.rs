@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::catalogue::{self, Source};
+use crate::catalogue::{self, Class, Source};
 use crate::features::FeatureSet;
 use crate::pciids::PciIds;
 use crate::sysfs::Sysfs;
@@ -51,8 +51,8 @@ pub fn accel_class(sysfs: &Sysfs, warnings: &mut Warnings) -> BTreeMap<PciAddres
     out
 }
 
-/// Reads a catalogue `Source` of a device: a file under its PCI directory (one `*` component
-/// takes the first match), or a module's `version`.
+/// Reads a catalogue `Source` of a device: a file under its PCI directory, or a module's
+/// `version`.
 fn read_source(
     sysfs: &Sysfs,
     dev: &PciDevice,
@@ -61,19 +61,7 @@ fn read_source(
 ) -> Option<String> {
     let path = match source {
         Source::Module(m) => sysfs.path("module").join(m).join("version"),
-        Source::File { path, .. } => {
-            let mut p = dev.path.clone();
-            for c in path.split('/') {
-                if let Some(prefix) = c.strip_suffix('*') {
-                    let mut names = sysfs.list(&p).ok().flatten()?;
-                    names.sort();
-                    p = p.join(names.into_iter().find(|n| n.starts_with(prefix))?);
-                } else {
-                    p = p.join(c);
-                }
-            }
-            p
-        }
+        Source::File { path, .. } => dev.path.join(path),
     };
     match sysfs.read(&path) {
         Ok(Some(v)) if !v.is_empty() => Some(v),
@@ -123,32 +111,40 @@ pub fn driver_version(
     Some((key, version))
 }
 
+/// What the catalogue says each of `devices` is (in their order; `None`: neither GPU nor
+/// accelerator), once for both `gpu::discover` and `discover`.
+pub fn classify(
+    devices: &[PciDevice],
+    accel_class: &BTreeMap<PciAddress, String>,
+) -> Vec<Option<Class<'static>>> {
+    let cat = catalogue::catalogue();
+    devices
+        .iter()
+        .map(|d| {
+            let in_class = accel_class.contains_key(&d.sort_key);
+            cat.classify(d.vendor_id, d.device_id, d.class_code, in_class)
+        })
+        .collect()
+}
+
 /// Fills `accel.device`, `accel.node` and `accel.driver` from the PCI functions the catalogue
-/// says are accelerators (not GPUs).
+/// says are accelerators (not GPUs); `classes` from `classify`.
 pub fn discover(
     sysfs: &Sysfs,
     devices: &[PciDevice],
+    classes: &[Option<Class<'static>>],
     ids: &PciIds,
     accel_class: &BTreeMap<PciAddress, String>,
     features: &mut FeatureSet,
     warnings: &mut Warnings,
 ) {
-    let cat = catalogue::catalogue();
     let mut accels: Vec<BTreeMap<String, String>> = Vec::new();
     let mut drivers: BTreeMap<String, String> = BTreeMap::new();
-    for dev in devices {
-        let class_dev = accel_class.get(&dev.sort_key);
-        let Some(class) = cat.classify(
-            dev.vendor_id,
-            dev.device_id,
-            dev.class_code,
-            class_dev.is_some(),
-        ) else {
+    for (dev, class) in devices.iter().zip(classes) {
+        let Some(class) = class.as_ref().filter(|c| !c.is_gpu()) else {
             continue;
         };
-        if class.is_gpu() {
-            continue;
-        }
+        let class_dev = accel_class.get(&dev.sort_key);
         let mut a = BTreeMap::new();
         a.insert("address".to_string(), dev.address.clone());
         a.insert("vendor".into(), class.vendor.to_string());
@@ -214,14 +210,15 @@ fn node_attributes(accels: &[BTreeMap<String, String>]) -> BTreeMap<String, Stri
             .all(|a| a.get(k) == Some(first))
             .then_some(first.as_str())
     };
-    let vendors: BTreeSet<&str> = accels
-        .iter()
-        .filter_map(|a| a.get("vendor").map(String::as_str))
-        .collect();
-    out.insert(
-        "vendors".into(),
-        vendors.iter().copied().collect::<Vec<_>>().join(","),
-    );
+    let distinct = |k: &str| -> BTreeSet<&str> {
+        accels
+            .iter()
+            .filter_map(|a| a.get(k).map(String::as_str))
+            .collect()
+    };
+    let join = |set: &BTreeSet<&str>| set.iter().copied().collect::<Vec<_>>().join(",");
+    let vendors = distinct("vendor");
+    out.insert("vendors".into(), join(&vendors));
     for v in &vendors {
         let n = accels
             .iter()
@@ -229,14 +226,7 @@ fn node_attributes(accels: &[BTreeMap<String, String>]) -> BTreeMap<String, Stri
             .count();
         out.insert(format!("count_{v}"), n.to_string());
     }
-    let kinds: BTreeSet<&str> = accels
-        .iter()
-        .filter_map(|a| a.get("kind").map(String::as_str))
-        .collect();
-    out.insert(
-        "kinds".into(),
-        kinds.iter().copied().collect::<Vec<_>>().join(","),
-    );
+    out.insert("kinds".into(), join(&distinct("kind")));
     for k in ["vendor", "kind"] {
         if let Some(v) = common(k) {
             out.insert(k.into(), v.to_string());

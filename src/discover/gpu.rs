@@ -61,24 +61,23 @@ impl Vendor {
     }
 }
 
-/// Whether a PCI function is a GPU (see the module docs), whose, and the catalogue entry that
-/// says so.
-pub fn gpu_class(dev: &PciDevice) -> Option<(Vendor, &'static catalogue::DeviceEntry)> {
-    let cat = catalogue::catalogue();
-    let class = cat.classify(dev.vendor_id, dev.device_id, dev.class_code, false)?;
-    let entry = class.entry.filter(|_| class.is_gpu())?;
+/// Whether a PCI function of catalogue class `class` (`accel::classify`) is a GPU (see the
+/// module docs), whose, and the catalogue entry that says so.
+pub fn gpu_class(
+    dev: &PciDevice,
+    class: Option<&catalogue::Class<'static>>,
+) -> Option<(Vendor, &'static catalogue::DeviceEntry)> {
+    let class = class.filter(|c| c.is_gpu())?;
     let vendor = match dev.vendor_id {
         0x10de => Vendor::Nvidia,
         0x1002 => Vendor::Amd,
         0x8086 => Vendor::Intel,
-        id => Vendor::Other(cat.vendor(id).map(|v| v.name.as_str())?),
+        _ => match &class.vendor {
+            std::borrow::Cow::Borrowed(name) => Vendor::Other(name),
+            std::borrow::Cow::Owned(_) => return None,
+        },
     };
-    Some((vendor, entry))
-}
-
-/// Whether a PCI function is a GPU, and whose.
-pub fn gpu_vendor(dev: &PciDevice) -> Option<Vendor> {
-    gpu_class(dev).map(|(v, _)| v)
+    Some((vendor, class.entry?))
 }
 
 /// NVIDIA's architecture family by compute capability, as GPU Feature Discovery names it.
@@ -183,6 +182,7 @@ struct Gpu {
 pub fn discover(
     sysfs: &Sysfs,
     devices: &[PciDevice],
+    classes: &[Option<catalogue::Class<'static>>],
     ids: &PciIds,
     nvml: &NvmlScan,
     features: &mut FeatureSet,
@@ -198,17 +198,19 @@ pub fn discover(
             None => nvml_unplaced.push(g),
         }
     }
-    let kfd = if devices.iter().any(|d| gpu_vendor(d) == Some(Vendor::Amd)) {
+    let found: Vec<(&PciDevice, Vendor, &catalogue::DeviceEntry)> = devices
+        .iter()
+        .zip(classes)
+        .filter_map(|(d, c)| gpu_class(d, c.as_ref()).map(|(v, e)| (d, v, e)))
+        .collect();
+    let kfd = if found.iter().any(|(_, v, _)| *v == Vendor::Amd) {
         amd::kfd_nodes(sysfs, warnings)
     } else {
         Vec::new()
     };
 
     let mut gpus: Vec<Gpu> = Vec::new();
-    for dev in devices {
-        let Some((vendor, entry)) = gpu_class(dev) else {
-            continue;
-        };
+    for (dev, vendor, entry) in found {
         let mut a = BTreeMap::new();
         a.insert("address".to_string(), dev.address.clone());
         a.insert("vendor".into(), vendor.name().into());

@@ -104,9 +104,11 @@ pub fn discover_with(
     }
     warnings.extend(nvml_scan.warnings.iter().cloned());
     let accel_class = accel::accel_class(&sysfs, &mut warnings);
+    let classes = accel::classify(&devices, &accel_class);
     accel::discover(
         &sysfs,
         &devices,
+        &classes,
         &ids,
         &accel_class,
         &mut features,
@@ -115,6 +117,7 @@ pub fn discover_with(
     gpu::discover(
         &sysfs,
         &devices,
+        &classes,
         &ids,
         &nvml_scan,
         &mut features,
