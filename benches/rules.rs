@@ -242,9 +242,110 @@ fn main() {
             missed |= !bench(&features, count, operator_rules(count), &name, budget);
         }
     }
+    // The whole command, as an operator runs it: `labels` over 2,068 functions with and
+    // without the 1,000 operators' rules (one run each under `cargo test`).
+    missed |= !labels_with_rules(if full { 21 } else { 1 }, full);
     if missed {
         std::process::exit(1);
     }
+}
+
+/// `gpu-labeler labels` over the Dell tree copied 4 times (2,068 functions), without and with
+/// the 1,000 operators' rules, alternating: the median of each, what the rules add (target
+/// 50 ms) and the peak RSS with them (target < 20 MiB, GNU time's maximum of 3 runs). False
+/// when a target is missed (only judged in `cargo bench`).
+fn labels_with_rules(runs: usize, judge: bool) -> bool {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tree = dir.path().join("sys");
+    let n = common::generate_large_tree(&tree, 4);
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, operator_rules(1_000)).expect("rules file");
+    let base: Vec<std::ffi::OsString> = vec![
+        "labels".into(),
+        "--sysfs-root".into(),
+        tree.clone().into(),
+        "--proc-root".into(),
+        dir.path().join("proc-absent").into(),
+        "--no-nvml".into(),
+        "-o".into(),
+        "json".into(),
+    ];
+    let mut with = base.clone();
+    with.extend(["--rules".into(), rules.clone().into()]);
+    let bin = common::binary();
+    let once = |args: &[std::ffi::OsString]| {
+        let t = Instant::now();
+        let out = std::process::Command::new(&bin)
+            .args(args)
+            .output()
+            .expect("gpu-labeler");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (t.elapsed(), out.stdout)
+    };
+    let (_, plain) = once(&base);
+    let (_, labelled) = once(&with);
+    let count = |json: &[u8]| {
+        serde_json::from_slice::<serde_json::Value>(json).expect("labels JSON")["labels"]
+            .as_object()
+            .map_or(0, |m| m.len())
+    };
+    let added = count(&labelled) - count(&plain);
+    let (mut without, mut withs) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        without.push(once(&base).0);
+        withs.push(once(&with).0);
+    }
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let (a, b) = (median(without), median(withs));
+    let rss = peak_rss_kib(&bin, &with);
+    let extra = b.saturating_sub(a);
+    println!(
+        "labels, {n} functions, {runs} runs each: {:.1} ms without rules, {:.1} ms with 1,000 ({added} labels more): +{:.1} ms (target <= 50); peak RSS with them {} (target < 20 MiB)",
+        a.as_secs_f64() * 1e3,
+        b.as_secs_f64() * 1e3,
+        extra.as_secs_f64() * 1e3,
+        rss.map_or("unknown (no /usr/bin/time)".into(), |k| format!(
+            "{:.1} MiB",
+            k as f64 / 1024.0
+        )),
+    );
+    assert!(added > 0, "the operators' rules label this node");
+    !judge || (extra <= Duration::from_millis(50) && rss.is_none_or(|k| k < 20 * 1024))
+}
+
+/// GNU time's peak RSS of the command, the largest of 3 runs; `None` without /usr/bin/time.
+fn peak_rss_kib(program: &std::path::Path, args: &[std::ffi::OsString]) -> Option<u64> {
+    let time = std::path::Path::new("/usr/bin/time");
+    if !time.exists() {
+        return None;
+    }
+    let out = tempfile::NamedTempFile::new().expect("temp file");
+    (0..3)
+        .map(|_| {
+            let status = std::process::Command::new(time)
+                .args(["-f", "%M", "-o"])
+                .arg(out.path())
+                .arg(program)
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .ok()?;
+            let text = std::fs::read_to_string(out.path()).ok()?;
+            status
+                .success()
+                .then(|| text.lines().last()?.trim().parse().ok())?
+        })
+        .collect::<Option<Vec<u64>>>()?
+        .into_iter()
+        .max()
 }
 
 /// Loads and evaluates `count` rules; false when the budget is missed.

@@ -530,52 +530,66 @@ fn namespaced(map: &BTreeMap<String, String>, ns: &str) -> Vec<(String, String)>
     out
 }
 
-/// Parses, admits and compiles one source.
+/// Parses, admits and compiles one source, each object as soon as it is read: the specs of
+/// one document are held at a time, not the whole file's.
 fn load_source(
     src: &RuleSource,
     compiler: &mut Compiler,
 ) -> (Vec<CompiledObject>, Vec<RuleLoadError>) {
-    let (specs, problems) = read_source(src);
-    let objects = specs
-        .iter()
-        .filter(|o| o.admitted)
-        .map(|o| compile_object(o, &src.name, compiler))
-        .collect();
+    let mut objects = Vec::new();
+    let problems = read_objects(src, &mut |o| {
+        if o.admitted {
+            objects.push(compile_object(&o, &src.name, compiler));
+        }
+    });
     (objects, problems)
 }
 
 /// Parses and admits one source: every object as far as it could be read (admitted or not),
 /// and all problems.
 pub(crate) fn read_source(src: &RuleSource) -> (Vec<model::ObjectSpec>, Vec<RuleLoadError>) {
-    let mut errors = Vec::new();
-    let (docs, syntax) = document::parse_documents(&src.text);
-    for e in syntax {
-        errors.push(RuleLoadError {
-            source: src.name.clone(),
-            line: e.pos.line,
-            column: e.pos.column,
-            object: None,
-            rule: None,
-            message: format!("invalid YAML/JSON: {}", e.message),
-        });
-    }
     let mut objects = Vec::new();
-    for doc in &docs {
-        if let Some(embedded) = configmap_sources(doc, &src.text) {
+    let errors = read_objects(src, &mut |o| objects.push(o));
+    (objects, errors)
+}
+
+/// Parses and admits one source, handing each object (admitted or not) to `on_object` in
+/// order; returns all problems.
+fn read_objects(
+    src: &RuleSource,
+    on_object: &mut dyn FnMut(model::ObjectSpec),
+) -> Vec<RuleLoadError> {
+    let mut errors = Vec::new();
+    // Document by document: each tree is read into its objects and dropped before the next.
+    document::each_document(&src.text, |doc| {
+        let doc = match doc {
+            Ok(doc) => doc,
+            Err(e) => {
+                errors.push(RuleLoadError {
+                    source: src.name.clone(),
+                    line: e.pos.line,
+                    column: e.pos.column,
+                    object: None,
+                    rule: None,
+                    message: format!("invalid YAML/JSON: {}", e.message),
+                });
+                return;
+            }
+        };
+        if let Some(embedded) = configmap_sources(&doc, &src.text) {
             // A ConfigMap (the one deploy/ ships, or kustomize's output): its data entries
             // that hold rules, read in place.
             for text in embedded {
-                let (objs, errs) = read_source(&RuleSource {
+                let source = RuleSource {
                     name: src.name.clone(),
                     text,
-                });
-                objects.extend(objs);
-                errors.extend(errs);
+                };
+                errors.extend(read_objects(&source, on_object));
             }
-            continue;
+            return;
         }
-        let (objs, problems) = model::read_document(doc);
-        objects.extend(objs);
+        let (objs, problems) = model::read_document(&doc);
+        objs.into_iter().for_each(&mut *on_object);
         errors.extend(problems.into_iter().map(|p| RuleLoadError {
             source: src.name.clone(),
             line: p.pos.line,
@@ -584,8 +598,8 @@ pub(crate) fn read_source(src: &RuleSource) -> (Vec<model::ObjectSpec>, Vec<Rule
             rule: p.rule,
             message: p.message,
         }));
-    }
-    (objects, errors)
+    });
+    errors
 }
 
 /// The rule texts in a ConfigMap's `data`: every entry whose text holds a `NodeFeatureRule` (a

@@ -182,21 +182,30 @@ pub struct SyntaxError {
 pub fn parse_documents(text: &str) -> (Vec<Node>, Vec<SyntaxError>) {
     let mut docs = Vec::new();
     let mut errors = Vec::new();
+    each_document(text, |d| match d {
+        Ok(node) => docs.push(node),
+        Err(e) => errors.push(e),
+    });
+    (docs, errors)
+}
+
+/// Parses the documents of a file one by one, in order, and hands each to `f` (or its syntax
+/// error): a caller that reads each into something smaller holds one document's tree at a time,
+/// not the whole file's (1,000 rules: 300 KB of text, about 50,000 nodes).
+pub fn each_document(text: &str, mut f: impl FnMut(Result<Node, SyntaxError>)) {
     if looks_like_json(text) {
         // JSON is YAML, and the YAML parser gives positions; a JSON file that YAML refuses
         // (tab indentation) is read by serde_json instead, which still names the line of a
         // syntax error.
-        match serde_saphyr::from_str::<Node>(text) {
-            Ok(node) => docs.push(node),
+        f(match serde_saphyr::from_str::<Node>(text) {
+            Ok(node) => Ok(node),
             Err(yaml_err) => match serde_json::from_str::<serde_json::Value>(text) {
                 // Only tabs and characters YAML does not print (DEL, C1 controls, U+FFFE/F,
                 // which JSON strings may hold raw) make valid JSON invalid YAML; anything else
                 // (a duplicate key) stays the YAML parser's error.
-                Ok(v) if text.chars().any(|c| c == '\t' || !yaml_printable(c)) => {
-                    docs.push(from_json(&v))
-                }
-                Ok(_) => errors.push(saphyr_error(&yaml_err, 0)),
-                Err(e) => errors.push(SyntaxError {
+                Ok(v) if text.chars().any(|c| c == '\t' || !yaml_printable(c)) => Ok(from_json(&v)),
+                Ok(_) => Err(saphyr_error(&yaml_err, 0)),
+                Err(e) => Err(SyntaxError {
                     pos: Pos::new(
                         u32::try_from(e.line()).unwrap_or(0),
                         u32::try_from(e.column()).unwrap_or(0),
@@ -204,80 +213,29 @@ pub fn parse_documents(text: &str) -> (Vec<Node>, Vec<SyntaxError>) {
                     message: e.to_string(),
                 }),
             },
-        }
-        return (docs, errors);
+        });
+        return;
     }
-    let chunks: Vec<(u32, &str)> = split_documents(text)
-        .into_iter()
-        .filter(|(_, c)| !is_blank_document(c))
-        .collect();
-    for ((offset, _), parsed) in chunks
-        .iter()
-        .zip(parse_chunks(&chunks, parse_threads(&chunks)))
-    {
-        match parsed {
+    for (offset, chunk) in split_documents(text) {
+        if is_blank_document(chunk) {
+            continue;
+        }
+        // The common shape straight from the parser's events; the rest, and every error,
+        // through serde-saphyr (src/yaml/fast.rs).
+        if let Some(nodes) = super::fast::parse(chunk, offset) {
+            nodes.into_iter().for_each(|n| f(Ok(n)));
+            continue;
+        }
+        match serde_saphyr::from_multiple::<Node>(chunk) {
             Ok(nodes) => {
                 for mut n in nodes {
-                    n.shift(*offset);
-                    docs.push(n);
+                    n.shift(offset);
+                    f(Ok(n));
                 }
             }
-            Err(e) => errors.push(saphyr_error(&e, *offset)),
+            Err(e) => f(Err(saphyr_error(&e, offset))),
         }
     }
-    (docs, errors)
-}
-
-type Parsed = Result<Vec<Node>, serde_saphyr::Error>;
-
-fn total_bytes(chunks: &[(u32, &str)]) -> usize {
-    chunks.iter().map(|(_, c)| c.len()).sum()
-}
-
-/// One thread per 32 KiB of documents, up to the CPUs (8 at most).
-fn parse_threads(chunks: &[(u32, &str)]) -> usize {
-    const BYTES_PER_THREAD_MIN: usize = 32 << 10;
-    let bytes = total_bytes(chunks);
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8)
-        .min(chunks.len())
-        .min(bytes.div_ceil(BYTES_PER_THREAD_MIN))
-        .max(1)
-}
-
-/// Parses the documents, in order. A file of many documents (an operator's 1,000 rules) is
-/// parsed on a few threads: the YAML parser reads about 5 MB/s, so 300 KB of rules took 60 ms
-/// on one core (BENCHMARKS.md, "Rules at scale").
-fn parse_chunks(chunks: &[(u32, &str)], threads: usize) -> Vec<Parsed> {
-    let one = |c: &str| serde_saphyr::from_multiple::<Node>(c);
-    if threads <= 1 {
-        return chunks.iter().map(|(_, c)| one(c)).collect();
-    }
-    // Contiguous runs of about equal size, one a thread, joined in order.
-    let per = total_bytes(chunks).div_ceil(threads);
-    let mut runs: Vec<&[(u32, &str)]> = Vec::new();
-    let (mut start, mut size) = (0, 0);
-    for (i, (_, c)) in chunks.iter().enumerate() {
-        size += c.len();
-        if size >= per {
-            runs.push(&chunks[start..=i]);
-            (start, size) = (i + 1, 0);
-        }
-    }
-    if start < chunks.len() {
-        runs.push(&chunks[start..]);
-    }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = runs
-            .iter()
-            .map(|run| scope.spawn(move || run.iter().map(|(_, c)| one(c)).collect::<Vec<_>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("a YAML parser thread panicked"))
-            .collect()
-    })
 }
 
 fn saphyr_error(e: &serde_saphyr::Error, offset: u32) -> SyntaxError {
@@ -307,7 +265,7 @@ pub fn looks_like_json(text: &str) -> bool {
 
 /// Splits at `---` document markers; each chunk keeps its marker line. Returns the number of
 /// lines before each chunk.
-fn split_documents(text: &str) -> Vec<(u32, &str)> {
+pub(super) fn split_documents(text: &str) -> Vec<(u32, &str)> {
     let mut chunks = Vec::new();
     let mut start = 0usize;
     let mut start_line = 0u32;
@@ -406,7 +364,7 @@ mod tests {
     }
 
     #[test]
-    fn many_documents_parse_the_same_on_several_threads() {
+    fn many_documents_each_parsed_alone() {
         let mut text = String::new();
         for i in 0..60 {
             text.push_str(&format!("---\nname: doc-{i}\nitems:\n"));
@@ -417,32 +375,17 @@ mod tests {
                 text.push_str("broken: [\n");
             }
         }
-        let chunks: Vec<(u32, &str)> = split_documents(&text)
-            .into_iter()
-            .filter(|(_, c)| !is_blank_document(c))
-            .collect();
-        let shown = |parsed: Vec<Parsed>| -> Vec<Result<Vec<Node>, String>> {
-            parsed
-                .into_iter()
-                .map(|r| r.map_err(|e| e.to_string()))
-                .collect()
-        };
-        let one = shown(parse_chunks(&chunks, 1));
-        assert_eq!(one.len(), 60);
-        assert_eq!(one.iter().filter(|r| r.is_err()).count(), 2);
-        for threads in [2, 3, 8] {
-            assert_eq!(
-                shown(parse_chunks(&chunks, threads)),
-                one,
-                "{threads} threads"
-            );
-        }
         let (docs, errs) = parse_documents(&text);
         assert_eq!(docs.len(), 58);
         let lines: Vec<u32> = errs.iter().map(|e| e.pos.line).collect();
         // Each document is 43 lines (marker, name, items, 40 items); the broken line follows
         // document 17 (after 17 * 43 + 43 lines) and document 41 (41 * 43 + 1 + 43).
         assert_eq!(lines, vec![775, 1808], "{errs:?}");
+        // The last document's last item, where it is in the file.
+        let Val::Seq(items) = &map_get(&docs[57], "items").val else {
+            panic!()
+        };
+        assert_eq!(items[39].pos, Pos::new(60 * 43 + 2, 5));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! message without the parser's own `error: line L column C: ` prefix.
 
 pub mod document;
+mod fast;
 
 /// 1-based line and column of a parse error; `(0, 0)` when the parser gives none.
 pub fn error_position(e: &serde_saphyr::Error) -> (u64, u64) {
