@@ -629,13 +629,19 @@ impl Daemon {
         let mut nvml = self.nvml.take().expect("set above");
         let mut sharing = std::mem::take(&mut self.sharing);
         let opts = self.inputs.sources.discovery_options(&config);
+        let checking = !config.sources.nvml.check_interval.is_zero();
         // Discovery reads files and may call into NVML: off the async thread.
         let d = tokio::task::spawn_blocking(move || {
             let d = discover::discover_with(&opts, &mut nvml, &mut sharing);
-            (nvml, sharing, d)
+            // The light check's baseline is the state this scan saw, taken right after it: a
+            // baseline taken later (at the loop's next check, after the publish) would take a
+            // change made in between as the starting point, and never relabel for it.
+            let in_use = matches!(d.features.attribute("gpu.node", "nvml"), Some("ok" | "stale"));
+            let baseline = if in_use && checking { nvml.check() } else { None };
+            (nvml, sharing, d, baseline)
         })
         .await;
-        let (mut nvml, sharing, d) = d.map_err(|e| CycleError {
+        let (mut nvml, sharing, d, baseline) = d.map_err(|e| CycleError {
             reason: "scan",
             message: format!("discovery failed: {e}"),
             retry_after: None,
@@ -645,6 +651,7 @@ impl Daemon {
         }
         self.nvml = Some(nvml);
         self.sharing = sharing;
+        self.nvml_state = baseline;
         // Said once per change, not every cycle.
         let mut warnings = d.warnings;
         let functions = d
