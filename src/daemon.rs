@@ -636,8 +636,15 @@ impl Daemon {
             // The light check's baseline is the state this scan saw, taken right after it: a
             // baseline taken later (at the loop's next check, after the publish) would take a
             // change made in between as the starting point, and never relabel for it.
-            let in_use = matches!(d.features.attribute("gpu.node", "nvml"), Some("ok" | "stale"));
-            let baseline = if in_use && checking { nvml.check() } else { None };
+            let in_use = matches!(
+                d.features.attribute("gpu.node", "nvml"),
+                Some("ok" | "stale")
+            );
+            let baseline = if in_use && checking {
+                nvml.check()
+            } else {
+                None
+            };
             (nvml, sharing, d, baseline)
         })
         .await;

@@ -1,9 +1,12 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// The printing commands' stderr reads like a compiler's: `warning: <path>: <problem>`, the same
 /// shape as their `error: ...` lines. The daemon keeps tracing's format (or JSON).
@@ -45,20 +48,51 @@ fn main() -> ExitCode {
         }
         _ => (false, false, "warn"),
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("GPU_LABELER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let logs = tracing_subscriber::fmt()
+    let value = std::env::var("GPU_LABELER_LOG").ok();
+    let (filter, refused) = log_filter(value.as_deref(), level);
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_env_filter(filter);
+        .with_target(false);
+    let registry = tracing_subscriber::registry().with(filter);
     if json {
-        logs.json().init();
+        registry.with(logs.json()).init();
     } else if daemon {
-        logs.without_time()
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init();
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        registry.with(logs.without_time().with_ansi(ansi)).init();
     } else {
-        logs.event_format(Plain).init();
+        registry.with(logs.event_format(Plain)).init();
+    }
+    if refused {
+        tracing::warn!(
+            "GPU_LABELER_LOG={:?} is not a log filter (a level, or target=level, comma-separated); the default is used",
+            value.unwrap_or_default()
+        );
     }
     ExitCode::from(gpu_labeler::cli::run(cli))
+}
+
+/// GPU_LABELER_LOG: a level or `target=level` directives, comma-separated, as RUST_LOG's (read
+/// by tracing's `Targets`). Unset or empty gives `default`; so does a value that is not such a
+/// list (returned `true`, to be warned about), rather than a filter that would show nothing.
+fn log_filter(value: Option<&str>, default: &str) -> (Targets, bool) {
+    let level = |l: &str| l.parse::<tracing_subscriber::filter::LevelFilter>().is_ok();
+    let target = |t: &str| {
+        !t.is_empty()
+            && t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+    };
+    let readable = |v: &str| {
+        v.split(',')
+            .map(str::trim)
+            .all(|d| match d.split_once('=') {
+                Some((t, l)) => target(t.trim()) && level(l.trim()),
+                None => level(d) || target(d),
+            })
+    };
+    let fallback = || default.parse().unwrap_or_default();
+    match value.map(str::trim) {
+        None | Some("") => (fallback(), false),
+        Some(v) if readable(v) => (v.parse().unwrap_or_else(|_| fallback()), false),
+        Some(_) => (fallback(), true),
+    }
 }

@@ -467,3 +467,46 @@ fn features_from_standard_input() {
         )
     );
 }
+
+#[test]
+fn gpu_labeler_log_filters_the_log_by_level_and_target() {
+    // A node without PCI devices: one warning at the default level, and debug lines below it.
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "labels",
+        "--sysfs-root",
+        dir.path().to_str().unwrap(),
+        "--proc-root",
+        "/nonexistent",
+        "--no-nvml",
+    ];
+    let warning = format!(
+        "warning: {}/bus/pci/devices: does not exist; no PCI devices discovered\n",
+        dir.path().display()
+    );
+    let stderr = |value: Option<&str>| {
+        let env: Vec<(&str, &OsStr)> = value
+            .map(|v| ("GPU_LABELER_LOG", OsStr::new(v)))
+            .into_iter()
+            .collect();
+        let r = run_env(args, &env);
+        assert_eq!(r.code, 0, "{value:?}: {}", r.stderr);
+        r.stderr
+    };
+    assert_eq!(stderr(None), warning);
+    assert_eq!(stderr(Some("")), warning, "empty is unset");
+    assert_eq!(stderr(Some("error")), "");
+    assert_eq!(stderr(Some("warn,gpu_labeler=off")), "");
+    assert_eq!(stderr(Some("warn,gpu_labeler::discover=off")), warning);
+    assert_eq!(
+        stderr(Some("debug")),
+        format!("debug: /nonexistent/modules: does not exist\n{warning}")
+    );
+    // Not a filter (a span filter of RUST_LOG's, a typo): the default, and a warning saying so.
+    assert_eq!(
+        stderr(Some("[span{x=1}]=debug")),
+        format!(
+            "warning: GPU_LABELER_LOG=\"[span{{x=1}}]=debug\" is not a log filter (a level, or target=level, comma-separated); the default is used\n{warning}"
+        )
+    );
+}
