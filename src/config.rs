@@ -237,8 +237,25 @@ fn sink_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error>
 
 fn duration_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let s = String::deserialize(d)?;
-    parse_duration(&s).map_err(serde::de::Error::custom)?;
+    parse_interval(&s).map_err(serde::de::Error::custom)?;
     Ok(s)
+}
+
+/// The shortest publish interval. Below it the agent would rescan the node almost without pause
+/// (`interval: 1ms`), which is never what was meant; relabelling on a change does not wait for
+/// the interval anyway (the events).
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A publish interval (`publish.interval`, `--interval`): a duration of at least
+/// [`MIN_INTERVAL`].
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < MIN_INTERVAL {
+        return Err(format!(
+            "invalid interval {s:?}: at least 1s (how often the node is scanned)"
+        ));
+    }
+    Ok(d)
 }
 
 /// Parses a duration: `90s`, `5m`, `1h30m`, `1.5s`, `500ms` (humantime's spans, which include
@@ -374,6 +391,12 @@ publish: {sink: stdout, interval: 30s}
             e.to_string(),
             "invalid config c.yaml:2:13: invalid duration \"soon\": expected e.g. 60s, 5m, 1h"
         );
+        let e = Config::parse(Path::new("c.yaml"), "publish:\n  interval: 1ms\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.yaml:2:13: invalid interval \"1ms\": at least 1s (how often the node is scanned)"
+        );
+        assert!(Config::parse(Path::new("c.yaml"), "publish:\n  interval: 1s\n").is_ok());
         let e = Config::parse(Path::new("c.yaml"), "publish: {sink: nowhere}\n").unwrap_err();
         assert_eq!(
             e.to_string(),

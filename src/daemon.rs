@@ -441,7 +441,7 @@ fn interval(publish: &PublishOptions, config: &Config) -> Result<Duration, Error
         Some(s) => (s.as_str(), "--interval"),
         None => (config.publish.interval.as_str(), "config publish.interval"),
     };
-    config::parse_duration(text).map_err(|e| Error::InvalidInput(format!("{from}: {e}")))
+    config::parse_interval(text).map_err(|e| Error::InvalidInput(format!("{from}: {e}")))
 }
 
 fn node_name(publish: &PublishOptions, sink: &str) -> Result<String, Error> {

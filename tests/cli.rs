@@ -510,3 +510,41 @@ fn gpu_labeler_log_filters_the_log_by_level_and_target() {
         )
     );
 }
+
+#[test]
+fn an_interval_under_a_second_is_refused_by_flag_and_by_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), "config.yaml", "publish:\n  interval: 10ms\n");
+    let base = [
+        "run",
+        "--sink",
+        "stdout",
+        "--sysfs-root",
+        "/nonexistent",
+        "--proc-root",
+        "/nonexistent",
+        "--no-nvml",
+    ];
+    let by_flag = run(base.iter().copied().chain(["--interval", "500ms"]));
+    assert_eq!(
+        (by_flag.code, by_flag.stderr.as_str()),
+        (
+            1,
+            "error: --interval: invalid interval \"500ms\": at least 1s (how often the node is scanned)\n"
+        )
+    );
+    let by_config = run(base
+        .iter()
+        .copied()
+        .chain(["--config", config.to_str().unwrap()]));
+    assert_eq!(
+        (by_config.code, by_config.stderr),
+        (
+            1,
+            format!(
+                "error: invalid config {}:2:13: invalid interval \"10ms\": at least 1s (how often the node is scanned)\n",
+                config.display()
+            )
+        )
+    );
+}
