@@ -447,7 +447,7 @@ fn interval(publish: &PublishOptions, config: &Config) -> Result<Duration, Error
 fn node_name(publish: &PublishOptions, sink: &str) -> Result<String, Error> {
     match publish.node_name.as_deref().map(str::trim) {
         Some(n) if !n.is_empty() => Ok(n.to_string()),
-        _ => Err(Error::InvalidInput(format!(
+        _ => Err(Error::Usage(format!(
             "--node-name (or NODE_NAME) is required for --sink {sink}"
         ))),
     }

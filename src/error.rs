@@ -31,6 +31,10 @@ pub enum Error {
     Snapshot(#[from] features::SnapshotError),
     #[error("{0}")]
     InvalidInput(String),
+    /// How the command was invoked: something it needs was not given at all (a node name for
+    /// the node sinks, any Kubernetes client configuration).
+    #[error("{0}")]
+    Usage(String),
     #[error("{0}")]
     Runtime(String),
 }
@@ -39,6 +43,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Config(_) | Error::Snapshot(_) | Error::InvalidInput(_) => exit::INVALID_INPUT,
+            Error::Usage(_) => exit::USAGE,
             Error::Runtime(_) => exit::RUNTIME,
         }
     }

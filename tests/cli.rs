@@ -548,3 +548,50 @@ fn an_interval_under_a_second_is_refused_by_flag_and_by_config() {
         )
     );
 }
+
+#[test]
+fn a_missing_node_name_or_client_configuration_is_a_usage_error() {
+    // No NODE_NAME, no kubeconfig anywhere, not in a cluster: how the command was invoked.
+    let home = tempfile::tempdir().unwrap();
+    let agent = |extra: &[&str]| {
+        let out = std::process::Command::new(binary())
+            .env_clear()
+            .env("HOME", home.path())
+            .args(["run", "--sink", "node", "--oneshot", "--no-nvml"])
+            .args([
+                "--sysfs-root",
+                "/nonexistent",
+                "--proc-root",
+                "/nonexistent",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(
+        agent(&[]),
+        (
+            Some(2),
+            "error: --node-name (or NODE_NAME) is required for --sink node\n".to_string()
+        )
+    );
+    assert_eq!(
+        agent(&["--node-name", "gpu-node-1"]),
+        (
+            Some(2),
+            "error: no Kubernetes client configuration: not in a cluster (KUBERNETES_SERVICE_HOST is unset), and no --kubeconfig, $KUBECONFIG or ~/.kube/config\n".to_string()
+        )
+    );
+    // A kubeconfig that is named but cannot be read stays invalid input.
+    assert_eq!(
+        agent(&["--node-name", "gpu-node-1", "--kubeconfig", "/nonexistent/kc"]),
+        (
+            Some(1),
+            "error: cannot read kubeconfig /nonexistent/kc: failed to read kubeconfig from '\"/nonexistent/kc\"': No such file or directory (os error 2)\n".to_string()
+        )
+    );
+}

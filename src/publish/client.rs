@@ -30,6 +30,13 @@ pub async fn kube_watch_client(
     build(kubeconfig, timeout, read_timeout, max_response_bytes).await
 }
 
+/// Whether `~/.kube/config` is there (kube's default when $KUBECONFIG is unset).
+fn home_kubeconfig_exists() -> bool {
+    std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .is_some_and(|h| h.join(".kube/config").exists())
+}
+
 async fn build(
     kubeconfig: Option<&Path>,
     timeout: Duration,
@@ -55,6 +62,10 @@ async fn build(
             .map_err(|e| invalid(&e))?
     } else if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
         kube::Config::incluster().map_err(|e| invalid(&e))?
+    } else if std::env::var_os("KUBECONFIG").is_none() && !home_kubeconfig_exists() {
+        return Err(Error::Usage(
+            "no Kubernetes client configuration: not in a cluster (KUBERNETES_SERVICE_HOST is unset), and no --kubeconfig, $KUBECONFIG or ~/.kube/config".into(),
+        ));
     } else {
         kube::Config::from_kubeconfig(&KubeConfigOptions::default())
             .await
