@@ -378,10 +378,10 @@ fn the_node_sink_needs_a_node_name() {
     let i = args.iter().position(|a| a == "--node-name").unwrap();
     args.drain(i..i + 2);
     let mut agent = Agent::start(&args, &[]);
-    assert_eq!(agent.wait_exit(WAIT), 1);
-    assert!(
-        agent
-            .log_text()
-            .contains("--node-name (or NODE_NAME) is required")
+    // How the command was invoked: the usage code.
+    assert_eq!(agent.wait_exit(WAIT), 2);
+    assert_eq!(
+        agent.log_text().trim_end(),
+        "error: --node-name (or NODE_NAME) is required for --sink node"
     );
 }
