@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use clap::builder::PossibleValue;
 
@@ -101,6 +101,18 @@ pub enum Command {
     },
     /// Print the version.
     Version,
+    /// A shell completion script on standard output, e.g. `source <(gpu-labeler completions
+    /// bash)`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The manual page (roff) on standard output, e.g. `gpu-labeler man | man -l -`; with
+    /// COMMAND, that command's page (`man labels`, `man rules check`).
+    Man {
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+    },
     /// NVML's child process (internal): answers scans of LIB on a pipe.
     #[command(name = "__nvml-child", hide = true)]
     NvmlChild { lib: PathBuf },
@@ -346,6 +358,21 @@ pub fn run(cli: Cli) -> u8 {
             publish: publish.options(),
         }),
         Command::NvmlChild { lib } => Ok(nvml_child::serve(lib)),
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "gpu-labeler", &mut out);
+            let mut script = String::from_utf8_lossy(&out).into_owned();
+            if shell == clap_complete::Shell::Bash {
+                // clap_complete 4.6 spells the dashed name two ways in its bash script: the
+                // walk over the words says `gpu__labeler__subcmd__rules`, the cases
+                // `gpu__subcmd__labeler__subcmd__rules`, so nothing below the first word
+                // completed. One spelling (tests/cli.rs completes `rules` and `-o`).
+                script = script.replace("gpu__subcmd__labeler", "gpu__labeler");
+            }
+            print(&script);
+            Ok(exit::OK)
+        }
+        Command::Man { command } => cmd_man(&command),
         Command::Version => {
             print(&format!("gpu-labeler {}\n", env!("CARGO_PKG_VERSION")));
             Ok(exit::OK)
@@ -358,6 +385,33 @@ pub fn run(cli: Cli) -> u8 {
             e.exit_code()
         }
     }
+}
+
+/// The manual page of the command at `path` (none: the whole program's).
+fn cmd_man(path: &[String]) -> Result<u8, Error> {
+    // Built, so that every subcommand has its display name (`gpu-labeler-rules-check`), which
+    // the page's title and its list of subcommand pages use.
+    let mut page = Cli::command();
+    page.build();
+    for name in path {
+        let sub = page
+            .get_subcommands()
+            .find(|c| c.get_name() == name && !c.is_hide_set())
+            .cloned();
+        page = sub.ok_or_else(|| {
+            Error::Usage(format!(
+                "no command `{}` in `{}`",
+                name,
+                page.get_bin_name().unwrap_or(page.get_name())
+            ))
+        })?;
+    }
+    let mut out = Vec::new();
+    clap_mangen::Man::new(page)
+        .render(&mut out)
+        .map_err(|e| Error::Runtime(format!("cannot render the manual page: {e}")))?;
+    print(&String::from_utf8_lossy(&out));
+    Ok(exit::OK)
 }
 
 fn cmd_labels(args: &DiscoveryArgs, rules: &RulesArgs, format: LabelFormat) -> Result<u8, Error> {

@@ -595,3 +595,105 @@ fn a_missing_node_name_or_client_configuration_is_a_usage_error() {
         )
     );
 }
+
+#[test]
+fn bash_completes_commands_flags_and_their_values() {
+    let script = fixtures().join("complete-bash.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(binary())
+        .output()
+        .expect("bash");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "complete -o bashdefault -o default -o nosort -F _gpu__labeler gpu-labeler\n\
+         gpu-labeler la| labels\n\
+         gpu-labeler rules | -h --help check help\n\
+         gpu-labeler labels -o | text json yaml features-file\n\
+         gpu-labeler run --sink | node nodefeature features-file stdout\n"
+    );
+}
+
+#[test]
+fn the_manual_page_and_every_page_it_names() {
+    let top = run(["man"]);
+    assert_eq!(top.code, 0, "{}", top.stderr);
+    check_golden("gpu-labeler.1", &top.stdout);
+    // Every `gpu-labeler-X(1)` a page lists is there: `man X` (and `man rules check`).
+    let mut pages = vec![Vec::<String>::new()];
+    let mut seen = Vec::new();
+    while let Some(path) = pages.pop() {
+        let r = run(std::iter::once("man".to_string()).chain(path.iter().cloned()));
+        assert_eq!(r.code, 0, "man {path:?}: {}", r.stderr);
+        let title = std::iter::once("gpu-labeler".to_string())
+            .chain(path.iter().cloned())
+            .collect::<Vec<_>>()
+            .join("-");
+        assert!(
+            r.stdout.lines().any(|l| l
+                == format!(
+                    ".TH {title} 1  \"{}\" ",
+                    if path.is_empty() {
+                        "gpu-labeler 0.1.0".to_string()
+                    } else {
+                        format!("{} ", path.last().unwrap())
+                    }
+                )),
+            "man {path:?} has no title {title}:\n{}",
+            r.stdout
+        );
+        seen.push(title.clone());
+        for l in r.stdout.lines() {
+            if let Some(sub) = l.strip_suffix("(1)") {
+                let sub = sub.replace("\\-", "-");
+                let rest = sub
+                    .strip_prefix(&format!("{title}-"))
+                    .unwrap_or_else(|| panic!("{l} in {title}"));
+                let mut p = path.clone();
+                p.push(rest.to_string());
+                pages.push(p);
+            }
+        }
+    }
+    seen.sort();
+    // Every command's page (the hidden NVML child has none), clap's `help` ones included.
+    assert_eq!(
+        seen,
+        [
+            "gpu-labeler",
+            "gpu-labeler-completions",
+            "gpu-labeler-explain",
+            "gpu-labeler-features",
+            "gpu-labeler-help",
+            "gpu-labeler-help-completions",
+            "gpu-labeler-help-explain",
+            "gpu-labeler-help-features",
+            "gpu-labeler-help-help",
+            "gpu-labeler-help-inventory",
+            "gpu-labeler-help-labels",
+            "gpu-labeler-help-man",
+            "gpu-labeler-help-match",
+            "gpu-labeler-help-rules",
+            "gpu-labeler-help-rules-check",
+            "gpu-labeler-help-run",
+            "gpu-labeler-help-version",
+            "gpu-labeler-inventory",
+            "gpu-labeler-labels",
+            "gpu-labeler-man",
+            "gpu-labeler-match",
+            "gpu-labeler-rules",
+            "gpu-labeler-rules-check",
+            "gpu-labeler-rules-help",
+            "gpu-labeler-rules-help-check",
+            "gpu-labeler-rules-help-help",
+            "gpu-labeler-run",
+            "gpu-labeler-version",
+        ]
+    );
+    let missing = run(["man", "nope"]);
+    assert_eq!(
+        (missing.code, missing.stderr.as_str()),
+        (2, "error: no command `nope` in `gpu-labeler`\n")
+    );
+}
