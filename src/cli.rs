@@ -125,6 +125,10 @@ pub enum RulesCommand {
         /// Files or directories.
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
+        /// Warnings are errors too (an unknown feature or element name, a template that can
+        /// write megabytes): for CI, where a typo must fail the build.
+        #[arg(long)]
+        strict: bool,
     },
 }
 
@@ -338,8 +342,8 @@ pub fn run(cli: Cli) -> u8 {
             rule,
         } => cmd_explain(&discovery, &rules, rule.as_deref()),
         Command::Rules {
-            command: RulesCommand::Check { paths },
-        } => cmd_rules_check(&paths),
+            command: RulesCommand::Check { paths, strict },
+        } => cmd_rules_check(&paths, strict),
         Command::Features { discovery, output } => cmd_features(&discovery, output),
         Command::Match {
             workload,
@@ -480,7 +484,7 @@ fn cmd_explain(args: &DiscoveryArgs, rules: &RulesArgs, rule: Option<&str>) -> R
     Ok(exit_code(&rule_errors, &required))
 }
 
-fn cmd_rules_check(paths: &[PathBuf]) -> Result<u8, Error> {
+fn cmd_rules_check(paths: &[PathBuf], strict: bool) -> Result<u8, Error> {
     let (sources, read_errors) = RuleSet::load_paths(paths);
     let known: Vec<&str> = crate::features::CATALOG.iter().map(|(n, _)| *n).collect();
     let report = crate::rules::check(&sources, &known);
@@ -491,15 +495,20 @@ fn cmd_rules_check(paths: &[PathBuf]) -> Result<u8, Error> {
     for e in &report.errors {
         out.push_str(&format!("error: {e}\n"));
     }
+    let kind = if strict { "error" } else { "warning" };
     for w in &report.warnings {
-        out.push_str(&format!("warning: {w}\n"));
+        out.push_str(&format!("{kind}: {w}\n"));
     }
-    let errors = read_errors.len() + report.errors.len();
+    let (mut errors, mut warnings) = (
+        read_errors.len() + report.errors.len(),
+        report.warnings.len(),
+    );
+    if strict {
+        (errors, warnings) = (errors + warnings, 0);
+    }
     out.push_str(&format!(
-        "{} file(s) checked: {} error(s), {} warning(s)\n",
+        "{} file(s) checked: {errors} error(s), {warnings} warning(s)\n",
         sources.len(),
-        errors,
-        report.warnings.len()
     ));
     print(&out);
     Ok(if errors == 0 {

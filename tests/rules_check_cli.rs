@@ -196,3 +196,38 @@ fn explain_refuses_an_unknown_rule_name() {
         )
     );
 }
+
+#[test]
+fn strict_makes_the_warnings_errors() {
+    let f = "tests/fixtures/rules/typos/typos.yaml";
+    let (code, stdout, _) = run(&["rules", "check", "--strict", f]);
+    assert_eq!(
+        (code, stdout),
+        (
+            1,
+            format!(
+                "error: {f}:20:26: rule \"typo-op\" (NodeFeatureRule \"my-rules\"): matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Inn\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse\n\
+                 error: {f}:21:42: rule \"typo-op\" (NodeFeatureRule \"my-rules\"): gpu.device: memory_mib: Gt needs an integer, got \"forty\"\n\
+                 error: {f}:13:13: rule \"big-gpus\" (NodeFeatureRule \"my-rules\"): gpu.node: memory_mib_mn: gpu.node has no element \"memory_mib_mn\" (did you mean \"memory_mib_min\"?); the expression can never match\n\
+                 1 file(s) checked: 3 error(s), 0 warning(s)\n"
+            )
+        )
+    );
+    // A file with only a warning: clean without --strict, a failure with it.
+    let dir = tempfile::tempdir().unwrap();
+    let only = dir.path().join("warn.yaml");
+    std::fs::write(
+        &only,
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: w\nspec:\n  rules:\n    - name: r\n      labels: {x: \"1\"}\n      matchFeatures:\n        - feature: gpu.node\n          matchExpressions:\n            count_gpus: {op: Exists}\n",
+    )
+    .unwrap();
+    let p = only.to_str().unwrap();
+    let (lenient, out, _) = run(&["rules", "check", p]);
+    let (strict, strict_out, _) = run(&["rules", "check", "--strict", p]);
+    assert_eq!((lenient, strict), (0, 1), "{out}{strict_out}");
+    assert_eq!(
+        strict_out,
+        out.replacen("warning: ", "error: ", 1)
+            .replace("0 error(s), 1 warning(s)", "1 error(s), 0 warning(s)")
+    );
+}
