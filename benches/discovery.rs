@@ -35,39 +35,6 @@ struct Sample {
     status: i32,
 }
 
-/// Peak RSS in KiB of `program args`, the largest of three runs under GNU time (a small process,
-/// so the high-water mark it passes on at `exec` is below either program's); `None` without it.
-fn peak_rss_kib(program: &Path, args: &[String]) -> Option<i64> {
-    let time = Path::new("/usr/bin/time");
-    if !time.exists() {
-        return None;
-    }
-    let out = tempfile::NamedTempFile::new().expect("temp file");
-    let mut peak = None;
-    for _ in 0..3 {
-        let status = Command::new(time)
-            .args(["-f", "%M", "-o"])
-            .arg(out.path())
-            .arg(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("/usr/bin/time");
-        let text = std::fs::read_to_string(out.path()).unwrap_or_default();
-        let kib = text
-            .lines()
-            .last()
-            .and_then(|l| l.trim().parse::<i64>().ok());
-        if !status.success() || kib.is_none() {
-            return None;
-        }
-        peak = peak.max(kib);
-    }
-    peak
-}
-
 // The child is reaped by `wait4`, which std's `Child::wait` cannot replace (no rusage).
 #[allow(clippy::zombie_processes)]
 fn time_once(program: &Path, args: &[String]) -> Sample {
@@ -119,7 +86,7 @@ fn find_lspci() -> Option<std::path::PathBuf> {
 struct Row {
     name: String,
     walls: Vec<Duration>,
-    max_rss_kib: Option<i64>,
+    max_rss_kib: Option<u64>,
 }
 
 impl Row {
@@ -238,9 +205,9 @@ fn main() {
             theirs.walls.push(s.wall);
         }
     }
-    ours.max_rss_kib = peak_rss_kib(&bin, &labeler_args);
+    ours.max_rss_kib = common::peak_rss_kib(&bin, &labeler_args);
     if let Some(l) = &lspci {
-        theirs.max_rss_kib = peak_rss_kib(l, &lspci_args);
+        theirs.max_rss_kib = common::peak_rss_kib(l, &lspci_args);
     }
 
     println!();

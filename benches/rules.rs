@@ -304,7 +304,7 @@ fn labels_with_rules(runs: usize, judge: bool) -> bool {
         v[v.len() / 2]
     };
     let (a, b) = (median(without), median(withs));
-    let rss = peak_rss_kib(&bin, &with);
+    let rss = common::peak_rss_kib(&bin, &with);
     let extra = b.saturating_sub(a);
     println!(
         "labels, {n} functions, {runs} runs each: {:.1} ms without rules, {:.1} ms with 1,000 ({added} labels more): +{:.1} ms (target <= 50); peak RSS with them {} (target < 20 MiB)",
@@ -318,34 +318,6 @@ fn labels_with_rules(runs: usize, judge: bool) -> bool {
     );
     assert!(added > 0, "the operators' rules label this node");
     !judge || (extra <= Duration::from_millis(50) && rss.is_none_or(|k| k < 20 * 1024))
-}
-
-/// GNU time's peak RSS of the command, the largest of 3 runs; `None` without /usr/bin/time.
-fn peak_rss_kib(program: &std::path::Path, args: &[std::ffi::OsString]) -> Option<u64> {
-    let time = std::path::Path::new("/usr/bin/time");
-    if !time.exists() {
-        return None;
-    }
-    let out = tempfile::NamedTempFile::new().expect("temp file");
-    (0..3)
-        .map(|_| {
-            let status = std::process::Command::new(time)
-                .args(["-f", "%M", "-o"])
-                .arg(out.path())
-                .arg(program)
-                .args(args)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .ok()?;
-            let text = std::fs::read_to_string(out.path()).ok()?;
-            status
-                .success()
-                .then(|| text.lines().last()?.trim().parse().ok())?
-        })
-        .collect::<Option<Vec<u64>>>()?
-        .into_iter()
-        .max()
 }
 
 /// Loads and evaluates `count` rules; false when the budget is missed.

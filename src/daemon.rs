@@ -534,7 +534,8 @@ struct Daemon {
     last_report: Option<(Vec<String>, Vec<String>)>,
     /// Whether the last scan had NVML's answer (the light check runs only then).
     nvml_in_use: bool,
-    /// The last light check's answer.
+    /// The state the labels reflect: the light check taken right after the last scan, then
+    /// each later check's answer.
     nvml_state: Option<String>,
     /// The labels we applied to the Node, for the Node watch (`watch::watch_node`).
     applied: Arc<std::sync::Mutex<Option<crate::output::LabelMap>>>,
@@ -587,7 +588,7 @@ impl Daemon {
     }
 
     /// NVML's light check, off the async thread: whether the state changed since the last one
-    /// (the first answer is the baseline).
+    /// (the scan's own check, or this one's when that had no answer).
     async fn nvml_changed(&mut self) -> bool {
         let Some(mut nvml) = self.nvml.take() else {
             return false;

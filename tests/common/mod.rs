@@ -61,6 +61,40 @@ pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_gpu-labeler"))
 }
 
+/// Peak RSS in KiB of `program args`, the largest of three runs under GNU time (a small process,
+/// so the high-water mark it passes on at `exec` is below the program's); `None` without
+/// /usr/bin/time or when a run fails. For the benches.
+pub fn peak_rss_kib<S: AsRef<OsStr>>(program: &Path, args: &[S]) -> Option<u64> {
+    let time = Path::new("/usr/bin/time");
+    if !time.exists() {
+        return None;
+    }
+    let out = tempfile::NamedTempFile::new().expect("temp file");
+    let mut peak = None;
+    for _ in 0..3 {
+        let status = Command::new(time)
+            .args(["-f", "%M", "-o"])
+            .arg(out.path())
+            .arg(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("/usr/bin/time");
+        let text = std::fs::read_to_string(out.path()).unwrap_or_default();
+        let kib = text
+            .lines()
+            .last()
+            .and_then(|l| l.trim().parse::<u64>().ok());
+        if !status.success() || kib.is_none() {
+            return None;
+        }
+        peak = peak.max(kib);
+    }
+    peak
+}
+
 /// What one run of the binary gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
