@@ -28,12 +28,15 @@ use crate::validate::{
 
 mod check;
 
+mod decimal;
 mod eval;
 mod explain;
 mod expression;
+mod gojson;
 mod model;
 mod sprig;
 mod template;
+mod xstrings;
 
 pub use check::{CheckReport, check};
 pub use explain::explain;

@@ -11,6 +11,9 @@ use std::collections::HashMap;
 
 use gtmpl_ng::{Func, FuncError, Number, Value};
 
+use super::decimal::Decimal;
+use super::gojson::{self, Style};
+
 type R = Result<Value, FuncError>;
 
 fn fail(msg: impl Into<String>) -> FuncError {
@@ -48,71 +51,236 @@ unsupported! {
 
 }
 
+/// Go's parameter kinds, as text/template checks an argument before it calls a function.
+#[derive(Clone, Copy)]
+enum Go {
+    /// `string`
+    S,
+    /// `int` (any integer; a float only when integral, as an untyped constant `3.0` may be)
+    I,
+    /// `bool`
+    B,
+    /// `map[string]interface{}` (also an element's map, which Go types `map[string]string`)
+    M,
+    /// `interface{}`
+    A,
+}
+
+impl Go {
+    fn name(self) -> &'static str {
+        match self {
+            Go::S => "string",
+            Go::I => "int",
+            Go::B => "bool",
+            Go::M => "map[string]interface {}",
+            Go::A => "interface {}",
+        }
+    }
+
+    fn accepts(self, v: &Value) -> bool {
+        match self {
+            Go::A => true,
+            Go::S => matches!(v, Value::String(_)),
+            Go::B => matches!(v, Value::Bool(_)),
+            Go::M => matches!(v, Value::Map(_) | Value::Object(_)),
+            Go::I => match v {
+                Value::Number(n) => match n.kind() {
+                    gtmpl_ng::NumberKind::Float(x) => x.is_finite() && x.fract() == 0.0,
+                    _ => true,
+                },
+                _ => false,
+            },
+        }
+    }
+}
+
+/// text/template's argument check: `{{ true | upper }}` fails with
+/// "wrong type for value; expected string; got bool" before `upper` runs.
+fn check_args(a: &[Value], fixed: &[Go], rest: Option<Go>) -> Result<(), FuncError> {
+    for (k, v) in a.iter().enumerate() {
+        let Some(want) = fixed.get(k).copied().or(rest) else {
+            break;
+        };
+        if !want.accepts(v) {
+            return Err(fail(match v {
+                Value::Nil | Value::NoValue => format!("invalid value; expected {}", want.name()),
+                other => format!(
+                    "wrong type for value; expected {}; got {}",
+                    want.name(),
+                    type_name(other)
+                ),
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// The functions whose Go parameters are not all `interface{}`, each wrapped in Go's
+/// argument check: `t_upper = upper(S)` is `upper` after a check of one string.
+macro_rules! go_typed {
+    ($($w:ident = $f:ident($($p:ident),*) $(..$r:ident)?;)*) => {$(
+        fn $w(a: &[Value]) -> R {
+            check_args(a, &[$(Go::$p),*], go_typed!(@rest $($r)?))?;
+            $f(a)
+        }
+    )*};
+    (@rest) => { None };
+    (@rest $r:ident) => { Some(Go::$r) };
+}
+
+go_typed! {
+    t_abbrev = abbrev(I, S);
+    t_abbrevboth = abbrevboth(I, I, S);
+    t_trunc = trunc(I, S);
+    t_trim = trim(S);
+    t_upper = upper(S);
+    t_lower = lower(S);
+    t_title = title(S);
+    t_untitle = untitle(S);
+    t_substr = substr(I, I, S);
+    t_repeat = repeat(I, S);
+    t_trim_all = trim_all(S, S);
+    t_trim_suffix = trim_suffix(S, S);
+    t_trim_prefix = trim_prefix(S, S);
+    t_nospace = nospace(S);
+    t_initials = initials(S);
+    t_swapcase = swapcase(S);
+    t_snakecase = snakecase(S);
+    t_camelcase = camelcase(S);
+    t_kebabcase = kebabcase(S);
+    t_contains = contains(S, S);
+    t_has_prefix = has_prefix(S, S);
+    t_has_suffix = has_suffix(S, S);
+    t_indent = indent(I, S);
+    t_nindent = nindent(I, S);
+    t_replace = replace(S, S, S);
+    t_plural = plural(S, S, I);
+    t_sha256sum = sha256sum(S);
+    t_sha1sum = sha1sum(S);
+    t_sha512sum = sha512sum(S);
+    t_adler32sum = adler32sum(S);
+    t_b32enc = b32enc(S);
+    t_b32dec = b32dec(S);
+    t_wrap = wrap(I, S);
+    t_wrap_with = wrap_with(I, S, S);
+    t_seq = seq() ..I;
+    t_atoi = atoi(S);
+    t_split = split(S, S);
+    t_split_list = split_list(S, S);
+    t_splitn = splitn(S, I, S);
+    t_until = until(I);
+    t_until_step = until_step(I, I, I);
+    t_join = join(S, A);
+    t_round = round(A, I);
+    t_ternary = ternary(A, A, B);
+    t_fail_fn = fail_fn(S);
+    t_from_json = from_json(S);
+    t_must_from_json = must_from_json(S);
+    t_type_is = type_is(S, A);
+    t_type_is_like = type_is_like(S, A);
+    t_kind_is = kind_is(S, A);
+    t_base = base(S);
+    t_dir = dir(S);
+    t_clean = clean(S);
+    t_ext = ext(S);
+    t_is_abs = is_abs(S);
+    t_b64enc = b64enc(S);
+    t_b64dec = b64dec(S);
+    t_get = get(M, S);
+    t_set = set(M, S, A);
+    t_unset = unset(M, S);
+    t_has_key = has_key(M, S);
+    t_pluck = pluck(S) ..M;
+    t_keys = keys() ..M;
+    t_pick = pick(M) ..S;
+    t_omit = omit(M) ..S;
+    t_values = values(M);
+    t_merge = merge(M) ..M;
+    t_merge_overwrite = merge_overwrite(M) ..M;
+    t_chunk = chunk(I, A);
+    t_semver = semver(S);
+    t_semver_compare = semver_compare(S, S);
+    t_regex_match = regex_match(S, S);
+    t_must_regex_match = must_regex_match(S, S);
+    t_regex_find_all = regex_find_all(S, S, I);
+    t_regex_find = regex_find(S, S);
+    t_regex_replace_all = regex_replace_all(S, S, S);
+    t_regex_replace_all_literal = regex_replace_all_literal(S, S, S);
+    t_regex_split = regex_split(S, S, I);
+    t_regex_quote_meta = regex_quote_meta(S);
+}
+
 /// Every function this module registers: implemented and unsupported.
 pub static FUNCTIONS: &[(&str, Func)] = &[
     ("hello", hello),
     // text/template's own, with Go's answer for a missing map key
     ("index", go_index),
+    ("eq", go_eq),
+    ("ne", go_ne),
+    ("lt", go_lt),
+    ("le", go_le),
+    ("gt", go_gt),
+    ("ge", go_ge),
     // strings
-    ("abbrev", abbrev),
-    ("abbrevboth", abbrevboth),
-    ("trunc", trunc),
-    ("trim", trim),
-    ("upper", upper),
-    ("lower", lower),
-    ("title", title),
-    ("untitle", untitle),
-    ("substr", substr),
-    ("repeat", repeat),
-    ("trimall", trim_all),
-    ("trimAll", trim_all),
-    ("trimSuffix", trim_suffix),
-    ("trimPrefix", trim_prefix),
-    ("nospace", nospace),
-    ("initials", initials),
-    ("swapcase", swapcase),
-    ("snakecase", snakecase),
-    ("camelcase", camelcase),
-    ("kebabcase", kebabcase),
-    ("contains", contains),
-    ("hasPrefix", has_prefix),
-    ("hasSuffix", has_suffix),
+    ("abbrev", t_abbrev),
+    ("abbrevboth", t_abbrevboth),
+    ("trunc", t_trunc),
+    ("trim", t_trim),
+    ("upper", t_upper),
+    ("lower", t_lower),
+    ("title", t_title),
+    ("untitle", t_untitle),
+    ("substr", t_substr),
+    ("repeat", t_repeat),
+    ("trimall", t_trim_all),
+    ("trimAll", t_trim_all),
+    ("trimSuffix", t_trim_suffix),
+    ("trimPrefix", t_trim_prefix),
+    ("nospace", t_nospace),
+    ("initials", t_initials),
+    ("swapcase", t_swapcase),
+    ("snakecase", t_snakecase),
+    ("camelcase", t_camelcase),
+    ("kebabcase", t_kebabcase),
+    ("contains", t_contains),
+    ("hasPrefix", t_has_prefix),
+    ("hasSuffix", t_has_suffix),
     ("quote", quote),
     ("squote", squote),
     ("cat", cat),
-    ("indent", indent),
-    ("nindent", nindent),
-    ("replace", replace),
-    ("plural", plural),
-    ("sha256sum", sha256sum),
-    ("sha1sum", sha1sum),
-    ("sha512sum", sha512sum),
-    ("adler32sum", adler32sum),
-    ("b32enc", b32enc),
-    ("b32dec", b32dec),
-    ("wrap", wrap),
-    ("wrapWith", wrap_with),
+    ("indent", t_indent),
+    ("nindent", t_nindent),
+    ("replace", t_replace),
+    ("plural", t_plural),
+    ("sha256sum", t_sha256sum),
+    ("sha1sum", t_sha1sum),
+    ("sha512sum", t_sha512sum),
+    ("adler32sum", t_adler32sum),
+    ("b32enc", t_b32enc),
+    ("b32dec", t_b32dec),
+    ("wrap", t_wrap),
+    ("wrapWith", t_wrap_with),
     ("toDecimal", to_decimal),
-    ("seq", seq),
+    ("seq", t_seq),
     ("deepCopy", deep_copy),
     ("mustDeepCopy", deep_copy),
-    ("merge", merge),
-    ("mustMerge", merge),
-    ("mergeOverwrite", merge_overwrite),
-    ("mustMergeOverwrite", merge_overwrite),
-    ("typeIsLike", type_is_like),
+    ("merge", t_merge),
+    ("mustMerge", t_merge),
+    ("mergeOverwrite", t_merge_overwrite),
+    ("mustMergeOverwrite", t_merge_overwrite),
+    ("typeIsLike", t_type_is_like),
     ("toString", to_string),
     // conversion
-    ("atoi", atoi),
+    ("atoi", t_atoi),
     ("int64", int),
     ("int", int),
     ("float64", float64),
-    ("split", split),
-    ("splitList", split_list),
-    ("splitn", splitn),
+    ("split", t_split),
+    ("splitList", t_split_list),
+    ("splitn", t_splitn),
     ("toStrings", to_strings),
-    ("until", until),
-    ("untilStep", until_step),
+    ("until", t_until),
+    ("untilStep", t_until_step),
     // math
     ("add1", add1),
     ("add", add),
@@ -132,9 +300,9 @@ pub static FUNCTIONS: &[(&str, Func)] = &[
     ("minf", minf),
     ("ceil", ceil),
     ("floor", floor),
-    ("round", round),
+    ("round", t_round),
     // string slices
-    ("join", join),
+    ("join", t_join),
     ("sortAlpha", sort_alpha),
     // defaults and flow
     ("default", default),
@@ -144,49 +312,49 @@ pub static FUNCTIONS: &[(&str, Func)] = &[
     ("any", any),
     ("compact", compact),
     ("mustCompact", compact),
-    ("ternary", ternary),
-    ("fail", fail_fn),
-    ("fromJson", from_json),
-    ("mustFromJson", must_from_json),
+    ("ternary", t_ternary),
+    ("fail", t_fail_fn),
+    ("fromJson", t_from_json),
+    ("mustFromJson", t_must_from_json),
     ("toJson", to_json),
-    ("mustToJson", to_json),
-    ("toRawJson", to_json),
-    ("mustToRawJson", to_json),
+    ("mustToJson", must_to_json),
+    ("toRawJson", to_raw_json),
+    ("mustToRawJson", to_raw_json),
     ("toPrettyJson", to_pretty_json),
-    ("mustToPrettyJson", to_pretty_json),
+    ("mustToPrettyJson", must_to_pretty_json),
     // reflection
     ("typeOf", type_of),
-    ("typeIs", type_is),
+    ("typeIs", t_type_is),
     ("kindOf", kind_of),
-    ("kindIs", kind_is),
+    ("kindIs", t_kind_is),
     ("deepEqual", deep_equal),
     // paths
-    ("base", base),
-    ("dir", dir),
-    ("clean", clean),
-    ("ext", ext),
-    ("isAbs", is_abs),
-    ("osBase", base),
-    ("osClean", clean),
-    ("osDir", dir),
-    ("osExt", ext),
-    ("osIsAbs", is_abs),
+    ("base", t_base),
+    ("dir", t_dir),
+    ("clean", t_clean),
+    ("ext", t_ext),
+    ("isAbs", t_is_abs),
+    ("osBase", t_base),
+    ("osClean", t_clean),
+    ("osDir", t_dir),
+    ("osExt", t_ext),
+    ("osIsAbs", t_is_abs),
     // encoding
-    ("b64enc", b64enc),
-    ("b64dec", b64dec),
+    ("b64enc", t_b64enc),
+    ("b64dec", t_b64dec),
     // data structures
     ("tuple", list),
     ("list", list),
     ("dict", dict),
-    ("get", get),
-    ("set", set),
-    ("unset", unset),
-    ("hasKey", has_key),
-    ("pluck", pluck),
-    ("keys", keys),
-    ("pick", pick),
-    ("omit", omit),
-    ("values", values),
+    ("get", t_get),
+    ("set", t_set),
+    ("unset", t_unset),
+    ("hasKey", t_has_key),
+    ("pluck", t_pluck),
+    ("keys", t_keys),
+    ("pick", t_pick),
+    ("omit", t_omit),
+    ("values", t_values),
     ("dig", dig),
     ("append", push),
     ("push", push),
@@ -213,25 +381,25 @@ pub static FUNCTIONS: &[(&str, Func)] = &[
     ("slice", slice),
     ("mustSlice", slice),
     ("concat", concat),
-    ("chunk", chunk),
-    ("mustChunk", chunk),
+    ("chunk", t_chunk),
+    ("mustChunk", t_chunk),
     // semver
-    ("semver", semver),
-    ("semverCompare", semver_compare),
+    ("semver", t_semver),
+    ("semverCompare", t_semver_compare),
     // regex
-    ("regexMatch", regex_match),
-    ("mustRegexMatch", must_regex_match),
-    ("regexFindAll", regex_find_all),
-    ("mustRegexFindAll", regex_find_all),
-    ("regexFind", regex_find),
-    ("mustRegexFind", regex_find),
-    ("regexReplaceAll", regex_replace_all),
-    ("mustRegexReplaceAll", regex_replace_all),
-    ("regexReplaceAllLiteral", regex_replace_all_literal),
-    ("mustRegexReplaceAllLiteral", regex_replace_all_literal),
-    ("regexSplit", regex_split),
-    ("mustRegexSplit", regex_split),
-    ("regexQuoteMeta", regex_quote_meta),
+    ("regexMatch", t_regex_match),
+    ("mustRegexMatch", t_must_regex_match),
+    ("regexFindAll", t_regex_find_all),
+    ("mustRegexFindAll", t_regex_find_all),
+    ("regexFind", t_regex_find),
+    ("mustRegexFind", t_regex_find),
+    ("regexReplaceAll", t_regex_replace_all),
+    ("mustRegexReplaceAll", t_regex_replace_all),
+    ("regexReplaceAllLiteral", t_regex_replace_all_literal),
+    ("mustRegexReplaceAllLiteral", t_regex_replace_all_literal),
+    ("regexSplit", t_regex_split),
+    ("mustRegexSplit", t_regex_split),
+    ("regexQuoteMeta", t_regex_quote_meta),
 ];
 
 /// The functions to register: the implemented ones and the unsupported stubs.
@@ -434,33 +602,58 @@ fn hello(_: &[Value]) -> R {
     Ok("Hello!".into())
 }
 
+/// `text[lo..hi]` by bytes, as Go slices: a cut inside a character shows U+FFFD.
+fn bytes_of(text: &str, lo: usize, hi: usize) -> String {
+    String::from_utf8_lossy(&text.as_bytes()[lo..hi]).into_owned()
+}
+
+/// goutils' `AbbreviateFull`, by bytes as Go's; its errors (widths under 4, or under 7 with
+/// an offset) are "" as Sprig drops them.
+fn abbreviate_full(text: &str, offset: i64, width: i64) -> String {
+    const MARKER: &str = "...";
+    let len = text.len() as i64;
+    if text.is_empty() || width < 4 {
+        return String::new();
+    }
+    if len <= width {
+        return text.to_string();
+    }
+    let mut offset = offset.min(len);
+    if len - offset < width - 3 {
+        offset = len - (width - 3);
+    }
+    if offset <= 4 {
+        return format!("{}{MARKER}", bytes_of(text, 0, (width - 3) as usize));
+    }
+    if width < 7 {
+        return String::new();
+    }
+    if offset + width - 3 < len {
+        let rest = String::from_utf8_lossy(&text.as_bytes()[offset as usize..]).into_owned();
+        return format!("{MARKER}{}", abbreviate_full(&rest, 0, width - 3));
+    }
+    format!(
+        "{MARKER}{}",
+        bytes_of(text, (len - (width - 3)) as usize, text.len())
+    )
+}
+
 fn abbrev(a: &[Value]) -> R {
     want(a, "abbrev", 2)?;
-    let width = i(&a[0]);
-    let text = s(&a[1]);
-    let chars: Vec<char> = text.chars().collect();
-    if width < 4 || chars.len() as i64 <= width {
+    let (width, text) = (i(&a[0]), s(&a[1]));
+    if width < 4 {
         return Ok(text.into());
     }
-    let keep = usize::try_from(width - 3).unwrap_or(0);
-    Ok(format!("{}...", chars[..keep].iter().collect::<String>()).into())
+    Ok(abbreviate_full(&text, 0, width).into())
 }
 
 fn abbrevboth(a: &[Value]) -> R {
     want(a, "abbrevboth", 3)?;
-    let (left, width, text) = (i(&a[0]), i(&a[1]), s(&a[2]));
-    let chars: Vec<char> = text.chars().collect();
-    if width < 7 || chars.len() as i64 <= width {
+    let (left, right, text) = (i(&a[0]), i(&a[1]), s(&a[2]));
+    if right < 4 || left > 0 && right < 7 {
         return Ok(text.into());
     }
-    let left = usize::try_from(left.max(0)).unwrap_or(0).min(chars.len());
-    let rest: String = chars[left..].iter().collect();
-    let inner = abbrev(&[Value::from(width - 3), Value::from(rest)])?;
-    Ok(if left > 0 {
-        format!("...{}", s(&inner)).into()
-    } else {
-        inner
-    })
+    Ok(abbreviate_full(&text, left, right).into())
 }
 
 /// Go's string slicing, by bytes: a cut inside a character leaves an invalid byte, shown as
@@ -505,13 +698,7 @@ fn upper(a: &[Value]) -> R {
     want(a, "upper", 1)?;
     Ok(s(&a[0])
         .chars()
-        .map(|c| {
-            let mut up = c.to_uppercase();
-            match (up.next(), up.next()) {
-                (Some(u), None) => u,
-                _ => c,
-            }
-        })
+        .map(super::xstrings::to_upper)
         .collect::<String>()
         .into())
 }
@@ -521,33 +708,59 @@ fn lower(a: &[Value]) -> R {
     want(a, "lower", 1)?;
     Ok(s(&a[0])
         .chars()
-        .map(|c| c.to_lowercase().next().unwrap_or(c))
+        .map(super::xstrings::to_lower)
         .collect::<String>()
         .into())
 }
 
-fn map_words(text: &str, f: impl Fn(char) -> String) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut at_start = true;
-    for c in text.chars() {
-        if at_start && c.is_alphanumeric() {
-            out.push_str(&f(c));
-        } else {
-            out.push(c);
-        }
-        at_start = !(c.is_alphanumeric() || c == '_' || c == '\'');
-    }
-    out
-}
-
+/// Go's `strings.Title`: the first character after a separator in title case. A separator
+/// is any ASCII character but a letter, digit or `_` (so `don't` is `Don'T`, as in Go), or a
+/// non-ASCII space.
 fn title(a: &[Value]) -> R {
     want(a, "title", 1)?;
-    Ok(map_words(&s(&a[0]), |c| c.to_uppercase().collect()).into())
+    let separator = |c: char| {
+        if c.is_ascii() {
+            !(c.is_ascii_alphanumeric() || c == '_')
+        } else {
+            c.is_whitespace()
+        }
+    };
+    let mut prev = ' ';
+    Ok(s(&a[0])
+        .chars()
+        .map(|c| {
+            let out = if separator(prev) {
+                super::xstrings::to_title(c)
+            } else {
+                c
+            };
+            prev = c;
+            out
+        })
+        .collect::<String>()
+        .into())
 }
 
+/// goutils' `Uncapitalize`: the first character of each whitespace-separated word in lower
+/// case.
 fn untitle(a: &[Value]) -> R {
     want(a, "untitle", 1)?;
-    Ok(map_words(&s(&a[0]), |c| c.to_lowercase().collect()).into())
+    let mut next = true;
+    Ok(s(&a[0])
+        .chars()
+        .map(|c| {
+            if c.is_whitespace() {
+                next = true;
+                c
+            } else if next {
+                next = false;
+                super::xstrings::to_lower(c)
+            } else {
+                c
+            }
+        })
+        .collect::<String>()
+        .into())
 }
 
 /// Sprig's `substr`, by bytes as Go slices: `start < 0` is `s[:end]`, an `end` past the string
@@ -613,82 +826,54 @@ fn nospace(a: &[Value]) -> R {
         .into())
 }
 
+/// goutils' `Initials`: byte by byte, each byte read as a Latin-1 character, so a word that
+/// starts with `é` gives `Ã` (and bytes 0x85, 0xA0 are spaces), as Go writes it.
 fn initials(a: &[Value]) -> R {
     want(a, "initials", 1)?;
-    Ok(s(&a[0])
-        .split_whitespace()
-        .filter_map(|w| w.chars().next())
-        .collect::<String>()
-        .into())
+    let mut out = String::new();
+    let mut gap = true;
+    for b in s(&a[0]).bytes() {
+        let c = char::from(b);
+        if c.is_whitespace() {
+            gap = true;
+        } else if gap {
+            out.push(c);
+            gap = false;
+        }
+    }
+    Ok(out.into())
 }
 
+/// goutils' `SwapCase`: capitals and title-case letters to lower case, small letters to upper
+/// case, one character to one.
 fn swapcase(a: &[Value]) -> R {
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
     want(a, "swapcase", 1)?;
     Ok(s(&a[0])
         .chars()
-        .flat_map(|c| -> Vec<char> {
-            if c.is_uppercase() {
-                c.to_lowercase().collect()
-            } else {
-                c.to_uppercase().collect()
-            }
+        .map(|c| match get_general_category(c) {
+            G::UppercaseLetter | G::TitlecaseLetter => super::xstrings::to_lower(c),
+            G::LowercaseLetter => super::xstrings::to_upper(c),
+            _ => c,
         })
         .collect::<String>()
         .into())
-}
-
-/// Splits an identifier into lower-case words at separators and case changes.
-fn words(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let mut cur = String::new();
-    let mut prev: Option<char> = None;
-    for c in text.chars() {
-        if !c.is_alphanumeric() {
-            if !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
-            }
-            prev = None;
-            continue;
-        }
-        if let Some(p) = prev
-            && c.is_uppercase()
-            && (p.is_lowercase() || p.is_ascii_digit())
-            && !cur.is_empty()
-        {
-            out.push(std::mem::take(&mut cur));
-        }
-        cur.extend(c.to_lowercase());
-        prev = Some(c);
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
 }
 
 fn snakecase(a: &[Value]) -> R {
     want(a, "snakecase", 1)?;
-    Ok(words(&s(&a[0])).join("_").into())
+    Ok(super::xstrings::snake_case(&s(&a[0])).into())
 }
 
 fn kebabcase(a: &[Value]) -> R {
     want(a, "kebabcase", 1)?;
-    Ok(words(&s(&a[0])).join("-").into())
+    Ok(super::xstrings::kebab_case(&s(&a[0])).into())
 }
 
+/// Sprig v3.3.0's `camelcase` is xstrings' `ToPascalCase`.
 fn camelcase(a: &[Value]) -> R {
     want(a, "camelcase", 1)?;
-    Ok(words(&s(&a[0]))
-        .iter()
-        .map(|w| {
-            let mut c = w.chars();
-            match c.next() {
-                Some(first) => first.to_uppercase().chain(c).collect::<String>(),
-                None => String::new(),
-            }
-        })
-        .collect::<String>()
-        .into())
+    Ok(super::xstrings::pascal_case(&s(&a[0])).into())
 }
 
 fn contains(a: &[Value]) -> R {
@@ -809,6 +994,141 @@ fn go_index(a: &[Value]) -> R {
         return Ok(cur.clone());
     }
     gtmpl_ng::funcs::index(a)
+}
+
+// ---- text/template's comparisons, with Go's kinds ----
+
+/// Go's `basicKind` of a value, for the comparison functions.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Bool,
+    Int,
+    Float,
+    String,
+    Invalid,
+    Other,
+}
+
+fn basic_kind(v: &Value) -> Kind {
+    match v {
+        Value::Bool(_) => Kind::Bool,
+        Value::String(_) => Kind::String,
+        Value::Number(n) => match n.kind() {
+            gtmpl_ng::NumberKind::Float(_) => Kind::Float,
+            _ => Kind::Int,
+        },
+        Value::Nil | Value::NoValue => Kind::Invalid,
+        _ => Kind::Other,
+    }
+}
+
+/// An integer of either sign as one type (Go compares int and uint by value).
+fn int_value(v: &Value) -> i128 {
+    match v {
+        Value::Number(n) => match n.kind() {
+            gtmpl_ng::NumberKind::Signed(x) => i128::from(x),
+            gtmpl_ng::NumberKind::Unsigned(x) => i128::from(x),
+            gtmpl_ng::NumberKind::Float(x) => x as i128,
+        },
+        _ => 0,
+    }
+}
+
+fn float_value(v: &Value) -> f64 {
+    match v {
+        Value::Number(n) => number_f64(n),
+        _ => 0.0,
+    }
+}
+
+const BAD_COMPARISON: &str = "incompatible types for comparison";
+const BAD_COMPARISON_TYPE: &str = "invalid type for comparison";
+
+/// Go's `eq` of two values: kinds must agree (ints of either sign do); a missing value
+/// equals nothing; lists and maps cannot be compared.
+fn eq_one(x: &Value, y: &Value) -> Result<bool, FuncError> {
+    let (kx, ky) = (basic_kind(x), basic_kind(y));
+    if kx != ky {
+        if kx == Kind::Invalid || ky == Kind::Invalid {
+            return Ok(false);
+        }
+        return Err(fail(BAD_COMPARISON));
+    }
+    Ok(match kx {
+        Kind::Bool => matches!((x, y), (Value::Bool(a), Value::Bool(b)) if a == b),
+        Kind::Int => int_value(x) == int_value(y),
+        Kind::Float => float_value(x) == float_value(y),
+        Kind::String => matches!((x, y), (Value::String(a), Value::String(b)) if a == b),
+        Kind::Invalid => true,
+        Kind::Other => {
+            // A Stringer (semver) is a pointer in Go: two of them are never the same.
+            let stringer = |v: &Value| matches!(v, Value::Object(m) | Value::Map(m) if m.contains_key(gtmpl_ng::STRINGER_KEY));
+            if stringer(x) && stringer(y) {
+                false
+            } else {
+                return Err(fail(format!("non-comparable type {x}: {}", type_name(x))));
+            }
+        }
+    })
+}
+
+fn go_eq(a: &[Value]) -> R {
+    let Some((first, rest)) = a.split_first() else {
+        return Err(FuncError::AtLeastXArgs("eq".into(), 1));
+    };
+    if rest.is_empty() {
+        return Err(fail("missing argument for comparison"));
+    }
+    for y in rest {
+        if eq_one(first, y)? {
+            return Ok(true.into());
+        }
+    }
+    Ok(false.into())
+}
+
+fn go_ne(a: &[Value]) -> R {
+    want(a, "ne", 2)?;
+    Ok((!eq_one(&a[0], &a[1])?).into())
+}
+
+/// Go's `lt`: numbers and strings of one kind; bools, lists, maps and nil cannot be ordered.
+fn lt_one(x: &Value, y: &Value) -> Result<bool, FuncError> {
+    let (kx, ky) = (basic_kind(x), basic_kind(y));
+    for k in [kx, ky] {
+        if matches!(k, Kind::Invalid | Kind::Other) {
+            return Err(fail(BAD_COMPARISON_TYPE));
+        }
+    }
+    if kx != ky {
+        return Err(fail(BAD_COMPARISON));
+    }
+    match kx {
+        Kind::Int => Ok(int_value(x) < int_value(y)),
+        Kind::Float => Ok(float_value(x) < float_value(y)),
+        Kind::String => Ok(matches!((x, y), (Value::String(a), Value::String(b)) if a < b)),
+        _ => Err(fail(BAD_COMPARISON_TYPE)),
+    }
+}
+
+fn go_lt(a: &[Value]) -> R {
+    want(a, "lt", 2)?;
+    Ok(lt_one(&a[0], &a[1])?.into())
+}
+
+fn go_le(a: &[Value]) -> R {
+    want(a, "le", 2)?;
+    Ok((lt_one(&a[0], &a[1])? || eq_one(&a[0], &a[1])?).into())
+}
+
+fn go_gt(a: &[Value]) -> R {
+    want(a, "gt", 2)?;
+    Ok((!(lt_one(&a[0], &a[1])? || eq_one(&a[0], &a[1])?)).into())
+}
+
+fn go_ge(a: &[Value]) -> R {
+    want(a, "ge", 2)?;
+    Ok((!lt_one(&a[0], &a[1])?).into())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -1225,36 +1545,59 @@ fn mul(a: &[Value]) -> R {
         .into())
 }
 
+/// Sprig's `execDecimalOp`: `first`, then `op` with each of `rest`, in shopspring's decimals.
+fn decimal_op(
+    name: &str,
+    first: f64,
+    rest: impl Iterator<Item = f64>,
+    op: fn(&Decimal, &Decimal) -> Option<Decimal>,
+) -> R {
+    let dec = |x: f64| {
+        Decimal::from_f64(x)
+            .ok_or_else(|| fail(format!("{name}: cannot create a Decimal from {x}")))
+    };
+    let mut acc = dec(first)?;
+    for x in rest {
+        acc =
+            op(&acc, &dec(x)?).ok_or_else(|| fail(format!("{name}: decimal division by zero")))?;
+    }
+    Ok(num_f(acc.to_f64()))
+}
+
+fn dec_add(a: &Decimal, b: &Decimal) -> Option<Decimal> {
+    Some(a.add(b))
+}
+
+fn dec_sub(a: &Decimal, b: &Decimal) -> Option<Decimal> {
+    Some(a.sub(b))
+}
+
+fn dec_mul(a: &Decimal, b: &Decimal) -> Option<Decimal> {
+    Some(a.mul(b))
+}
+
 fn add1f(a: &[Value]) -> R {
     want(a, "add1f", 1)?;
-    Ok(num_f(f(&a[0]) + 1.0))
+    decimal_op("add1f", f(&a[0]), std::iter::once(1.0), dec_add)
 }
 
 fn addf(a: &[Value]) -> R {
-    Ok(num_f(a.iter().map(f).sum()))
+    decimal_op("addf", 0.0, a.iter().map(f), dec_add)
 }
 
 fn subf(a: &[Value]) -> R {
     want_min(a, "subf", 1)?;
-    Ok(num_f(a[1..].iter().fold(f(&a[0]), |acc, v| acc - f(v))))
+    decimal_op("subf", f(&a[0]), a[1..].iter().map(f), dec_sub)
 }
 
 fn mulf(a: &[Value]) -> R {
     want_min(a, "mulf", 1)?;
-    Ok(num_f(a[1..].iter().fold(f(&a[0]), |acc, v| acc * f(v))))
+    decimal_op("mulf", f(&a[0]), a[1..].iter().map(f), dec_mul)
 }
 
 fn divf(a: &[Value]) -> R {
     want_min(a, "divf", 1)?;
-    let mut acc = f(&a[0]);
-    for v in &a[1..] {
-        let d = f(v);
-        if d == 0.0 {
-            return Err(fail("divf: division by zero"));
-        }
-        acc /= d;
-    }
-    Ok(num_f(acc))
+    decimal_op("divf", f(&a[0]), a[1..].iter().map(f), Decimal::div)
 }
 
 fn max(a: &[Value]) -> R {
@@ -1267,14 +1610,36 @@ fn min(a: &[Value]) -> R {
     Ok(a.iter().map(i).min().unwrap_or(0).into())
 }
 
+/// Go's `math.Max`: NaN wins, +0 is above -0.
+fn go_max(x: f64, y: f64) -> f64 {
+    if x.is_nan() || y.is_nan() {
+        f64::NAN
+    } else if x == 0.0 && y == 0.0 {
+        if x.is_sign_negative() { y } else { x }
+    } else {
+        x.max(y)
+    }
+}
+
+/// Go's `math.Min`: NaN wins, -0 is below +0.
+fn go_min(x: f64, y: f64) -> f64 {
+    if x.is_nan() || y.is_nan() {
+        f64::NAN
+    } else if x == 0.0 && y == 0.0 {
+        if x.is_sign_negative() { x } else { y }
+    } else {
+        x.min(y)
+    }
+}
+
 fn maxf(a: &[Value]) -> R {
     want_min(a, "maxf", 1)?;
-    Ok(num_f(a.iter().map(f).fold(f64::NEG_INFINITY, f64::max)))
+    Ok(num_f(a[1..].iter().map(f).fold(f(&a[0]), go_max)))
 }
 
 fn minf(a: &[Value]) -> R {
     want_min(a, "minf", 1)?;
-    Ok(num_f(a.iter().map(f).fold(f64::INFINITY, f64::min)))
+    Ok(num_f(a[1..].iter().map(f).fold(f(&a[0]), go_min)))
 }
 
 fn ceil(a: &[Value]) -> R {
@@ -1287,18 +1652,18 @@ fn floor(a: &[Value]) -> R {
     Ok(num_f(f(&a[0]).floor()))
 }
 
+/// Sprig's `round`: `Ceil` when the fraction of `x × 10^places` (signed, as `math.Modf` gives
+/// it) reaches `roundOn` (0.5), else `Floor`, so -1.4 rounds to -2, as in Sprig.
 fn round(a: &[Value]) -> R {
     want_min(a, "round", 2)?;
     let x = f(&a[0]);
-    let places = i(&a[1]).clamp(0, 15) as i32;
-    let half = a.get(2).map(f).unwrap_or(0.5);
-    let pow = 10f64.powi(places);
-    let digit = x * pow;
-    let (int_part, frac) = (digit.trunc(), digit.fract());
-    let r = if frac.abs() >= half {
-        int_part + digit.signum()
+    let pow = 10f64.powf(i(&a[1]) as f64);
+    let round_on = a.get(2).map(f).unwrap_or(0.5);
+    let digit = pow * x;
+    let r = if digit.fract() >= round_on {
+        digit.ceil()
     } else {
-        int_part
+        digit.floor()
     };
     Ok(num_f(r / pow))
 }
@@ -1413,27 +1778,54 @@ fn from_serde(v: &serde_json::Value) -> Value {
     match v {
         J::Null => Value::Nil,
         J::Bool(b) => Value::Bool(*b),
-        J::Number(n) => n
-            .as_i64()
-            .map(Value::from)
-            .or_else(|| n.as_u64().map(Value::from))
-            .unwrap_or_else(|| num_f(n.as_f64().unwrap_or(0.0))),
+        // encoding/json decodes every number into interface{} as a float64.
+        J::Number(n) => num_f(n.as_f64().unwrap_or(0.0)),
         J::String(s) => Value::from(s.as_str()),
         J::Array(a) => Value::Array(a.iter().map(from_serde).collect()),
         J::Object(m) => Value::Map(m.iter().map(|(k, v)| (k.clone(), from_serde(v))).collect()),
     }
 }
 
+const MARSHAL: Style = Style {
+    escape_html: true,
+    indent: false,
+};
+const RAW: Style = Style {
+    escape_html: false,
+    indent: false,
+};
+const PRETTY: Style = Style {
+    escape_html: true,
+    indent: true,
+};
+
+fn json_of(a: &[Value], name: &str, style: Style) -> R {
+    want(a, name, 1)?;
+    gojson::encode(&a[0], style)
+        .map(Value::from)
+        .map_err(|e| fail(format!("{name}: {e}")))
+}
+
+/// `json.Marshal`, its error dropped (Sprig): a value JSON cannot hold gives "".
 fn to_json(a: &[Value]) -> R {
-    want(a, "toJson", 1)?;
-    Ok(to_serde(&a[0]).to_string().into())
+    Ok(json_of(a, "toJson", MARSHAL).unwrap_or_else(|_| Value::from("")))
+}
+
+fn must_to_json(a: &[Value]) -> R {
+    json_of(a, "mustToJson", MARSHAL)
+}
+
+/// Sprig's `toRawJson` panics on an error (the template fails), as `mustToRawJson` reports it.
+fn to_raw_json(a: &[Value]) -> R {
+    json_of(a, "toRawJson", RAW)
 }
 
 fn to_pretty_json(a: &[Value]) -> R {
-    want(a, "toPrettyJson", 1)?;
-    serde_json::to_string_pretty(&to_serde(&a[0]))
-        .map(Value::from)
-        .map_err(|e| fail(e.to_string()))
+    Ok(json_of(a, "toPrettyJson", PRETTY).unwrap_or_else(|_| Value::from("")))
+}
+
+fn must_to_pretty_json(a: &[Value]) -> R {
+    json_of(a, "mustToPrettyJson", PRETTY)
 }
 
 fn must_from_json(a: &[Value]) -> R {
@@ -1909,9 +2301,18 @@ fn semver(a: &[Value]) -> R {
     m.insert("Major".to_string(), Value::from(v.major));
     m.insert("Minor".to_string(), Value::from(v.minor));
     m.insert("Patch".to_string(), Value::from(v.patch));
-    m.insert("Prerelease".to_string(), Value::from(v.pre));
-    m.insert("Metadata".to_string(), Value::from(v.meta));
+    m.insert("Prerelease".to_string(), Value::from(v.pre.as_str()));
+    m.insert("Metadata".to_string(), Value::from(v.meta.as_str()));
     m.insert("Original".to_string(), Value::from(text));
+    // Go prints a *semver.Version (and marshals it) as its String().
+    let mut shown = format!("{}.{}.{}", v.major, v.minor, v.patch);
+    if !v.pre.is_empty() {
+        shown = format!("{shown}-{}", v.pre);
+    }
+    if !v.meta.is_empty() {
+        shown = format!("{shown}+{}", v.meta);
+    }
+    m.insert(gtmpl_ng::STRINGER_KEY.to_string(), Value::from(shown));
     Ok(Value::Object(m))
 }
 

@@ -41,7 +41,7 @@ pub use error::{ErrorContext, ExecError, ParseError, StructuredError, TemplateEr
 #[doc(inline)]
 pub use gtmpl_value_ng::{
     format_float, from_value, write_float, FloatFormat, FromValue, Func, FuncError, Function,
-    Number, NumberKind, Value,
+    Number, NumberKind, Value, STRINGER_KEY,
 };
 
 /// Provides simple basic templating given just a template sting and context.
