@@ -148,3 +148,89 @@ fn regexes_are_re2_as_go_compiles_them() {
         "warning: rule \"repeat\" (NodeFeatureRule \"re2\", rules.yaml:21:7) failed: invalid regexp \"^x{1001}$\": invalid repeat count: `{1001}`\n"
     );
 }
+
+/// Printing, truth, arithmetic, JSON, argument kinds, comparisons, word splitting and string
+/// literals as Go's text/template and Sprig v3.3.0 give them (issue 21): each label is what
+/// nfd-master publishes for the rule; the two rules Go fails produce nothing and are reported.
+#[test]
+fn templates_print_compare_and_type_check_as_go_does() {
+    let rules = [
+        // A float 0 is false (gtmpl took every float as true).
+        rule(
+            "zero",
+            r#"zero={{ if subf 1 1 }}true{{ else }}false{{ end }}"#,
+            NVIDIA,
+        ),
+        // A float constant stays a float64 and prints as %v does: 1e+06.
+        rule(
+            "mega",
+            r#"mega={{ 1e6 | toString | replace "+" "p" }}"#,
+            NVIDIA,
+        ),
+        // shopspring decimals: 0.3 and 16 places, not float64 arithmetic.
+        rule("sum", r#"sum={{ addf 0.1 0.2 }}"#, NVIDIA),
+        rule(
+            "third",
+            r#"third={{ divf 2 3 | toString | replace "." "_" }}"#,
+            NVIDIA,
+        ),
+        // json.Marshal escapes HTML characters.
+        rule(
+            "json",
+            r#"json={{ toJson "<b>" | replace "\\" "x" | trimAll "\"" }}"#,
+            NVIDIA,
+        ),
+        // A *semver.Version prints as its String().
+        rule("ver", r#"ver={{ semver "v1.2.3" }}"#, NVIDIA),
+        // Go's argument kinds and comparison kinds: both rules fail.
+        rule("upper", r#"upper={{ true | upper }}"#, NVIDIA),
+        rule("mixed", r#"mixed={{ eq 1 1.0 }}"#, NVIDIA),
+        // xstrings v1.5.0's words; camelcase is ToPascalCase in Sprig v3.3.0.
+        rule("snake", r#"snake={{ snakecase "HTTPServer" }}"#, NVIDIA),
+        rule(
+            "camel",
+            r#"camel={{ camelcase "GOLANG_IS_GREAT" }}"#,
+            NVIDIA,
+        ),
+        // strings.Title: an apostrophe separates words.
+        rule(
+            "title",
+            r#"title={{ title "don't" | replace "'" "-" }}"#,
+            NVIDIA,
+        ),
+        // An escaped backslash ends a string; a raw string keeps its backslash.
+        rule(
+            "escape",
+            r#"escape={{ "a\\" | replace "\\" "-" }}{{ `b\c` | replace "\\" "-" }}"#,
+            NVIDIA,
+        ),
+    ]
+    .concat();
+    let (out, stderr) = labels(&format!(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: go\nspec:\n  rules:\n{rules}"
+    ));
+    let p = |k: &str| format!("feature.node.kubernetes.io/{k}");
+    assert_eq!(
+        out,
+        json!({"labels": {
+            p("zero"): "false",
+            p("mega"): "1ep06",
+            p("sum"): "0.3",
+            p("third"): "0_6666666666666667",
+            p("json"): "xu003cbxu003e",
+            p("ver"): "1.2.3",
+            p("snake"): "http_server",
+            p("camel"): "GolangIsGreat",
+            p("title"): "Don-T",
+            p("escape"): "a-b-c",
+            p("pci-0300_102b.present"): "true",
+            p("pci-0302_10de.present"): "true",
+            p("pci-0302_10de.sriov.capable"): "true",
+        }})
+    );
+    assert_eq!(
+        stderr,
+        "warning: rule \"upper\" (NodeFeatureRule \"go\", rules.yaml:55:7) failed: failed to expand template: line 1, column 10: wrong type for value; expected string; got bool\n\
+         warning: rule \"mixed\" (NodeFeatureRule \"go\", rules.yaml:63:7) failed: failed to expand template: line 1, column 10: incompatible types for comparison\n"
+    );
+}
