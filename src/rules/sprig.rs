@@ -581,6 +581,7 @@ fn kind(v: &Value) -> &'static str {
         Value::Bool(_) => "bool",
         Value::String(_) => "string",
         Value::Array(_) => "slice",
+        Value::Object(m) if m.contains_key(gtmpl_ng::STRINGER_KEY) => "ptr",
         Value::Object(_) | Value::Map(_) => "map",
         Value::Function(_) => "func",
         Value::NoValue | Value::Nil => "invalid",
@@ -1848,6 +1849,11 @@ fn type_name(v: &Value) -> &'static str {
         Value::Bool(_) => "bool",
         Value::String(_) => "string",
         Value::Array(_) => "[]interface {}",
+        Value::Object(m) if m.contains_key(gtmpl_ng::STRINGER_KEY) => "*semver.Version",
+        // A matched element: NFD hands the template its attributes as a map[string]string.
+        Value::Object(m) if m.values().all(|v| matches!(v, Value::String(_))) => {
+            "map[string]string"
+        }
         Value::Object(_) | Value::Map(_) => "map[string]interface {}",
         Value::Function(_) => "func",
         Value::NoValue | Value::Nil => "<nil>",
@@ -2590,6 +2596,48 @@ fn regex_quote_meta(a: &[Value]) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/sprig.md lists every function a template can name, each once, with the status the
+    /// code gives it: refused ones are the unsupported stubs, absent ones are not registered,
+    /// the rest are implemented here or are text/template's own.
+    #[test]
+    fn the_function_table_is_complete_and_true() {
+        let doc = include_str!("../../docs/sprig.md");
+        let mut rows: Vec<(&str, &str)> = Vec::new();
+        for line in doc.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = line.split(" | ").collect();
+            let name = cells[0].trim_start_matches("| `").trim_end_matches('`');
+            rows.push((name, cells[1]));
+        }
+        let mut names: Vec<&str> = rows.iter().map(|r| r.0).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before, "a function is listed twice");
+        let builtins: Vec<&str> = gtmpl_ng::funcs::BUILTINS.iter().map(|b| b.0).collect();
+        for (name, status) in &rows {
+            let implemented = FUNCTIONS.iter().any(|f| f.0 == *name);
+            let refused = UNSUPPORTED.contains(name);
+            let ok = match *status {
+                "refused" => refused && !implemented,
+                "absent" => !refused && !implemented && !builtins.contains(name),
+                _ => (implemented || builtins.contains(name)) && !refused,
+            };
+            assert!(ok, "{name}: {status}");
+        }
+        for (name, _) in registry() {
+            assert!(
+                names.contains(&name),
+                "{name} is registered but not in docs/sprig.md"
+            );
+        }
+        for name in builtins {
+            assert!(
+                names.contains(&name),
+                "{name} (text/template) is not in docs/sprig.md"
+            );
+        }
+    }
 
     fn call(f: Func, args: &[Value]) -> String {
         match f(args) {
