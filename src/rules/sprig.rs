@@ -781,7 +781,8 @@ fn substr(a: &[Value]) -> R {
 
 fn repeat(a: &[Value]) -> R {
     want(a, "repeat", 2)?;
-    let n = usize::try_from(i(&a[0])).unwrap_or(0);
+    // strings.Repeat panics on a negative count.
+    let n = usize::try_from(i(&a[0])).map_err(|_| fail("strings: negative Repeat count"))?;
     let text = s(&a[1]);
     if n.saturating_mul(text.len()) > super::template::MAX_FUNCTION_OUTPUT {
         return Err(fail(format!(
@@ -818,13 +819,21 @@ fn trim_prefix(a: &[Value]) -> R {
         .into())
 }
 
+/// goutils' `DeleteWhiteSpace`: byte by byte, each byte read as a Latin-1 character, so a
+/// string that loses a space has its other non-ASCII characters written as Go writes them
+/// (`héllo wörld` is `hÃ©llowÃ¶rld`); one without white space is returned as it is.
 fn nospace(a: &[Value]) -> R {
     want(a, "nospace", 1)?;
-    Ok(s(&a[0])
-        .chars()
+    let text = s(&a[0]);
+    let kept: String = text
+        .bytes()
+        .map(char::from)
         .filter(|c| !c.is_whitespace())
-        .collect::<String>()
-        .into())
+        .collect();
+    if kept.chars().count() == text.len() {
+        return Ok(text.into());
+    }
+    Ok(kept.into())
 }
 
 /// goutils' `Initials`: byte by byte, each byte read as a Latin-1 character, so a word that
@@ -920,7 +929,8 @@ fn cat(a: &[Value]) -> R {
 }
 
 fn indent_by(n: i64, text: &str) -> Result<String, FuncError> {
-    let width = usize::try_from(n).unwrap_or(0);
+    // Sprig pads with strings.Repeat, which panics on a negative count.
+    let width = usize::try_from(n).map_err(|_| fail("strings: negative Repeat count"))?;
     let lines = text.matches('\n').count() + 1;
     if width.saturating_mul(lines).saturating_add(text.len()) > 1_000_000 {
         return Err(fail(
@@ -1338,7 +1348,9 @@ fn merge_into(dst: &mut HashMap<String, Value>, src: &HashMap<String, Value>, ov
             (Some(Value::Map(d) | Value::Object(d)), Value::Map(sm) | Value::Object(sm)) => {
                 merge_into(d, sm, overwrite)
             }
-            (Some(d), v) if !truthy(d) || (overwrite && truthy(v)) => *d = v.clone(),
+            // mergo: an empty dst value takes src's; with WithOverride every src value wins,
+            // empty ones too (`key: false` overwrites `key: true`).
+            (Some(d), v) if !truthy(d) || overwrite => *d = v.clone(),
             (Some(_), _) => {}
             (None, v) => {
                 dst.insert(k.clone(), v.clone());
@@ -1370,9 +1382,17 @@ fn type_is_like(a: &[Value]) -> R {
     Ok((want_type == have || format!("*{want_type}") == have).into())
 }
 
+/// Sprig's `strval`: as `s`, but nil is `<nil>` (`fmt.Sprintf("%v", nil)`).
+fn strval(v: &Value) -> String {
+    match v {
+        Value::Nil | Value::NoValue => "<nil>".to_string(),
+        other => s(other),
+    }
+}
+
 fn to_string(a: &[Value]) -> R {
     want(a, "toString", 1)?;
-    Ok(s(&a[0]).into())
+    Ok(strval(&a[0]).into())
 }
 
 // ---- conversion ----
@@ -1407,8 +1427,9 @@ fn float64(a: &[Value]) -> R {
     Ok(num_f(f(&a[0])))
 }
 
+/// Sprig's `split`/`splitn` result: a `map[string]string` of `_0`, `_1`, ...
 fn parts_dict(parts: Vec<&str>) -> Value {
-    Value::Map(
+    Value::Object(
         parts
             .into_iter()
             .enumerate()
@@ -1469,7 +1490,12 @@ fn split_list(a: &[Value]) -> R {
 fn to_strings(a: &[Value]) -> R {
     want(a, "toStrings", 1)?;
     let items = match &a[0] {
-        Value::Array(v) => v.iter().map(|x| Value::from(s(x))).collect(),
+        // Sprig's strslice leaves nil elements out.
+        Value::Array(v) => v
+            .iter()
+            .filter(|x| !matches!(x, Value::Nil | Value::NoValue))
+            .map(|x| Value::from(s(x)))
+            .collect(),
         Value::Nil | Value::NoValue => Vec::new(),
         other => vec![Value::from(s(other))],
     };
@@ -1689,8 +1715,8 @@ fn join(a: &[Value]) -> R {
 fn sort_alpha(a: &[Value]) -> R {
     want(a, "sortAlpha", 1)?;
     let mut items: Vec<String> = match &a[0] {
-        Value::Array(v) => v.iter().map(s).collect(),
-        other => vec![s(other)],
+        Value::Array(v) => v.iter().map(strval).collect(),
+        other => vec![strval(other)],
     };
     items.sort();
     Ok(Value::Array(items.into_iter().map(Value::from).collect()))
@@ -2014,7 +2040,10 @@ fn list(a: &[Value]) -> R {
 fn dict(a: &[Value]) -> R {
     let mut m = HashMap::new();
     for pair in a.chunks(2) {
-        m.insert(s(&pair[0]), pair.get(1).cloned().unwrap_or(Value::from("")));
+        m.insert(
+            strval(&pair[0]),
+            pair.get(1).cloned().unwrap_or(Value::from("")),
+        );
     }
     Ok(Value::Map(m))
 }
@@ -2106,7 +2135,11 @@ fn dig(a: &[Value]) -> R {
     let (path, rest) = a.split_at(a.len() - 2);
     let (default, mut cur) = (&rest[0], &rest[1]);
     for key in path {
-        match map_of(cur, "dig")?.get(&s(key)) {
+        // Sprig asserts each key to a string: anything else panics.
+        let Value::String(key) = key else {
+            return Err(fail(format!("dig: key {key} is not a string")));
+        };
+        match map_of(cur, "dig")?.get(key) {
             Some(v) => cur = v,
             None => return Ok(default.clone()),
         }
@@ -2163,11 +2196,34 @@ fn reverse(a: &[Value]) -> R {
     ))
 }
 
+/// Go's `reflect.DeepEqual` over template values: an int is never equal to a float.
+fn go_deep_equal(x: &Value, y: &Value) -> bool {
+    match (x, y) {
+        (Value::String(a), Value::String(b)) => a == b,
+        (Value::Bool(a), Value::Bool(b)) => a == b,
+        (Value::Number(_), Value::Number(_)) => match (basic_kind(x), basic_kind(y)) {
+            (Kind::Int, Kind::Int) => int_value(x) == int_value(y),
+            (Kind::Float, Kind::Float) => float_value(x) == float_value(y),
+            _ => false,
+        },
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(p, q)| go_deep_equal(p, q))
+        }
+        (Value::Map(a) | Value::Object(a), Value::Map(b) | Value::Object(b)) => {
+            a.len() == b.len()
+                && a.iter()
+                    .all(|(k, v)| b.get(k).is_some_and(|w| go_deep_equal(v, w)))
+        }
+        (Value::Nil | Value::NoValue, Value::Nil | Value::NoValue) => true,
+        _ => false,
+    }
+}
+
 fn uniq(a: &[Value]) -> R {
     want(a, "uniq", 1)?;
     let mut out: Vec<Value> = Vec::new();
     for v in list_of(&a[0], "uniq")? {
-        if !out.contains(v) {
+        if !out.iter().any(|o| go_deep_equal(o, v)) {
             out.push(v.clone());
         }
     }
@@ -2180,25 +2236,31 @@ fn without(a: &[Value]) -> R {
     Ok(Value::Array(
         list_of(&a[0], "without")?
             .iter()
-            .filter(|v| !drop.contains(v))
+            .filter(|v| !drop.iter().any(|d| go_deep_equal(d, v)))
             .cloned()
             .collect(),
     ))
 }
 
+/// Sprig's `mustHas` (and `has`, which panics on its error): nil holds nothing; a haystack
+/// that is not a list is an error.
 fn has(a: &[Value]) -> R {
     want(a, "has", 2)?;
-    Ok(match &a[1] {
-        Value::Array(l) => l.contains(&a[0]),
-        _ => false,
+    match &a[1] {
+        Value::Array(l) => Ok(l.iter().any(|v| go_deep_equal(&a[0], v)).into()),
+        Value::Nil | Value::NoValue => Ok(false.into()),
+        other => Err(fail(format!("Cannot find has on type {}", kind(other)))),
     }
-    .into())
 }
 
 fn slice(a: &[Value]) -> R {
     want_min(a, "slice", 1)?;
     let l = list_of(&a[0], "slice")?;
     let len = l.len();
+    // Sprig returns nil (no value) for an empty list, whatever the indices.
+    if len == 0 {
+        return Ok(Value::NoValue);
+    }
     let idx = |v: Option<&Value>, def: usize| -> Result<usize, FuncError> {
         match v {
             None => Ok(def),

@@ -336,6 +336,159 @@ mod tests {
         );
     }
 
+    /// `tests/fixtures/sprig/cases.tsv`: each function of the table over the kinds of value it
+    /// treats differently, against the output Go + Sprig v3.3.0 write (`ERROR` where Go's
+    /// execution fails). Every implemented Sprig function and text/template builtin has cases.
+    #[test]
+    fn every_function_gives_go_s_output() {
+        let table = include_str!("../../tests/fixtures/sprig/cases.tsv");
+        let unescape = |s: &str| {
+            let mut out = String::new();
+            let mut chars = s.chars();
+            while let Some(c) = chars.next() {
+                match (c, c == '\\') {
+                    (_, true) => match chars.next() {
+                        Some('n') => out.push('\n'),
+                        Some('t') => out.push('\t'),
+                        Some(other) => out.push(other),
+                        None => out.push('\\'),
+                    },
+                    (c, false) => out.push(c),
+                }
+            }
+            out
+        };
+        // The documented deviations (README, "Deliberate differences from NFD", 5; docs/sprig.md):
+        // the template, what it gives here, and why.
+        let deviations: &[(&str, &str, &str)] = &[
+            (
+                r#"{{ repeat (add 1 1) "ab" }}"#,
+                "abab",
+                "an int parameter takes an int64",
+            ),
+            (
+                r#"{{ $n := 2.0 }}{{ repeat $n "ab" }}"#,
+                "abab",
+                "an int parameter takes an integral float",
+            ),
+            (
+                "{{ typeOf (int64 1) }}",
+                "int",
+                "int and int64 are one kind",
+            ),
+            ("{{ typeOf (add1 1) }}", "int", "int and int64 are one kind"),
+            (
+                "{{ typeOf (add 1 1) }}",
+                "int",
+                "int and int64 are one kind",
+            ),
+            (
+                "{{ deepEqual 1 (add 0 1) }}",
+                "true",
+                "int and int64 are one kind",
+            ),
+            (
+                "{{ typeOf (toStrings (list 1)) }}",
+                "[]interface {}",
+                "lists are untyped",
+            ),
+            (
+                "{{ typeOf (until 2) }}",
+                "[]interface {}",
+                "lists are untyped",
+            ),
+            (
+                "{{ toJson (list | rest) }}",
+                "[]",
+                "a nil list is an empty list",
+            ),
+            (
+                r#"{{ $d := dict "one" 1 }}{{ $_ := set $d "two" 2 }}{{ $d.two }}"#,
+                "ERROR",
+                "set returns the changed dict, $d stays",
+            ),
+            (
+                r#"{{ $d := dict "one" 1 "two" 222222 }}{{ $_ := unset $d "two" }}{{ range $k, $v := $d }}{{ $k }}{{ $v }}{{ end }}"#,
+                "one1two222222",
+                "unset returns the changed dict, $d stays",
+            ),
+            (
+                r#"{{ semver "1.2.3" | (semver "1.2.3").Compare }}"#,
+                "ERROR",
+                "a version's methods with arguments",
+            ),
+            (
+                r#"{{ semver "1.2.3" | (semver "1.3.3").Compare }}"#,
+                "ERROR",
+                "a version's methods with arguments",
+            ),
+            (
+                r#"{{ semver "1.4.3" | (semver "1.2.3").Compare }}"#,
+                "ERROR",
+                "a version's methods with arguments",
+            ),
+            (
+                r#"{{ (semver "1.2.3").LessThan (semver "1.10.0") }}"#,
+                "ERROR",
+                "a version's methods with arguments",
+            ),
+            (
+                r#"{{ (semver "1.2.3").IncMinor }}"#,
+                "ERROR",
+                "a version's Inc* methods",
+            ),
+        ];
+        let mut failures = Vec::new();
+        let mut covered = std::collections::BTreeSet::new();
+        let mut deviated = std::collections::BTreeSet::new();
+        for (n, line) in table.lines().enumerate() {
+            if line.starts_with('#') || line.is_empty() {
+                continue;
+            }
+            let cols: Vec<&str> = line.split('\t').collect();
+            assert_eq!(cols.len(), 3, "cases.tsv:{}: {line:?}", n + 1);
+            let (func, source, mut want) = (cols[0], cols[1], unescape(cols[2]));
+            if let Some(d) = deviations.iter().find(|d| d.0 == source) {
+                assert_ne!(want, d.1, "cases.tsv:{}: not a deviation", n + 1);
+                deviated.insert(d.0);
+                want = d.1.to_string();
+            }
+            covered.insert(func);
+            let got = parse(source).and_then(|t| {
+                t.render(&Context::from(Value::Nil))
+                    .map_err(|e| exec_message(&e))
+            });
+            let ok = match &got {
+                Ok(out) => *out == want,
+                Err(_) => want == "ERROR",
+            };
+            if !ok {
+                failures.push(format!(
+                    "cases.tsv:{}: {source}\n    Go: {want:?}\n  here: {got:?}",
+                    n + 1
+                ));
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "{} of the cases differ:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+        assert_eq!(
+            deviated.len(),
+            deviations.len(),
+            "a deviation is not in cases.tsv"
+        );
+        let names = sprig::FUNCTIONS
+            .iter()
+            .map(|f| f.0)
+            .chain(gtmpl_ng::funcs::BUILTINS.iter().map(|f| f.0))
+            .filter(|n| !["call"].contains(n));
+        let missing: Vec<&str> = names.filter(|n| !covered.contains(n)).collect();
+        assert!(missing.is_empty(), "no cases for {missing:?}");
+    }
+
     #[test]
     fn finds_unsupported_functions() {
         assert_eq!(

@@ -290,9 +290,14 @@ fn resolve_field<'v>(receiver: &'v Value, field_name: &str) -> Result<FieldOutco
                 receiver.clone(),
             )),
         },
+        // gpu-labeler: NFD executes templates with `missingkey=error`, so a key a map lacks
+        // is an error for every map, as for an object (upstream: `<no value>`).
         Value::Map(map) => match map.get(field_name) {
             Some(field) => Ok(FieldOutcome::Found(field)),
-            None => Ok(FieldOutcome::Absent),
+            None => Err(ExecError::NoFieldFor(
+                field_name.to_string(),
+                receiver.clone(),
+            )),
         },
         // Reached when an earlier miss was carried here, possibly through a variable.
         Value::NoValue => Ok(FieldOutcome::Absent),

@@ -467,16 +467,12 @@ mod test {
 
     /// The one place this formatter knowingly differs from Go.
     ///
-    /// `Value` stores a whole float as an integer so that `{{ 3.0 }}` renders `3` the
-    /// way Go does, which means a float verb cannot tell `3` from `3.0`. Go rejects a
-    /// float verb on a true integer and writes `%!f(int=3)`; refusing the float case
-    /// instead would be the worse trade, so the verb is accepted here.
+    /// gpu-labeler: Go rejects a float verb on an integer; a float stays a float.
     #[test]
-    fn a_float_verb_on_an_integer_is_the_one_deviation() {
-        check("%f", &[3.into()], "3.000000");
-        check("%e", &[3.into()], "3.000000e+00");
-        check("%.2f", &[3.into()], "3.00");
-        // A float that is not whole is stored as one, so it behaves exactly like Go.
+    fn a_float_verb_on_an_integer_is_marked_as_go_marks_it() {
+        check("%f", &[3.into()], "%!f(int=3)");
+        check("%.2f", &[3.into()], "%!f(int=3)");
+        check("%.2f", &[Value::Number(gtmpl_value_ng::Number::float(3.0))], "3.00");
         check("%d", &[Value::from(3.5)], "%!d(float64=3.5)");
     }
 
