@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use regex::RegexSet;
 
+use super::simple_regex::Sequence;
+
 use super::model::ExprSpec;
 use crate::yaml::document::Pos;
 
@@ -102,7 +104,7 @@ pub struct Version {
 enum Compiled {
     Plain,
     /// Shared by every expression of the rule set with the same patterns.
-    Regex(Arc<Result<RegexSet, String>>),
+    Regex(Arc<Result<Patterns, String>>),
     Int(Result<Vec<i64>, String>),
     Version(Result<Vec<Version>, String>),
 }
@@ -132,11 +134,11 @@ pub enum Severity {
 /// distinct list of patterns (operators' rule files repeat them).
 #[derive(Debug, Default)]
 pub struct Compiler {
-    regexes: HashMap<Vec<String>, Arc<Result<RegexSet, String>>>,
+    regexes: HashMap<Vec<String>, Arc<Result<Patterns, String>>>,
 }
 
 impl Compiler {
-    fn regexes(&mut self, values: &[String]) -> Arc<Result<RegexSet, String>> {
+    fn regexes(&mut self, values: &[String]) -> Arc<Result<Patterns, String>> {
         if let Some(r) = self.regexes.get(values) {
             return r.clone();
         }
@@ -210,7 +212,7 @@ impl Expr {
                 self.want_some_values()?;
                 match &self.compiled {
                     Compiled::Regex(r) => match r.as_ref() {
-                        Ok(set) => Ok(set.is_match(value)),
+                        Ok(patterns) => Ok(patterns.is_match(value)),
                         Err(e) => Err(e.clone()),
                     },
                     _ => Err("internal: regexps not compiled".to_string()),
@@ -337,7 +339,10 @@ impl Expr {
             )),
             _ => {}
         }
-        if self.op == Op::InRegexp {
+        // The patterns compiled with the rule set; only when that failed is each one compiled
+        // alone, to point at the one at fault.
+        let patterns_failed = !matches!(&self.compiled, Compiled::Regex(r) if r.is_ok());
+        if self.op == Op::InRegexp && patterns_failed {
             for (i, v) in self.values.iter().enumerate() {
                 if let Err(e) = compile_go_regex(v) {
                     out.push((
@@ -435,23 +440,49 @@ fn ordered<T: Ord>(op: Op, v: T, b: &[T]) -> bool {
     }
 }
 
-fn compile_regexps(values: &[String]) -> Result<RegexSet, String> {
+/// The patterns of one `InRegexp`: fixed sequences matched directly when every pattern is
+/// one, else a regex set.
+#[derive(Debug)]
+pub enum Patterns {
+    Sequences(Vec<Sequence>),
+    Set(RegexSet),
+}
+
+impl Patterns {
+    fn is_match(&self, value: &str) -> bool {
+        match self {
+            Patterns::Sequences(seqs) => seqs.iter().any(|s| s.is_match(value)),
+            Patterns::Set(set) => set.is_match(value),
+        }
+    }
+}
+
+fn compile_regexps(values: &[String]) -> Result<Patterns, String> {
     let translated = values
         .iter()
         .map(|v| go_regex(v).map_err(|e| format!("invalid regexp {v:?}: {e}")))
         .collect::<Result<Vec<String>, String>>()?;
-    RegexSet::new(&translated).map_err(|set_error| {
-        // Only on failure is each pattern compiled alone, to name the one at fault.
-        values
-            .iter()
-            .zip(&translated)
-            .find_map(|(v, t)| {
-                regex::Regex::new(t)
-                    .err()
-                    .map(|e| format!("invalid regexp {v:?}: {}", one_line(&e.to_string())))
-            })
-            .unwrap_or_else(|| one_line(&set_error.to_string()))
-    })
+    if let Some(seqs) = translated
+        .iter()
+        .map(|t| Sequence::parse(t))
+        .collect::<Option<Vec<Sequence>>>()
+    {
+        return Ok(Patterns::Sequences(seqs));
+    }
+    RegexSet::new(&translated)
+        .map(Patterns::Set)
+        .map_err(|set_error| {
+            // Only on failure is each pattern compiled alone, to name the one at fault.
+            values
+                .iter()
+                .zip(&translated)
+                .find_map(|(v, t)| {
+                    regex::Regex::new(t)
+                        .err()
+                        .map(|e| format!("invalid regexp {v:?}: {}", one_line(&e.to_string())))
+                })
+                .unwrap_or_else(|| one_line(&set_error.to_string()))
+        })
 }
 
 /// A Go (RE2) pattern, compiled as Go compiles it.
