@@ -163,6 +163,10 @@ struct Column<'f> {
     values: Vec<&'f str>,
     /// Per instance: its value's position in `values`, or `values.len()` when it has none.
     codes: Vec<u32>,
+    /// The instances grouped by code, in instance order within each: those of code `c` are
+    /// `order[starts[c]..starts[c + 1]]`. A rule that matches few instances looks at those.
+    order: Vec<u32>,
+    starts: Vec<u32>,
 }
 
 impl<'f> Column<'f> {
@@ -185,7 +189,26 @@ impl<'f> Column<'f> {
                 *c = absent;
             }
         }
-        Column { values, codes }
+        // A counting sort of the instances by code.
+        let mut starts = vec![0u32; values.len() + 2];
+        for &c in &codes {
+            starts[c as usize + 1] += 1;
+        }
+        for k in 1..starts.len() {
+            starts[k] += starts[k - 1];
+        }
+        let mut next = starts.clone();
+        let mut order = vec![0u32; codes.len()];
+        for (i, &c) in codes.iter().enumerate() {
+            order[next[c as usize] as usize] = i as u32;
+            next[c as usize] += 1;
+        }
+        Column {
+            values,
+            codes,
+            order,
+            starts,
+        }
     }
 }
 
@@ -813,6 +836,10 @@ fn match_columns<'a, 'f: 'a>(
         codes.push(&col.codes);
     }
     let outcomes = &outcomes[..exprs.len()];
+    if !collect && !may_err && !exprs.is_empty() {
+        let columns: Vec<&Column> = exprs.iter().map(|e| &cols[e.key.as_str()]).collect();
+        return Ok((any_instance_true(outcomes, &columns), Vec::new()));
+    }
     let mut matched = false;
     let mut elems = Vec::new();
     'instances: for (i, inst) in insts.iter().enumerate() {
@@ -837,6 +864,38 @@ fn match_columns<'a, 'f: 'a>(
         }
     }
     Ok((matched, elems))
+}
+
+/// Whether one instance has every expression true, when no outcome is an error: the
+/// instances of the expression true on the fewest are the candidates, each checked against the
+/// others (a rule of `vendor In`, `device InRegexp` and `numa_node Gt` is true on a few dozen
+/// of 2,000 functions, often on none).
+fn any_instance_true(outcomes: &[Vec<Outcome>], columns: &[&Column]) -> bool {
+    let true_count = |k: usize| -> usize {
+        let (out, col) = (&outcomes[k], columns[k]);
+        (0..out.len())
+            .filter(|&c| out[c] == Outcome::True)
+            .map(|c| (col.starts[c + 1] - col.starts[c]) as usize)
+            .sum()
+    };
+    let counts: Vec<usize> = (0..outcomes.len()).map(true_count).collect();
+    let Some((best, _)) = counts.iter().enumerate().min_by_key(|(_, n)| **n) else {
+        return false;
+    };
+    let (out, col) = (&outcomes[best], columns[best]);
+    for c in (0..out.len()).filter(|&c| out[c] == Outcome::True) {
+        let members = &col.order[col.starts[c] as usize..col.starts[c + 1] as usize];
+        for &i in members {
+            let all = outcomes
+                .iter()
+                .zip(columns)
+                .all(|(o, col)| o[col.codes[i as usize] as usize] == Outcome::True);
+            if all {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// NFD's `MatchNamesMulti`: the expression applied to element names; instances match when
