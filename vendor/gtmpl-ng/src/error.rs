@@ -226,7 +226,9 @@ pub enum ExecError {
     ArgumentForNonFunction(String),
     #[error("only maps and objects have fields")]
     OnlyMapsAndObjectsHaveFields,
-    #[error("no field `{0}` in {1}")]
+    // gpu-labeler: Go's message for a missing key under `missingkey=error` (every object is a
+    // Go map here); upstream printed the whole receiver, a screenful for a PCI function.
+    #[error("map has no entry for key {0:?}")]
     NoFieldFor(String, Value),
     #[error("variable {0} not found")]
     VariableNotFound(String),
