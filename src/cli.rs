@@ -129,6 +129,10 @@ pub enum RulesCommand {
         /// write megabytes): for CI, where a typo must fail the build.
         #[arg(long)]
         strict: bool,
+        /// `json`: one object with the counts and every finding (severity, file, line,
+        /// column, object, rule, message), for CI annotations.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: ReportFormat,
     },
 }
 
@@ -342,8 +346,13 @@ pub fn run(cli: Cli) -> u8 {
             rule,
         } => cmd_explain(&discovery, &rules, rule.as_deref()),
         Command::Rules {
-            command: RulesCommand::Check { paths, strict },
-        } => cmd_rules_check(&paths, strict),
+            command:
+                RulesCommand::Check {
+                    paths,
+                    strict,
+                    output,
+                },
+        } => cmd_rules_check(&paths, strict, output),
         Command::Features { discovery, output } => cmd_features(&discovery, output),
         Command::Match {
             workload,
@@ -484,33 +493,56 @@ fn cmd_explain(args: &DiscoveryArgs, rules: &RulesArgs, rule: Option<&str>) -> R
     Ok(exit_code(&rule_errors, &required))
 }
 
-fn cmd_rules_check(paths: &[PathBuf], strict: bool) -> Result<u8, Error> {
+fn cmd_rules_check(paths: &[PathBuf], strict: bool, format: ReportFormat) -> Result<u8, Error> {
     let (sources, read_errors) = RuleSet::load_paths(paths);
     let known: Vec<&str> = crate::features::CATALOG.iter().map(|(n, _)| *n).collect();
     let report = crate::rules::check(&sources, &known);
-    let mut out = String::new();
-    for e in &read_errors {
-        out.push_str(&format!("error: {e}\n"));
-    }
-    for e in &report.errors {
-        out.push_str(&format!("error: {e}\n"));
-    }
-    let kind = if strict { "error" } else { "warning" };
-    for w in &report.warnings {
-        out.push_str(&format!("{kind}: {w}\n"));
-    }
-    let (mut errors, mut warnings) = (
-        read_errors.len() + report.errors.len(),
-        report.warnings.len(),
-    );
-    if strict {
-        (errors, warnings) = (errors + warnings, 0);
-    }
-    out.push_str(&format!(
-        "{} file(s) checked: {errors} error(s), {warnings} warning(s)\n",
-        sources.len(),
-    ));
-    print(&out);
+    let warning = if strict { "error" } else { "warning" };
+    let findings: Vec<(&str, &crate::rules::RuleLoadError)> = read_errors
+        .iter()
+        .chain(&report.errors)
+        .map(|e| ("error", e))
+        .chain(report.warnings.iter().map(|w| (warning, w)))
+        .collect();
+    let errors = findings.iter().filter(|(s, _)| *s == "error").count();
+    let warnings = findings.len() - errors;
+    print(&match format {
+        ReportFormat::Text => {
+            let mut out = String::new();
+            for (severity, f) in &findings {
+                out.push_str(&format!("{severity}: {f}\n"));
+            }
+            out.push_str(&format!(
+                "{} file(s) checked: {errors} error(s), {warnings} warning(s)\n",
+                sources.len(),
+            ));
+            out
+        }
+        ReportFormat::Json => {
+            let findings: Vec<serde_json::Value> = findings
+                .iter()
+                .map(|(severity, f)| {
+                    let pos = |n: u32| (n > 0).then_some(n);
+                    serde_json::json!({
+                        "severity": severity,
+                        "file": f.source,
+                        "line": pos(f.line),
+                        "column": pos(f.column),
+                        "object": f.object,
+                        "rule": f.rule,
+                        "message": f.message,
+                    })
+                })
+                .collect();
+            let doc = serde_json::json!({
+                "files": sources.len(),
+                "errors": errors,
+                "warnings": warnings,
+                "findings": findings,
+            });
+            serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+        }
+    });
     Ok(if errors == 0 {
         exit::OK
     } else {

@@ -96,7 +96,8 @@ impl Coalescer {
 /// anything changed).
 pub struct FileWatch {
     watcher: Option<notify::RecommendedWatcher>,
-    dirs: BTreeSet<PathBuf>,
+    /// Each watched directory, and whether its subdirectories are watched too.
+    dirs: BTreeSet<(PathBuf, bool)>,
 }
 
 impl FileWatch {
@@ -129,25 +130,31 @@ impl FileWatch {
         }
     }
 
-    /// Watches the directories of `paths` (a directory itself, a file's parent), and no others.
+    /// Watches the directories of `paths` (a directory itself with its subdirectories, as the
+    /// rules loader reads them; a file's parent alone), and no others.
     pub fn set(&mut self, paths: &[PathBuf]) {
         use notify::Watcher;
         let Some(w) = self.watcher.as_mut() else {
             return;
         };
-        let wanted: BTreeSet<PathBuf> = paths.iter().filter_map(|p| dir_of(p)).collect();
-        for gone in self.dirs.difference(&wanted) {
+        let wanted: BTreeSet<(PathBuf, bool)> = paths.iter().filter_map(|p| dir_of(p)).collect();
+        for (gone, _) in self.dirs.difference(&wanted) {
             let _ = w.unwatch(gone);
         }
         let mut now = BTreeSet::new();
-        for dir in &wanted {
-            if self.dirs.contains(dir) {
-                now.insert(dir.clone());
+        for entry @ (dir, recursive) in &wanted {
+            if self.dirs.contains(entry) {
+                now.insert(entry.clone());
                 continue;
             }
-            match w.watch(dir, notify::RecursiveMode::NonRecursive) {
+            let mode = if *recursive {
+                notify::RecursiveMode::Recursive
+            } else {
+                notify::RecursiveMode::NonRecursive
+            };
+            match w.watch(dir, mode) {
                 Ok(()) => {
-                    now.insert(dir.clone());
+                    now.insert(entry.clone());
                 }
                 Err(e) => tracing::warn!(
                     "cannot watch {} ({e}); its changes wait for the interval",
@@ -159,9 +166,9 @@ impl FileWatch {
     }
 }
 
-fn dir_of(p: &Path) -> Option<PathBuf> {
+fn dir_of(p: &Path) -> Option<(PathBuf, bool)> {
     if p.is_dir() {
-        Some(p.to_path_buf())
+        Some((p.to_path_buf(), true))
     } else {
         p.parent()
             .map(|d| {
@@ -172,7 +179,7 @@ fn dir_of(p: &Path) -> Option<PathBuf> {
                 }
             })
             .filter(|d| d.is_dir())
-            .map(Path::to_path_buf)
+            .map(|d| (d.to_path_buf(), false))
     }
 }
 

@@ -242,3 +242,95 @@ fn strict_makes_the_warnings_errors() {
         )
     );
 }
+
+/// `-o json` for CI: the counts and every finding with its position, the same findings as the
+/// text form (under `--strict`, the warning is an error there too).
+#[test]
+fn json_output_gives_every_finding_with_its_position() {
+    let f = "tests/fixtures/rules/typos/typos.yaml";
+    let parse = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
+    let finding = |severity: &str, line: u32, column: u32, rule: &str, message: &str| {
+        serde_json::json!({
+            "severity": severity, "file": f, "line": line, "column": column,
+            "object": "my-rules", "rule": rule, "message": message,
+        })
+    };
+    let op = "matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Inn\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse";
+    let gt = "gpu.device: memory_mib: Gt needs an integer, got \"forty\"";
+    let typo = "gpu.node: memory_mib_mn: gpu.node has no element \"memory_mib_mn\" (did you mean \"memory_mib_min\"?); the expression can never match";
+    for (strict, third) in [(false, "warning"), (true, "error")] {
+        let mut args = vec!["rules", "check", "-o", "json", f];
+        if strict {
+            args.push("--strict");
+        }
+        let (code, stdout, _) = run(&args);
+        let (errors, warnings) = if strict { (3, 0) } else { (2, 1) };
+        assert_eq!(
+            (code, parse(&stdout)),
+            (
+                1,
+                serde_json::json!({
+                    "files": 1, "errors": errors, "warnings": warnings,
+                    "findings": [
+                        finding("error", 20, 26, "typo-op", op),
+                        finding("error", 21, 42, "typo-op", gt),
+                        finding(third, 13, 13, "big-gpus", typo),
+                    ],
+                })
+            )
+        );
+    }
+    // A file that cannot be read has no position: line and column are null.
+    let (code, stdout, _) = run(&["rules", "check", "-o", "json", "/nonexistent/rules.yaml"]);
+    assert_eq!(
+        (code, parse(&stdout)),
+        (
+            1,
+            serde_json::json!({
+                "files": 0, "errors": 1, "warnings": 0,
+                "findings": [{
+                    "severity": "error", "file": "/nonexistent/rules.yaml", "line": null,
+                    "column": null, "object": null, "rule": null,
+                    "message": "cannot read rule file: No such file or directory (os error 2)",
+                }],
+            })
+        )
+    );
+}
+
+/// A site's rules kept per team and vendor: a directory is read with its subdirectories, in
+/// path order; hidden entries (`.git`, a ConfigMap's `..data`) and links to directories are not
+/// entered.
+#[test]
+fn a_directory_is_read_with_its_subdirectories() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let typos = std::fs::read_to_string("tests/fixtures/rules/typos/typos.yaml").unwrap();
+    let shipped = std::fs::read_to_string("rules/gpu.yaml").unwrap();
+    for (path, text) in [
+        ("team-a/nvidia/typos.yaml", typos.as_str()),
+        ("team-b/defaults.yml", shipped.as_str()),
+        ("team-b/README.md", "not a rule file"),
+        (".git/typos.yaml", typos.as_str()),
+    ] {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    std::os::unix::fs::symlink(root.join("team-a"), root.join("team-b/link-to-a")).unwrap();
+    let (code, stdout, _) = run(&["rules", "check", "--strict", root.to_str().unwrap()]);
+    let f = root.join("team-a/nvidia/typos.yaml");
+    let f = f.display();
+    assert_eq!(
+        (code, stdout),
+        (
+            1,
+            format!(
+                "error: {f}:20:26: rule \"typo-op\" (NodeFeatureRule \"my-rules\"): matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Inn\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse\n\
+                 error: {f}:21:42: rule \"typo-op\" (NodeFeatureRule \"my-rules\"): gpu.device: memory_mib: Gt needs an integer, got \"forty\"\n\
+                 error: {f}:13:13: rule \"big-gpus\" (NodeFeatureRule \"my-rules\"): gpu.node: memory_mib_mn: gpu.node has no element \"memory_mib_mn\" (did you mean \"memory_mib_min\"?); the expression can never match\n\
+                 2 file(s) checked: 3 error(s), 0 warning(s)\n"
+            )
+        )
+    );
+}

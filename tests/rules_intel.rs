@@ -164,7 +164,7 @@ fn intel_rules_check_clean_against_the_feature_catalog() {
         &sources,
         &["pci.device", "kernel.loadedmodule", "gpu.device"],
     );
-    assert_eq!(report.errors, Vec::<String>::new());
+    assert_eq!(report.error_lines(), Vec::<String>::new());
     // Features gpu-labeler does not discover (NFD's kernel.enabledmodule, cpu.*, kernel.config)
     // are reported once per term, with the closest known name.
     let p = "tests/fixtures/rules/intel/node-feature-rules.yaml";
@@ -179,7 +179,7 @@ fn intel_rules_check_clean_against_the_feature_catalog() {
         )
     };
     assert_eq!(
-        report.warnings,
+        report.warning_lines(),
         vec![
             enabled("66:13", "intel.gpu"),
             enabled("74:13", "intel.gpu"),

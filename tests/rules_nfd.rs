@@ -440,7 +440,7 @@ fn nfd_files_check_clean_except_their_deliberate_errors() {
     let report = check(&sources, &[]);
     let p = "tests/fixtures/rules/nfd";
     assert_eq!(
-        report.errors,
+        report.error_lines(),
         vec![
             format!(
                 "{p}/e2e-nodefeaturerule-4.yaml:31:9: rule \"e2e not allowed rule\" (NodeFeatureRule \"e2e-extened-resource-test\"): extended resource \"bad.kubernetes.io/malo\": namespace \"bad.kubernetes.io\" is not allowed"
@@ -457,7 +457,7 @@ fn nfd_files_check_clean_except_their_deliberate_errors() {
         ]
     );
     assert_eq!(
-        report.warnings,
+        report.warning_lines(),
         vec![
             format!(
                 "{p}/samples-nodefeaturerule-cpu.yaml:69:9: rule \"nfd built-in cpu-cstate and cpu-pstate labels\" (NodeFeatureRule \"nfd-builtin-cpu-features\"): the template reads .cpu.cstate, which is not in the data of matchAny[1]; the rule fails with a missing key whenever that element matches"

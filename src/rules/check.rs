@@ -26,8 +26,20 @@ use crate::yaml::document::Pos;
 /// The findings of `rules check`. `errors` non-empty means the files are invalid.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CheckReport {
-    pub errors: Vec<String>,
-    pub warnings: Vec<String>,
+    pub errors: Vec<RuleLoadError>,
+    pub warnings: Vec<RuleLoadError>,
+}
+
+impl CheckReport {
+    /// The errors as `rules check` prints them (`file:line:column: rule ...: message`).
+    pub fn error_lines(&self) -> Vec<String> {
+        self.errors.iter().map(ToString::to_string).collect()
+    }
+
+    /// The warnings as `rules check` prints them.
+    pub fn warning_lines(&self) -> Vec<String> {
+        self.warnings.iter().map(ToString::to_string).collect()
+    }
 }
 
 struct Reporter<'a> {
@@ -38,7 +50,7 @@ struct Reporter<'a> {
 }
 
 impl Reporter<'_> {
-    fn line(&self, pos: Pos, message: String) -> String {
+    fn line(&self, pos: Pos, message: String) -> RuleLoadError {
         RuleLoadError {
             source: self.source.to_string(),
             line: pos.line,
@@ -47,7 +59,6 @@ impl Reporter<'_> {
             rule: self.rule.clone(),
             message,
         }
-        .to_string()
     }
 
     fn error(&mut self, pos: Pos, message: impl Into<String>) {
@@ -68,7 +79,7 @@ pub fn check(sources: &[RuleSource], known_features: &[&str]) -> CheckReport {
     let mut all: Vec<(String, ObjectSpec)> = Vec::new();
     for src in sources {
         let (objects, errors) = read_source(src);
-        report.errors.extend(errors.iter().map(ToString::to_string));
+        report.errors.extend(errors);
         all.extend(objects.into_iter().map(|o| (src.name.clone(), o)));
     }
     all.sort_by(|a, b| a.1.name.cmp(&b.1.name));
@@ -421,20 +432,14 @@ fn check_back_references(report: &mut CheckReport, all: &[(String, ObjectSpec)])
                         )
                     })
                     .unwrap_or_default();
-                report.warnings.push(
-                    RuleLoadError {
-                        source: source.to_string(),
-                        line: e.pos.line,
-                        column: e.pos.column,
-                        object: Some(obj.name.clone()),
-                        rule: Some(rule.name.clone()),
-                        message: format!(
-                            "rule.matched: no earlier rule produces {:?}{later}",
-                            e.key
-                        ),
-                    }
-                    .to_string(),
-                );
+                report.warnings.push(RuleLoadError {
+                    source: source.to_string(),
+                    line: e.pos.line,
+                    column: e.pos.column,
+                    object: Some(obj.name.clone()),
+                    rule: Some(rule.name.clone()),
+                    message: format!("rule.matched: no earlier rule produces {:?}{later}", e.key),
+                });
             }
         }
     }

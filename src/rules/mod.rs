@@ -220,22 +220,45 @@ pub(crate) struct RuleRecord {
     pub result: Result<Option<RuleOutput>, String>,
 }
 
-/// The rule files of a directory, in name order: its entries named `*.yaml`, `*.yml` or
-/// `*.json`, hidden ones (a ConfigMap's `..data`) left out. Entries are listed whatever they
-/// are; reading one that is not a regular file is the reader's error to report.
+/// How deep `rule_files` descends below the directory it is given (a site's `team/vendor/`
+/// layout is two levels); deeper files are left out.
+const MAX_RULE_DIR_DEPTH: usize = 8;
+
+/// The rule files of a directory and its subdirectories, in path order: entries named
+/// `*.yaml`, `*.yml` or `*.json`, hidden ones (a ConfigMap's `..data`, `.git`) left out. Only
+/// real subdirectories are entered (a symbolic link to a directory could loop); files are
+/// listed whatever they are, and reading one that is not a regular file is the reader's error
+/// to report. A subdirectory that cannot be read is an error, as the directory itself is.
 pub fn rule_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let hidden = p
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
-            let ext = p.extension().and_then(|x| x.to_str());
-            !hidden && matches!(ext, Some("yaml" | "yml" | "json"))
-        })
-        .collect();
+    let mut files = Vec::new();
+    collect_rule_files(dir, 0, &mut files)?;
     files.sort();
     Ok(files)
+}
+
+fn collect_rule_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let Ok(entry) = entry else { continue };
+        let path = entry.path();
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            if depth < MAX_RULE_DIR_DEPTH {
+                collect_rule_files(&path, depth + 1, out).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+                })?;
+            }
+            continue;
+        }
+        if matches!(
+            path.extension().and_then(|x| x.to_str()),
+            Some("yaml" | "yml" | "json")
+        ) {
+            out.push(path);
+        }
+    }
+    Ok(())
 }
 
 impl RuleSet {
@@ -257,7 +280,7 @@ impl RuleSet {
     }
 
     /// Reads rule files: each path is a file, or a directory whose `*.yaml`, `*.yml` and
-    /// `*.json` files are read in name order. Errors name the path.
+    /// `*.json` files (subdirectories included) are read in path order. Errors name the path.
     pub fn load_paths(paths: &[PathBuf]) -> (Vec<RuleSource>, Vec<RuleLoadError>) {
         let mut sources = Vec::new();
         let mut errors = Vec::new();

@@ -922,7 +922,7 @@ fn check_reports_everything_at_once() {
         &["pci.device", "gpu.device"],
     );
     assert_eq!(
-        report.errors,
+        report.error_lines(),
         vec![
             "r.yaml:12:50: rule \"regex\" (NodeFeatureRule \"obj\"): pci.devise: class: invalid regexp \"((\": regex parse error: (( ^ error: unclosed group",
             "r.yaml:18:42: rule \"numbers\" (NodeFeatureRule \"obj\"): gpu.device: memory_mib: Gt needs an integer, got \"40GB\"",
@@ -934,7 +934,7 @@ fn check_reports_everything_at_once() {
         ]
     );
     assert_eq!(
-        report.warnings,
+        report.warning_lines(),
         vec![
             "r.yaml:10:11: rule \"regex\" (NodeFeatureRule \"obj\"): unknown feature \"pci.devise\" (did you mean \"pci.device\"?); the term can never match",
             "r.yaml:19:13: rule \"numbers\" (NodeFeatureRule \"obj\"): gpu.device: count: gpu.device has no element \"count\"; the expression can never match",
