@@ -64,6 +64,27 @@ pub enum Command {
         #[arg(long)]
         rule: Option<String>,
     },
+    /// What this node's labels would become on its Node: added, changed, removed, in conflict
+    /// with another field manager, and what other managers alone write; exit 4 when the Node
+    /// differs from what the node sink would publish.
+    Diff {
+        #[command(flatten)]
+        discovery: DiscoveryArgs,
+        #[command(flatten)]
+        rules: RulesArgs,
+        /// A Node file (`kubectl get node NAME -o yaml --show-managed-fields`) instead of
+        /// asking the cluster.
+        #[arg(long = "node", value_name = "FILE", conflicts_with = "kubeconfig")]
+        node: Option<PathBuf>,
+        /// The Node to read from the cluster (this node).
+        #[arg(long, env = "NODE_NAME")]
+        node_name: Option<String>,
+        /// kubeconfig file (else in-cluster config, else $KUBECONFIG).
+        #[arg(long, env = "GPU_LABELER_KUBECONFIG", value_name = "FILE")]
+        kubeconfig: Option<PathBuf>,
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: ReportFormat,
+    },
     /// Work with rule files.
     Rules {
         #[command(subcommand)]
@@ -345,6 +366,21 @@ pub fn run(cli: Cli) -> u8 {
             rules,
             rule,
         } => cmd_explain(&discovery, &rules, rule.as_deref()),
+        Command::Diff {
+            discovery,
+            rules,
+            node,
+            node_name,
+            kubeconfig,
+            output,
+        } => cmd_diff(
+            &discovery,
+            &rules,
+            node.as_deref(),
+            node_name.as_deref(),
+            kubeconfig.as_deref(),
+            output,
+        ),
         Command::Rules {
             command:
                 RulesCommand::Check {
@@ -549,6 +585,51 @@ fn cmd_rules_check(paths: &[PathBuf], strict: bool, format: ReportFormat) -> Res
         exit::INVALID_INPUT
     })
 }
+
+fn cmd_diff(
+    args: &DiscoveryArgs,
+    rules: &RulesArgs,
+    node_file: Option<&std::path::Path>,
+    node_name: Option<&str>,
+    kubeconfig: Option<&std::path::Path>,
+    format: ReportFormat,
+) -> Result<u8, Error> {
+    use crate::publish::diff;
+    let node = match (node_file, node_name) {
+        (Some(f), _) => diff::read_node_file(f)?,
+        (None, Some(name)) => diff::fetch_node(kubeconfig, name, DIFF_TIMEOUT)?,
+        (None, None) => {
+            return Err(Error::Usage(
+                "diff needs a Node: --node FILE, or --node-name (NODE_NAME) to read it from the cluster".into(),
+            ));
+        }
+    };
+    let sources = args.sources();
+    // What the node sink would publish: its namespace defaults included.
+    let config = daemon::with_defaults(sources.load_config()?, true);
+    let (rule_set, rule_errors) = rules.rule_files().load();
+    let (features, required) = sources.features(&config)?;
+    let evaluated = labels::evaluate_node(&features, &config, &rule_set);
+    pipeline::report(&evaluated);
+    let d = diff::diff(
+        &node,
+        &crate::publish::node::Owned::from_output(&evaluated.output),
+    );
+    print(&match format {
+        ReportFormat::Text => d.render_text(),
+        ReportFormat::Json => d.render_json(),
+    });
+    for e in rule_errors.iter().chain(&required) {
+        error::print_error(&e);
+    }
+    Ok(match exit_code(&rule_errors, &required) {
+        exit::OK if d.differs() => exit::DIFFERS,
+        code => code,
+    })
+}
+
+/// How long `diff` waits for the API server's answer.
+const DIFF_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn cmd_features(args: &DiscoveryArgs, format: FeatureFormat) -> Result<u8, Error> {
     let sources = args.sources();

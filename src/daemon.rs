@@ -330,7 +330,7 @@ impl Inputs {
 /// The config as the daemon uses it: for the node sink, `labels.allowedNs` defaults to the
 /// admission policy's namespaces, and `nvidia.com` with the `nvidia-gfd` profile (whose
 /// component admits GFD's keys).
-fn with_defaults(mut config: Config, node_sink: bool) -> Config {
+pub fn with_defaults(mut config: Config, node_sink: bool) -> Config {
     if node_sink && config.labels.allowed_ns.is_none() {
         let mut ns = config::POLICY_NAMESPACES.map(String::from).to_vec();
         if config.profiles.contains(&config::Profile::NvidiaGfd) {

@@ -13,6 +13,9 @@ pub mod exit {
     pub const RUNTIME: u8 = 3;
     /// `match`: no node fits a workload (1, as grep says "no line matched").
     pub const NO_FIT: u8 = 1;
+    /// `diff`: the Node differs from what would be published (4: 1-3 are taken, and a script
+    /// must tell "differs" from "failed").
+    pub const DIFFERS: u8 = 4;
 }
 
 /// Writes `error: {message}` to stderr. A reader that went away (`2>&1 | head`) is not worth a

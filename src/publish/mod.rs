@@ -1,6 +1,7 @@
 //! Sinks: where labels go. `stdout` prints them in the formats of SPEC §2.
 
 pub mod client;
+pub mod diff;
 pub mod features_file;
 pub mod node;
 pub mod nodefeature;

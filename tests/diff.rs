@@ -1,0 +1,245 @@
+//! `gpu-labeler diff` as an operator migrating from NFD and GFD meets it: the real binary against
+//! the fake API server's Node (labels from kubelet, nfd-master, GFD and an earlier gpu-labeler,
+//! with their managedFields), then the same Node as a file; the publish that follows does what
+//! the diff said.
+
+mod apiserver;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use apiserver::*;
+
+const NODE: &str = "gpu-node-1";
+
+/// A Node as a cluster that ran NFD and GFD, and an older gpu-labeler, leaves it.
+fn migrating_cluster() -> FakeApiServer {
+    let server = FakeApiServer::start();
+    server.add_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+    server.merge_patch_labels(
+        NODE,
+        "nfd-master",
+        &[
+            // NFD's vendor-only PCI label (the device plugin's chart selects on it).
+            ("feature.node.kubernetes.io/pci-10de.present", Some("true")),
+            // The same label and value as ours: shared.
+            (
+                "feature.node.kubernetes.io/pci-0302_10de.present",
+                Some("true"),
+            ),
+            // Another value than ours: a conflict the sink will not force.
+            ("feature.node.kubernetes.io/gpu.count", Some("4")),
+        ],
+    );
+    server.merge_patch_labels(
+        NODE,
+        "gpu-feature-discovery",
+        &[("nvidia.com/gpu.product", Some("NVIDIA-H100-80GB-HBM3"))],
+    );
+    let ours = map(&[
+        ("feature.node.kubernetes.io/gpu.product", "H100"),
+        ("feature.node.kubernetes.io/gpu.vendor", "nvidia"),
+        ("feature.node.kubernetes.io/old-rule", "true"),
+    ]);
+    server.with(|s| {
+        s.nodes
+            .get_mut(NODE)
+            .unwrap()
+            .apply("gpu-labeler", &ours, &BTreeMap::new(), false)
+            .unwrap()
+    });
+    server
+}
+
+fn gpu_labeler(args: &[String]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-labeler"))
+        .args(args)
+        .env_remove("NODE_NAME")
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn diff_args(extra: &[&str]) -> Vec<String> {
+    let mut a = vec!["diff".to_string()];
+    a.extend(fixture_args());
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+const BEFORE: &str = "node gpu-node-1: 6 to add, 1 to change, 1 to remove, 1 in conflict, 2 unchanged; 2 written only by other managers\n\
+    + label feature.node.kubernetes.io/gpu-nvidia.count=8\n\
+    ! label feature.node.kubernetes.io/gpu.count=4: wanted 8, but field manager \"nfd-master\" owns it: not applied\n\
+    + label feature.node.kubernetes.io/gpu.present=true\n\
+    ~ label feature.node.kubernetes.io/gpu.product: H100 -> GH100-H100-SXM5-80GB\n\
+    + label feature.node.kubernetes.io/gpu.vgpu.present=false\n\
+    + label feature.node.kubernetes.io/gpu.virtual=false\n\
+    - label feature.node.kubernetes.io/old-rule=true\n\
+    + label feature.node.kubernetes.io/pci-0300_102b.present=true\n\
+    = label feature.node.kubernetes.io/pci-0302_10de.present=true: also owned by \"nfd-master\"; stays when it stops writing it\n\
+    + label feature.node.kubernetes.io/pci-0302_10de.sriov.capable=true\n\
+    ? label feature.node.kubernetes.io/pci-10de.present=true: written only by \"nfd-master\"; goes when it stops writing it\n\
+    ? label nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3: written only by \"gpu-feature-discovery\"; goes when it stops writing it\n";
+
+#[test]
+fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
+    let server = migrating_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+    let k = kubeconfig.to_str().unwrap();
+    server.clear_requests();
+    let live = diff_args(&["--kubeconfig", k, "--node-name", NODE]);
+    let (code, stdout, stderr) = gpu_labeler(&live);
+    assert_eq!((code, stdout.as_str(), stderr.as_str()), (4, BEFORE, ""));
+    // Reading is all diff does: one GET, no write.
+    let methods: Vec<String> = server.requests().iter().map(|r| r.method.clone()).collect();
+    assert_eq!(methods, vec!["GET"]);
+
+    // The same Node saved by kubectl (with its managedFields) gives the same diff.
+    let file = dir.path().join("node.json");
+    std::fs::write(&file, server.node(NODE).to_json(NODE).to_string()).unwrap();
+    let (code, stdout, _) = gpu_labeler(&diff_args(&["--node", file.to_str().unwrap()]));
+    assert_eq!((code, stdout.as_str()), (4, BEFORE));
+
+    // JSON for scripts: one row per key that is not ours alone and unchanged.
+    let (code, stdout, _) = gpu_labeler(&diff_args(&[
+        "--node",
+        file.to_str().unwrap(),
+        "-o",
+        "json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let statuses: Vec<(String, String)> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap().to_string(),
+                r["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let fnk = |k: &str| format!("feature.node.kubernetes.io/{k}");
+    assert_eq!(code, 4);
+    assert_eq!(v["node"], NODE);
+    assert_eq!(v["managedFields"], true);
+    assert_eq!(
+        statuses,
+        vec![
+            (fnk("gpu-nvidia.count"), "add".into()),
+            (fnk("gpu.count"), "conflict".into()),
+            (fnk("gpu.present"), "add".into()),
+            (fnk("gpu.product"), "change".into()),
+            (fnk("gpu.vendor"), "keep".into()),
+            (fnk("gpu.vgpu.present"), "add".into()),
+            (fnk("gpu.virtual"), "add".into()),
+            (fnk("old-rule"), "remove".into()),
+            (fnk("pci-0300_102b.present"), "add".into()),
+            (fnk("pci-0302_10de.present"), "keep".into()),
+            (fnk("pci-0302_10de.sriov.capable"), "add".into()),
+            (fnk("pci-10de.present"), "foreign".into()),
+            ("nvidia.com/gpu.product".into(), "foreign".into()),
+        ]
+    );
+
+    // The publish does what the diff said: every add and change, the removal, the conflict
+    // left to nfd-master, the others' labels untouched.
+    let run = run_args(&kubeconfig, NODE, &["--oneshot"]);
+    let mut run: Vec<String> = run
+        .into_iter()
+        .filter(|a| a != "--no-default-rules")
+        .collect();
+    run.push("--no-events".into());
+    let (code, _, stderr) = gpu_labeler(&run);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        server.labels(NODE),
+        map(&[
+            ("kubernetes.io/hostname", NODE),
+            ("feature.node.kubernetes.io/gpu-nvidia.count", "8"),
+            ("feature.node.kubernetes.io/gpu.count", "4"),
+            ("feature.node.kubernetes.io/gpu.present", "true"),
+            (
+                "feature.node.kubernetes.io/gpu.product",
+                "GH100-H100-SXM5-80GB"
+            ),
+            ("feature.node.kubernetes.io/gpu.vendor", "nvidia"),
+            ("feature.node.kubernetes.io/gpu.vgpu.present", "false"),
+            ("feature.node.kubernetes.io/gpu.virtual", "false"),
+            ("feature.node.kubernetes.io/pci-0300_102b.present", "true"),
+            ("feature.node.kubernetes.io/pci-0302_10de.present", "true"),
+            (
+                "feature.node.kubernetes.io/pci-0302_10de.sriov.capable",
+                "true"
+            ),
+            ("feature.node.kubernetes.io/pci-10de.present", "true"),
+            ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
+        ])
+    );
+    // After it, only the conflict still differs.
+    let (code, stdout, _) = gpu_labeler(&live);
+    assert_eq!(
+        (code, stdout.as_str()),
+        (
+            4,
+            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 1 in conflict, 9 unchanged; 2 written only by other managers\n\
+             ! label feature.node.kubernetes.io/gpu.count=4: wanted 8, but field manager \"nfd-master\" owns it: not applied\n\
+             = label feature.node.kubernetes.io/pci-0302_10de.present=true: also owned by \"nfd-master\"; stays when it stops writing it\n\
+             ? label feature.node.kubernetes.io/pci-10de.present=true: written only by \"nfd-master\"; goes when it stops writing it\n\
+             ? label nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3: written only by \"gpu-feature-discovery\"; goes when it stops writing it\n"
+        )
+    );
+}
+
+/// `kubectl get node -o yaml` without `--show-managed-fields`: owners unknown, said once; a
+/// Node that already carries everything exits 0; a file that is not a Node names itself.
+#[test]
+fn a_node_file_without_managed_fields_and_bad_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, labels, _) = gpu_labeler(&{
+        let mut a = vec!["labels".to_string(), "-o".into(), "json".into()];
+        a.extend(fixture_args());
+        a
+    });
+    let labels: serde_json::Value = serde_json::from_str(&labels).unwrap();
+    let file = dir.path().join("node.yaml");
+    let mut yaml = format!("apiVersion: v1\nkind: Node\nmetadata:\n  name: {NODE}\n  labels:\n");
+    for (k, v) in labels["labels"].as_object().unwrap() {
+        yaml.push_str(&format!("    {k}: \"{}\"\n", v.as_str().unwrap()));
+    }
+    std::fs::write(&file, &yaml).unwrap();
+    let (code, stdout, _) = gpu_labeler(&diff_args(&["--node", file.to_str().unwrap()]));
+    assert_eq!(
+        (code, stdout.as_str()),
+        (
+            0,
+            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 10 unchanged; 0 written only by other managers\n\
+             note: the Node has no managedFields (`kubectl get node NAME -o yaml --show-managed-fields`): no key is known to be owned, so none shows as removed or in conflict\n"
+        )
+    );
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(&pod, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n").unwrap();
+    let (code, stdout, stderr) = gpu_labeler(&diff_args(&["--node", pod.to_str().unwrap()]));
+    assert_eq!(
+        (code, stdout.as_str(), stderr),
+        (
+            1,
+            "",
+            format!("error: {}: kind Pod, not Node\n", pod.display())
+        )
+    );
+    let (code, _, stderr) = gpu_labeler(&diff_args(&[]));
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            2,
+            "error: diff needs a Node: --node FILE, or --node-name (NODE_NAME) to read it from the cluster\n"
+        )
+    );
+}
