@@ -85,6 +85,33 @@ pub enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
         output: ReportFormat,
     },
+    /// Take gpu-labeler's labels and annotations off Nodes (only the keys its field manager
+    /// owns; a key another manager owns too stays, theirs) and delete the NodeFeature objects
+    /// it published: for an uninstall, or a switch between the node and nodefeature sinks.
+    Prune {
+        /// The Node to prune (this node).
+        #[arg(long, env = "NODE_NAME", conflicts_with = "all_nodes")]
+        node_name: Option<String>,
+        /// Every Node in the cluster (the uninstall Job: deploy/prune).
+        #[arg(long)]
+        all_nodes: bool,
+        /// Also delete the NodeFeature named after each Node in this namespace, when
+        /// gpu-labeler wrote it.
+        #[arg(long, value_name = "NAMESPACE")]
+        nodefeature_namespace: Option<String>,
+        /// Only the NodeFeature objects, not the Node labels (a switch from the nodefeature
+        /// sink to the node sink, whose agents now write the labels themselves).
+        #[arg(long, requires = "nodefeature_namespace")]
+        nodefeatures_only: bool,
+        /// Say what would go, change nothing; exit 4 when something would.
+        #[arg(long, env = "GPU_LABELER_DRY_RUN", value_parser = boolish())]
+        dry_run: bool,
+        /// kubeconfig file (else in-cluster config, else $KUBECONFIG).
+        #[arg(long, env = "GPU_LABELER_KUBECONFIG", value_name = "FILE")]
+        kubeconfig: Option<PathBuf>,
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: ReportFormat,
+    },
     /// Work with rule files.
     Rules {
         #[command(subcommand)]
@@ -381,6 +408,23 @@ pub fn run(cli: Cli) -> u8 {
             kubeconfig.as_deref(),
             output,
         ),
+        Command::Prune {
+            node_name,
+            all_nodes,
+            nodefeature_namespace,
+            nodefeatures_only,
+            dry_run,
+            kubeconfig,
+            output,
+        } => cmd_prune(
+            node_name,
+            all_nodes,
+            nodefeature_namespace,
+            nodefeatures_only,
+            dry_run,
+            kubeconfig.as_deref(),
+            output,
+        ),
         Command::Rules {
             command:
                 RulesCommand::Check {
@@ -625,6 +669,46 @@ fn cmd_diff(
     Ok(match exit_code(&rule_errors, &required) {
         exit::OK if d.differs() => exit::DIFFERS,
         code => code,
+    })
+}
+
+fn cmd_prune(
+    node_name: Option<String>,
+    all_nodes: bool,
+    namespace: Option<String>,
+    nodefeatures_only: bool,
+    dry_run: bool,
+    kubeconfig: Option<&std::path::Path>,
+    format: ReportFormat,
+) -> Result<u8, Error> {
+    use crate::publish::prune;
+    let nodes = match (node_name, all_nodes) {
+        (_, true) => prune::Nodes::All,
+        (Some(n), false) => prune::Nodes::One(n),
+        (None, false) => {
+            return Err(Error::Usage(
+                "prune needs --node-name (NODE_NAME) or --all-nodes".into(),
+            ));
+        }
+    };
+    let req = prune::Request {
+        nodes,
+        namespace,
+        node_labels: !nodefeatures_only,
+        dry_run,
+        timeout: DIFF_TIMEOUT,
+    };
+    let report = prune::run(kubeconfig, &req)?;
+    print(&match format {
+        ReportFormat::Text => prune::render_text(&report, dry_run),
+        ReportFormat::Json => prune::render_json(&report, dry_run),
+    });
+    Ok(if report.iter().any(|p| p.error.is_some()) {
+        exit::RUNTIME
+    } else if dry_run && report.iter().any(prune::NodePrune::has_work) {
+        exit::DIFFERS
+    } else {
+        exit::OK
     })
 }
 

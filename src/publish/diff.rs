@@ -269,10 +269,10 @@ pub fn fetch_node(kubeconfig: Option<&Path>, name: &str, timeout: Duration) -> R
                 Error::Runtime(format!("reading Node {name}: no answer within {timeout:?}"))
             })?
             .map_err(|e| {
-                Error::Runtime(format!(
-                    "reading Node {name}: {}",
-                    super::node::error_chain(&e)
-                ))
+                Error::Runtime(
+                    super::node::PublishError::from_kube(&format!("reading Node {name}"), &e)
+                        .message,
+                )
             })
     })
 }

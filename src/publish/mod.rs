@@ -5,4 +5,5 @@ pub mod diff;
 pub mod features_file;
 pub mod node;
 pub mod nodefeature;
+pub mod prune;
 pub mod stdout;

@@ -736,7 +736,7 @@ impl State {
         let key = (ns.to_string(), name.to_string());
         match method {
             "GET" => match self.nodefeatures.get(&key) {
-                Some(o) => reply(200, &with_rv(&o.object, o.resource_version)),
+                Some(o) => reply(200, &o.to_json()),
                 None => status(
                     404,
                     "NotFound",
@@ -777,18 +777,39 @@ impl State {
                         },
                     );
                 }
-                let o = &self.nodefeatures[&key];
-                reply(200, &with_rv(&o.object, o.resource_version))
+                reply(200, &self.nodefeatures[&key].to_json())
             }
+            // As for a custom resource without finalizers: gone at once, answered with its
+            // last state.
+            "DELETE" => match self.nodefeatures.remove(&key) {
+                Some(o) => {
+                    self.bump();
+                    reply(200, &o.to_json())
+                }
+                None => status(
+                    404,
+                    "NotFound",
+                    &format!("nodefeatures.nfd.k8s-sigs.io \"{name}\" not found"),
+                    Some(json!({"name": name, "group": "nfd.k8s-sigs.io", "kind": "nodefeatures"})),
+                ),
+            },
             _ => status(405, "MethodNotAllowed", "method not allowed", None),
         }
     }
 }
 
-fn with_rv(obj: &Value, rv: u64) -> Value {
-    let mut o = obj.clone();
-    o["metadata"]["resourceVersion"] = json!(rv.to_string());
-    o
+impl NodeFeatureObj {
+    /// The object as the API server answers it: its resourceVersion and its one manager.
+    pub fn to_json(&self) -> Value {
+        let mut o = self.object.clone();
+        o["metadata"]["resourceVersion"] = json!(self.resource_version.to_string());
+        o["metadata"]["managedFields"] = json!([{
+            "manager": self.manager, "operation": "Apply", "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+            "time": "2025-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {}, "f:spec": {}},
+        }]);
+        o
+    }
 }
 
 /// The real API server's answer to a conflicting apply.

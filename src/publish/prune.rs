@@ -1,0 +1,321 @@
+//! `gpu-labeler prune`: takes gpu-labeler's labels and annotations off Nodes, for an uninstall
+//! or a switch from the node sink to the nodefeature sink, and deletes the NodeFeature objects
+//! it published, for the switch back.
+//!
+//! What goes is decided by ownership alone, as the sink reads it (`node::ownership`): a server-
+//! side apply of an empty configuration under gpu-labeler's field manager. The API server then
+//! removes each key that only gpu-labeler owns, and keeps each key another manager owns too
+//! (theirs from then on). Labels written by anyone else, in any namespace, are never touched.
+//! A NodeFeature is deleted only when gpu-labeler's field manager wrote it. Each Node is done on
+//! its own: one that fails is reported and the rest go on.
+
+use std::fmt::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, DynamicObject};
+use kube::{Api, Client};
+use serde::Serialize;
+
+use super::node::{FIELD_MANAGER, FieldKind, Ownership, PublishError, apply_body, ownership};
+use super::nodefeature::{GROUP, KIND, VERSION};
+use crate::error::Error;
+
+/// One key gpu-labeler owns on a Node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Key {
+    pub kind: &'static str,
+    pub key: String,
+    pub value: String,
+    /// Another manager that owns it too: it stays, theirs. `None`: it is removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_by: Option<String>,
+}
+
+/// What prune does (or would do) to one Node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodePrune {
+    pub node: String,
+    pub keys: Vec<Key>,
+    /// `namespace/name` of the NodeFeature gpu-labeler published for the Node, deleted.
+    #[serde(rename = "nodeFeature")]
+    pub node_feature: Option<String>,
+    /// Why the Node could not be pruned (the others still are).
+    pub error: Option<String>,
+}
+
+impl NodePrune {
+    fn empty(node: &str) -> NodePrune {
+        NodePrune {
+            node: node.to_string(),
+            keys: Vec::new(),
+            node_feature: None,
+            error: None,
+        }
+    }
+
+    /// Whether there is anything of gpu-labeler's on this Node.
+    pub fn has_work(&self) -> bool {
+        !self.keys.is_empty() || self.node_feature.is_some()
+    }
+}
+
+/// The keys gpu-labeler owns on `node`, each with whether another manager keeps it.
+pub fn plan(node: &Node) -> Vec<Key> {
+    let Ownership { ours, others } = ownership(node);
+    let mut keys = Vec::new();
+    for (kind, map) in [
+        (FieldKind::Label, &ours.labels),
+        (FieldKind::Annotation, &ours.annotations),
+    ] {
+        for (k, v) in map {
+            keys.push(Key {
+                kind: kind_name(kind),
+                key: k.clone(),
+                value: v.clone(),
+                kept_by: others.get(&(kind, k.clone())).cloned(),
+            });
+        }
+    }
+    keys
+}
+
+fn kind_name(kind: FieldKind) -> &'static str {
+    match kind {
+        FieldKind::Label => "label",
+        FieldKind::Annotation => "annotation",
+    }
+}
+
+/// Which Nodes to prune.
+#[derive(Debug, Clone)]
+pub enum Nodes {
+    One(String),
+    All,
+}
+
+/// What to prune, and how.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub nodes: Nodes,
+    /// Where NodeFeature objects are looked for (`None`: not looked for).
+    pub namespace: Option<String>,
+    /// Whether the Nodes' labels and annotations go (else only the NodeFeature objects).
+    pub node_labels: bool,
+    pub dry_run: bool,
+    /// Bounds each request.
+    pub timeout: Duration,
+}
+
+/// Runs the prune; errors of single Nodes are in their `NodePrune`, an error here (no client,
+/// the Node list unreadable) means nothing was done.
+pub fn run(kubeconfig: Option<&Path>, req: &Request) -> Result<Vec<NodePrune>, Error> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Runtime(format!("cannot start the client's runtime: {e}")))?;
+    rt.block_on(async {
+        let client = super::client::kube_client(kubeconfig, req.timeout, 16 << 20).await?;
+        let names = match &req.nodes {
+            Nodes::One(n) => vec![n.clone()],
+            Nodes::All => list_nodes(&client, req.timeout).await?,
+        };
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            let mut p = NodePrune::empty(&name);
+            if let Err(e) = prune_node(&client, req, &mut p).await {
+                p.error = Some(e);
+            }
+            out.push(p);
+        }
+        Ok(out)
+    })
+}
+
+/// `call` bounded by `timeout`; its error in the sink's words (`404 NotFound: nodes "x" not
+/// found`).
+async fn bounded<T>(
+    what: &str,
+    timeout: Duration,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(PublishError::from_kube(what, &e).message),
+        Err(_) => Err(format!("{what}: no answer within {timeout:?}")),
+    }
+}
+
+/// Every Node's name, 500 at a time.
+async fn list_nodes(client: &Client, timeout: Duration) -> Result<Vec<String>, Error> {
+    let api: Api<Node> = Api::all(client.clone());
+    let mut names = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut lp = ListParams::default().limit(500);
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let page = bounded("listing Nodes", timeout, api.list(&lp))
+            .await
+            .map_err(Error::Runtime)?;
+        names.extend(page.items.into_iter().filter_map(|n| n.metadata.name));
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            return Ok(names);
+        }
+    }
+}
+
+async fn prune_node(client: &Client, req: &Request, p: &mut NodePrune) -> Result<(), String> {
+    if !req.node_labels {
+        if let Some(ns) = &req.namespace {
+            p.node_feature = prune_node_feature(client, ns, &p.node, req).await?;
+        }
+        return Ok(());
+    }
+    let api: Api<Node> = Api::all(client.clone());
+    let node = bounded(
+        &format!("reading Node {}", p.node),
+        req.timeout,
+        api.get(&p.node),
+    )
+    .await?;
+    p.keys = plan(&node);
+    if !p.keys.is_empty() && !req.dry_run {
+        let body = apply_body(&p.node, &Default::default());
+        let params = PatchParams::apply(FIELD_MANAGER);
+        bounded(
+            &format!("apply to Node {}", p.node),
+            req.timeout,
+            api.patch(&p.node, &params, &Patch::Apply(&body)),
+        )
+        .await?;
+    }
+    if let Some(ns) = &req.namespace {
+        p.node_feature = prune_node_feature(client, ns, &p.node, req).await?;
+    }
+    Ok(())
+}
+
+/// Deletes `ns/node` when gpu-labeler's field manager wrote it; its `ns/name`, or `None` when
+/// there is none of ours (a cluster without the NodeFeature API has none).
+async fn prune_node_feature(
+    client: &Client,
+    ns: &str,
+    node: &str,
+    req: &Request,
+) -> Result<Option<String>, String> {
+    let resource = ApiResource {
+        group: GROUP.into(),
+        version: VERSION.into(),
+        api_version: format!("{GROUP}/{VERSION}"),
+        kind: KIND.into(),
+        plural: "nodefeatures".into(),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    let what = format!("reading NodeFeature {ns}/{node}");
+    let obj = match tokio::time::timeout(req.timeout, api.get_opt(node)).await {
+        Ok(Ok(o)) => o,
+        // No such resource: the NodeFeature API is not installed.
+        Ok(Err(kube::Error::Api(s))) if s.code == 404 => None,
+        Ok(Err(e)) => return Err(PublishError::from_kube(&what, &e).message),
+        Err(_) => return Err(format!("{what}: no answer within {:?}", req.timeout)),
+    };
+    let ours = obj.is_some_and(|o| {
+        o.metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .any(|m| m.manager.as_deref() == Some(FIELD_MANAGER))
+    });
+    if !ours {
+        return Ok(None);
+    }
+    if !req.dry_run {
+        match tokio::time::timeout(req.timeout, api.delete(node, &DeleteParams::default())).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
+            Ok(Err(e)) => {
+                let what = format!("deleting NodeFeature {ns}/{node}");
+                return Err(PublishError::from_kube(&what, &e).message);
+            }
+            Err(_) => {
+                return Err(format!(
+                    "deleting NodeFeature {ns}/{node}: no answer within {:?}",
+                    req.timeout
+                ));
+            }
+        }
+    }
+    Ok(Some(format!("{ns}/{node}")))
+}
+
+/// One block per Node: `-` a key removed, `=` a key that stays because another manager owns
+/// it too; with `dry_run`, what would be.
+pub fn render_text(report: &[NodePrune], dry_run: bool) -> String {
+    let (removed, kept, deleted) = if dry_run {
+        ("would be removed", "would stay", "would be deleted")
+    } else {
+        ("removed", "stays", "deleted")
+    };
+    let mut s = String::new();
+    for p in report {
+        let _ = writeln!(s, "node {}:", p.node);
+        if let Some(e) = &p.error {
+            let _ = writeln!(s, "! {e}");
+        }
+        for k in &p.keys {
+            let h = &k.value;
+            match &k.kept_by {
+                None => {
+                    let _ = writeln!(s, "- {} {}={h}: {removed}", k.kind, k.key);
+                }
+                Some(m) => {
+                    let _ = writeln!(s, "= {} {}={h}: {kept}, also owned by {m:?}", k.kind, k.key);
+                }
+            }
+        }
+        if let Some(nf) = &p.node_feature {
+            let _ = writeln!(s, "- nodefeature {nf}: {deleted}");
+        }
+        if !p.has_work() && p.error.is_none() {
+            let _ = writeln!(s, "  nothing of {FIELD_MANAGER}'s");
+        }
+    }
+    let failed = report.iter().filter(|p| p.error.is_some()).count();
+    let worked = report.iter().filter(|p| p.has_work()).count();
+    let _ = writeln!(
+        s,
+        "{} node(s), {worked} with something of {FIELD_MANAGER}'s{}{}",
+        report.len(),
+        if dry_run {
+            " (dry run: nothing changed)"
+        } else {
+            ""
+        },
+        if failed > 0 {
+            format!(", {failed} failed")
+        } else {
+            String::new()
+        }
+    );
+    s
+}
+
+pub fn render_json(report: &[NodePrune], dry_run: bool) -> String {
+    #[derive(Serialize)]
+    struct Out<'a> {
+        #[serde(rename = "dryRun")]
+        dry_run: bool,
+        nodes: &'a [NodePrune],
+    }
+    serde_json::to_string_pretty(&Out {
+        dry_run,
+        nodes: report,
+    })
+    .expect("serializable")
+        + "\n"
+}

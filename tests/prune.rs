@@ -1,0 +1,373 @@
+//! `gpu-labeler prune` as an uninstall or a sink switch meets it: the real binary against the
+//! fake API server's Nodes (labels from kubelet, nfd-master, GFD and gpu-labeler, one shared
+//! with nfd-master) and NodeFeature objects (gpu-labeler's and nfd-worker's). It removes exactly
+//! what gpu-labeler's field manager owns alone, keeps what another manager owns too, deletes
+//! only gpu-labeler's NodeFeature, says so beforehand with `--dry-run`, and a second run finds
+//! nothing to do.
+
+mod apiserver;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use apiserver::*;
+use serde_json::json;
+
+const NS: &str = "gpu-labeler";
+
+fn fnk(k: &str) -> String {
+    format!("feature.node.kubernetes.io/{k}")
+}
+
+fn cluster() -> FakeApiServer {
+    let server = FakeApiServer::start();
+    for n in ["cpu-node", "gpu-node-1", "gpu-node-2"] {
+        server.add_node(n, &[("kubernetes.io/hostname", n)]);
+    }
+    server.merge_patch_labels(
+        "gpu-node-1",
+        "nfd-master",
+        &[
+            (&fnk("pci-10de.present"), Some("true")),
+            (&fnk("pci-0302_10de.present"), Some("true")),
+        ],
+    );
+    server.merge_patch_labels(
+        "gpu-node-1",
+        "gpu-feature-discovery",
+        &[("nvidia.com/gpu.product", Some("NVIDIA-H100-80GB-HBM3"))],
+    );
+    let ours_1 = map(&[
+        (&fnk("gpu.present"), "true"),
+        (&fnk("gpu.product"), "GH100-H100-SXM5-80GB"),
+        (&fnk("pci-0302_10de.present"), "true"),
+    ]);
+    let ann = map(&[("feature.node.kubernetes.io/gpu.pool", "h100-a")]);
+    let ours_2 = map(&[(&fnk("gpu.present"), "true")]);
+    server.with(|s| {
+        let n1 = s.nodes.get_mut("gpu-node-1").unwrap();
+        n1.apply("gpu-labeler", &ours_1, &ann, false).unwrap();
+        let n2 = s.nodes.get_mut("gpu-node-2").unwrap();
+        n2.apply("gpu-labeler", &ours_2, &BTreeMap::new(), false)
+            .unwrap();
+        for (node, manager) in [("gpu-node-1", "gpu-labeler"), ("gpu-node-2", "nfd-worker")] {
+            let object = json!({
+                "apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
+                "metadata": {"name": node, "namespace": NS,
+                             "labels": {"nfd.node.kubernetes.io/node-name": node}},
+                "spec": {"features": {}, "labels": {}},
+            });
+            s.nodefeatures.insert(
+                (NS.to_string(), node.to_string()),
+                NodeFeatureObj {
+                    object,
+                    manager: manager.to_string(),
+                    resource_version: 1,
+                },
+            );
+        }
+    });
+    server
+}
+
+fn gpu_labeler(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-labeler"))
+        .args(args)
+        .env_remove("NODE_NAME")
+        .env_remove("KUBECONFIG")
+        .env_remove("GPU_LABELER_KUBECONFIG")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn methods(server: &FakeApiServer) -> Vec<String> {
+    server
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+const PLAN: &str = "node cpu-node:\n  nothing of gpu-labeler's\n\
+    node gpu-node-1:\n\
+    - label feature.node.kubernetes.io/gpu.present=true: would be removed\n\
+    - label feature.node.kubernetes.io/gpu.product=GH100-H100-SXM5-80GB: would be removed\n\
+    = label feature.node.kubernetes.io/pci-0302_10de.present=true: would stay, also owned by \"nfd-master\"\n\
+    - annotation feature.node.kubernetes.io/gpu.pool=h100-a: would be removed\n\
+    - nodefeature gpu-labeler/gpu-node-1: would be deleted\n\
+    node gpu-node-2:\n\
+    - label feature.node.kubernetes.io/gpu.present=true: would be removed\n\
+    3 node(s), 2 with something of gpu-labeler's (dry run: nothing changed)\n";
+
+#[test]
+fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
+    let server = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+    let k = kubeconfig.to_str().unwrap();
+    let all = ["prune", "--kubeconfig", k, "--all-nodes"];
+    let with_nf = [&all[..], &["--nodefeature-namespace", NS]].concat();
+    let before: Vec<_> = ["cpu-node", "gpu-node-1", "gpu-node-2"]
+        .iter()
+        .map(|n| server.labels(n))
+        .collect();
+
+    // The dry run reads, and writes nothing.
+    server.clear_requests();
+    let dry = [&with_nf[..], &["--dry-run"]].concat();
+    let (code, stdout, stderr) = gpu_labeler(&dry);
+    assert_eq!((code, stdout.as_str(), stderr.as_str()), (4, PLAN, ""));
+    let nf = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-labeler/nodefeatures";
+    assert_eq!(
+        methods(&server),
+        vec![
+            "GET /api/v1/nodes".to_string(),
+            "GET /api/v1/nodes/cpu-node".into(),
+            format!("GET {nf}/cpu-node"),
+            "GET /api/v1/nodes/gpu-node-1".into(),
+            format!("GET {nf}/gpu-node-1"),
+            "GET /api/v1/nodes/gpu-node-2".into(),
+            format!("GET {nf}/gpu-node-2"),
+        ]
+    );
+    let unchanged: Vec<_> = ["cpu-node", "gpu-node-1", "gpu-node-2"]
+        .iter()
+        .map(|n| server.labels(n))
+        .collect();
+    assert_eq!(unchanged, before);
+
+    // The prune does what the dry run said.
+    server.clear_requests();
+    let (code, stdout, stderr) = gpu_labeler(&with_nf);
+    let done = PLAN
+        .replace("would be removed", "removed")
+        .replace("would stay", "stays")
+        .replace("would be deleted", "deleted")
+        .replace(" (dry run: nothing changed)", "");
+    assert_eq!(
+        (code, stdout.as_str(), stderr.as_str()),
+        (0, done.as_str(), "")
+    );
+    assert_eq!(
+        methods(&server),
+        vec![
+            "GET /api/v1/nodes".to_string(),
+            "GET /api/v1/nodes/cpu-node".into(),
+            format!("GET {nf}/cpu-node"),
+            "GET /api/v1/nodes/gpu-node-1".into(),
+            "PATCH /api/v1/nodes/gpu-node-1".into(),
+            format!("GET {nf}/gpu-node-1"),
+            format!("DELETE {nf}/gpu-node-1"),
+            "GET /api/v1/nodes/gpu-node-2".into(),
+            "PATCH /api/v1/nodes/gpu-node-2".into(),
+            format!("GET {nf}/gpu-node-2"),
+        ]
+    );
+    assert_eq!(
+        server.labels("gpu-node-1"),
+        map(&[
+            ("kubernetes.io/hostname", "gpu-node-1"),
+            (&fnk("pci-0302_10de.present"), "true"),
+            (&fnk("pci-10de.present"), "true"),
+            ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
+        ])
+    );
+    assert_eq!(
+        server.labels("gpu-node-2"),
+        map(&[("kubernetes.io/hostname", "gpu-node-2")])
+    );
+    assert_eq!(server.labels("cpu-node"), before[0]);
+    let n1 = server.node("gpu-node-1");
+    assert_eq!(n1.annotations, BTreeMap::new());
+    assert_eq!(n1.applied_by("gpu-labeler"), Default::default());
+    let left: Vec<(String, String, String)> = server.with(|s| {
+        s.nodefeatures
+            .iter()
+            .map(|((ns, n), o)| (ns.clone(), n.clone(), o.manager.clone()))
+            .collect()
+    });
+    assert_eq!(
+        left,
+        vec![(NS.into(), "gpu-node-2".into(), "nfd-worker".into())]
+    );
+
+    // Again: nothing of gpu-labeler's is left, and nothing is written.
+    server.clear_requests();
+    let (code, stdout, _) = gpu_labeler(&with_nf);
+    assert_eq!(
+        (code, stdout.as_str()),
+        (
+            0,
+            "node cpu-node:\n  nothing of gpu-labeler's\n\
+             node gpu-node-1:\n  nothing of gpu-labeler's\n\
+             node gpu-node-2:\n  nothing of gpu-labeler's\n\
+             3 node(s), 0 with something of gpu-labeler's\n"
+        )
+    );
+    assert!(server.requests().iter().all(|r| r.method == "GET"));
+    let (code, stdout, _) = gpu_labeler(&[&all[..], &["--dry-run", "-o", "json"]].concat());
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(code, 0);
+    assert_eq!(
+        v,
+        json!({"dryRun": true, "nodes": [
+            {"node": "cpu-node", "keys": [], "nodeFeature": null, "error": null},
+            {"node": "gpu-node-1", "keys": [], "nodeFeature": null, "error": null},
+            {"node": "gpu-node-2", "keys": [], "nodeFeature": null, "error": null},
+        ]})
+    );
+}
+
+#[test]
+fn prune_one_node_only_nodefeatures_and_the_errors() {
+    let server = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+    let k = kubeconfig.to_str().unwrap();
+    let (code, stdout, _) = gpu_labeler(&[
+        "prune",
+        "--kubeconfig",
+        k,
+        "--node-name",
+        "gone",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(code, 3);
+    assert_eq!(
+        v,
+        json!({"dryRun": false, "nodes": [{"node": "gone", "keys": [], "nodeFeature": null,
+            "error": "reading Node gone: 404 NotFound: nodes \"gone\" not found"}]})
+    );
+    // One Node by name, dry run, JSON: what the DaemonSet's own pod would take off its Node.
+    let (code, stdout, _) = gpu_labeler(&[
+        "prune",
+        "--kubeconfig",
+        k,
+        "--node-name",
+        "gpu-node-2",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 4);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&stdout).unwrap(),
+        json!({"dryRun": true, "nodes": [{"node": "gpu-node-2", "keys": [
+            {"kind": "label", "key": fnk("gpu.present"), "value": "true"}],
+            "nodeFeature": null, "error": null}]})
+    );
+    // Back from the nodefeature sink to the node sink: the objects go, the labels stay.
+    let labels_before = server.labels("gpu-node-1");
+    let (code, stdout, _) = gpu_labeler(&[
+        "prune",
+        "--kubeconfig",
+        k,
+        "--all-nodes",
+        "--nodefeature-namespace",
+        NS,
+        "--nodefeatures-only",
+    ]);
+    assert_eq!(
+        (code, stdout.as_str()),
+        (
+            0,
+            "node cpu-node:\n  nothing of gpu-labeler's\n\
+             node gpu-node-1:\n- nodefeature gpu-labeler/gpu-node-1: deleted\n\
+             node gpu-node-2:\n  nothing of gpu-labeler's\n\
+             3 node(s), 1 with something of gpu-labeler's\n"
+        )
+    );
+    assert_eq!(server.labels("gpu-node-1"), labels_before);
+    let left: Vec<(String, String)> = server.with(|s| s.nodefeatures.keys().cloned().collect());
+    assert_eq!(left, vec![(NS.into(), "gpu-node-2".into())]);
+
+    let (code, stdout, stderr) = gpu_labeler(&["prune", "--kubeconfig", k]);
+    assert_eq!(
+        (code, stdout.as_str(), stderr.as_str()),
+        (
+            2,
+            "",
+            "error: prune needs --node-name (NODE_NAME) or --all-nodes\n"
+        )
+    );
+}
+
+fn yaml_docs(rel: &str) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(repo().join(rel)).unwrap();
+    text.split("\n---\n")
+        .map(|d| serde_saphyr::from_str(d).unwrap_or_else(|e| panic!("{rel}: {e}")))
+        .collect()
+}
+
+/// The shipped uninstall Job (deploy/prune), run with its own args: it prunes the cluster, and
+/// the requests it makes are exactly what its ClusterRole and Role grant (no more, no less).
+#[test]
+fn the_shipped_prune_job_needs_exactly_the_rbac_it_ships_with() {
+    let job = yaml_docs("deploy/prune/job.yaml").remove(0);
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    let mut args: Vec<String> = serde_json::from_value(container["args"].clone()).unwrap();
+    let server = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+    args.push(format!("--kubeconfig={}", kubeconfig.display()));
+    server.clear_requests();
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, _, stderr) = gpu_labeler(&argv);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert_eq!(
+        server.labels("gpu-node-2"),
+        map(&[("kubernetes.io/hostname", "gpu-node-2")])
+    );
+    let left: Vec<(String, String)> = server.with(|s| s.nodefeatures.keys().cloned().collect());
+    assert_eq!(left, vec![(NS.into(), "gpu-node-2".into())]);
+
+    // (namespace or "" for cluster scope, group, resource, verb) of each request.
+    let used: std::collections::BTreeSet<(String, String, String, String)> = server
+        .requests()
+        .iter()
+        .map(|r| {
+            let parts: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
+            let s = |x: &str| x.to_string();
+            match (r.method.as_str(), &parts[..]) {
+                ("GET", ["api", "v1", "nodes"]) => (s(""), s(""), s("nodes"), s("list")),
+                ("GET", ["api", "v1", "nodes", _]) => (s(""), s(""), s("nodes"), s("get")),
+                ("PATCH", ["api", "v1", "nodes", _]) => (s(""), s(""), s("nodes"), s("patch")),
+                (m, ["apis", g, _, "namespaces", ns, res, _]) => {
+                    let verb = if m == "DELETE" { "delete" } else { "get" };
+                    (s(ns), s(g), s(res), s(verb))
+                }
+                other => panic!("unexpected request {other:?}"),
+            }
+        })
+        .collect();
+    let mut granted = std::collections::BTreeSet::new();
+    for d in yaml_docs("deploy/prune/rbac.yaml") {
+        let ns = match d["kind"].as_str().unwrap() {
+            "ClusterRole" => String::new(),
+            "Role" => d["metadata"]["namespace"].as_str().unwrap().to_string(),
+            _ => continue,
+        };
+        for rule in d["rules"].as_array().unwrap() {
+            for g in rule["apiGroups"].as_array().unwrap() {
+                for res in rule["resources"].as_array().unwrap() {
+                    for v in rule["verbs"].as_array().unwrap() {
+                        granted.insert((
+                            ns.clone(),
+                            g.as_str().unwrap().to_string(),
+                            res.as_str().unwrap().to_string(),
+                            v.as_str().unwrap().to_string(),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(used, granted);
+}
