@@ -61,8 +61,12 @@ pub enum Command {
         #[command(flatten)]
         rules: RulesArgs,
         /// Only this rule (its `name`).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "label")]
         rule: Option<String>,
+        /// Why this label is on the node, or why not: NFD's built-in PCI labels, the profile
+        /// and every rule that can give it (a bare name gets `feature.node.kubernetes.io/`).
+        #[arg(long, value_name = "KEY")]
+        label: Option<String>,
     },
     /// What this node's labels would become on its Node: added, changed, removed, in conflict
     /// with another field manager, and what other managers alone write; exit 4 when the Node
@@ -392,7 +396,8 @@ pub fn run(cli: Cli) -> u8 {
             discovery,
             rules,
             rule,
-        } => cmd_explain(&discovery, &rules, rule.as_deref()),
+            label,
+        } => cmd_explain(&discovery, &rules, rule.as_deref(), label.as_deref()),
         Command::Diff {
             discovery,
             rules,
@@ -546,9 +551,28 @@ fn exit_code(rule_errors: &[String], required: &[String]) -> u8 {
     }
 }
 
-fn cmd_explain(args: &DiscoveryArgs, rules: &RulesArgs, rule: Option<&str>) -> Result<u8, Error> {
+fn cmd_explain(
+    args: &DiscoveryArgs,
+    rules: &RulesArgs,
+    rule: Option<&str>,
+    label: Option<&str>,
+) -> Result<u8, Error> {
     let sources = args.sources();
     let config = sources.load_config()?;
+    if let Some(key) = label {
+        let (rule_set, rule_errors) = rules.rule_files().load();
+        for e in &rule_errors {
+            error::print_error(&e);
+        }
+        let (features, required) = sources.features(&config)?;
+        print(&labels::explain::explain_label(
+            key, &features, &config, &rule_set,
+        ));
+        for e in &required {
+            error::print_error(&e);
+        }
+        return Ok(exit_code(&rule_errors, &required));
+    }
     let (rule_set, rule_errors) = rules.rule_files().load();
     for e in &rule_errors {
         error::print_error(&e);

@@ -758,3 +758,108 @@ mod tests {
         assert_eq!(nvidia_family(4, 0), "undefined");
     }
 }
+
+/// Why `gpu.node.<attr>` is absent on a node whose features are `features`, in words (`None`
+/// when it is present, or when it is not one of the attributes derived from every GPU). What
+/// `explain` says after `gpu.node.product: absent`.
+pub fn node_absent_because(features: &FeatureSet, attr: &str) -> Option<String> {
+    if features.attribute(GPU_NODE, attr).is_some() {
+        return None;
+    }
+    let gpus = features.instances(GPU_DEVICE);
+    let derived = matches!(
+        attr,
+        "vendor"
+            | "vendors"
+            | "product"
+            | "family"
+            | "compute_major"
+            | "compute_minor"
+            | "memory_mib_min"
+            | "memory_mib_max"
+            | "memory_mib_total"
+            | "driver_version"
+            | "driver_major"
+            | "driver_minor"
+            | "cuda_major"
+            | "cuda_minor"
+            | "mig_capable"
+            | "mig_enabled"
+            | "vgpu_present"
+            | "virtual"
+    );
+    if !derived {
+        return None;
+    }
+    if gpus.is_empty() {
+        return Some("no GPU on this node (gpu.node.count=0)".into());
+    }
+    let nvml = features
+        .attribute(GPU_NODE, "nvml")
+        .unwrap_or("unavailable");
+    let vendors: BTreeSet<&str> = gpus.iter().filter_map(|g| g.get("vendor")).collect();
+    let of_all = |keys: &[&str], what: &str| -> String {
+        let mut values: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut unknown = Vec::new();
+        for g in gpus {
+            match keys.iter().find_map(|k| g.get(k)) {
+                Some(v) => *values.entry(v).or_default() += 1,
+                None => unknown.push(g.get("address").unwrap_or("?")),
+            }
+        }
+        if !unknown.is_empty() {
+            let nvml_hint = if nvml == "ok" {
+                String::new()
+            } else {
+                format!("; NVML gives it for NVIDIA GPUs, and is {nvml} here")
+            };
+            return format!(
+                "{what} is unknown for {} of the {} GPU(s) ({}){nvml_hint}",
+                unknown.len(),
+                gpus.len(),
+                unknown.join(", ")
+            );
+        }
+        let listed: Vec<String> = values.iter().map(|(v, n)| format!("{n} x {v:?}")).collect();
+        format!(
+            "the GPUs disagree on {what} ({}): it is given only when every GPU agrees",
+            listed.join(", ")
+        )
+    };
+    Some(match attr {
+        "product" => of_all(&["product"], "the product"),
+        "family" => of_all(&["family", "gfx_target"], "the family"),
+        "compute_major" | "compute_minor" => of_all(&[attr], "the compute capability"),
+        "memory_mib_min" | "memory_mib_max" | "memory_mib_total" => {
+            of_all(&["memory_mib"], "the memory size")
+        }
+        "vendor" | "driver_version" | "driver_major" | "driver_minor" if vendors.len() > 1 => {
+            format!(
+                "the GPUs are of {} vendors ({}): it is given only for a single vendor",
+                vendors.len(),
+                vendors.into_iter().collect::<Vec<_>>().join(", ")
+            )
+        }
+        "driver_version" | "driver_major" | "driver_minor" => format!(
+            "no version of the {} driver was found (gpu.driver has {})",
+            vendors.first().copied().unwrap_or("GPU's"),
+            features
+                .attributes
+                .get(GPU_DRIVER)
+                .map(|a| a.elements.keys().cloned().collect::<Vec<_>>().join(", "))
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "nothing".into())
+        ),
+        "cuda_major" | "cuda_minor" => {
+            format!("no CUDA version: only NVML gives it (gpu.node.nvml={nvml})")
+        }
+        "mig_capable" | "mig_enabled" => {
+            format!("no GPU says whether it is MIG-capable: only NVML does (gpu.node.nvml={nvml})")
+        }
+        // vgpu_present, virtual
+        _ => "a GPU's PCI configuration space was only partly readable (vgpu_capability=unknown) \
+              and NVML did not describe it: whether it is a vGPU is unknown"
+            .to_string(),
+        // `vendor` with one vendor is always present; `vendors` with GPUs too.
+    })
+}

@@ -10,6 +10,7 @@ use crate::output::{LabelMap, NodeOutput};
 use crate::rules::RuleSet;
 use crate::validate;
 
+pub mod explain;
 pub mod gfd;
 pub mod pci;
 

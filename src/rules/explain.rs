@@ -78,40 +78,7 @@ pub fn explain(set: &RuleSet, features: &FeatureSet, rule: Option<&str>) -> Stri
     }
 
     let winners = label_winners(&records);
-    let mut current_object = None;
-    for rec in &chosen {
-        let obj = &set.objects[rec.object];
-        if current_object != Some(rec.object) {
-            current_object = Some(rec.object);
-            let _ = writeln!(out, "NodeFeatureRule {:?} ({})", obj.name, obj.source);
-        }
-        let rule = &obj.rules[rec.rule];
-        let status = match &rec.result {
-            Ok(Some(_)) => "MATCHED".to_string(),
-            Ok(None) => "not matched".to_string(),
-            Err(e) => {
-                format!("FAILED: {e} (the rule produced nothing; the other rules still apply)")
-            }
-        };
-        let _ = writeln!(
-            out,
-            "  rule {:?} ({}): {status}",
-            rule.name,
-            obj.location(rule)
-        );
-        explain_rule(&mut out, rule, rec);
-        if let Ok(Some(output)) = &rec.result {
-            explain_output(
-                &mut out,
-                (&obj.name, &rule.name),
-                rec,
-                output,
-                &eval,
-                &winners,
-            );
-        }
-        out.push('\n');
-    }
+    sections(&mut out, set, features, &chosen, &eval, &winners);
     let matched = chosen
         .iter()
         .filter(|r| matches!(r.result, Ok(Some(_))))
@@ -132,6 +99,93 @@ pub fn explain(set: &RuleSet, features: &FeatureSet, rule: Option<&str>) -> Stri
     out
 }
 
+/// The rules that can give the label `key` (namespaced), explained as `explain` explains them,
+/// evaluated with `policy`: those whose `labels` name it and those whose output holds it (empty
+/// when none can). Second, `object/rule` of each rule with a `labelsTemplate` that did not
+/// match: its keys are known only when it does.
+pub fn explain_label_rules(
+    set: &RuleSet,
+    features: &FeatureSet,
+    policy: &LabelPolicy,
+    key: &str,
+) -> (String, Vec<String>) {
+    let mut records = Vec::new();
+    let eval = set.run(features, policy, Some(&mut records));
+    let mut templates = Vec::new();
+    let chosen: Vec<&RuleRecord> = records
+        .iter()
+        .filter(|rec| {
+            let obj = &set.objects[rec.object];
+            let rule = &obj.rules[rec.rule];
+            let map: BTreeMap<String, String> = rule.labels.iter().cloned().collect();
+            let names = super::namespaced(&map, FEATURE_NS)
+                .iter()
+                .any(|(k, _)| k == key);
+            let gave = match &rec.result {
+                Ok(Some(o)) => super::namespaced(&o.labels, FEATURE_NS)
+                    .iter()
+                    .any(|(k, _)| k == key),
+                _ => false,
+            };
+            if !names
+                && !gave
+                && rule.labels_template.is_some()
+                && !matches!(rec.result, Ok(Some(_)))
+            {
+                templates.push(format!("{}/{}", obj.name, rule.name));
+            }
+            names || gave
+        })
+        .collect();
+    let mut out = String::new();
+    sections(
+        &mut out,
+        set,
+        features,
+        &chosen,
+        &eval,
+        &label_winners(&records),
+    );
+    (out, templates)
+}
+
+fn sections(
+    out: &mut String,
+    set: &RuleSet,
+    features: &FeatureSet,
+    chosen: &[&RuleRecord],
+    eval: &Evaluation,
+    winners: &BTreeMap<String, (usize, usize)>,
+) {
+    let mut current_object = None;
+    for rec in chosen {
+        let obj = &set.objects[rec.object];
+        if current_object != Some(rec.object) {
+            current_object = Some(rec.object);
+            let _ = writeln!(out, "NodeFeatureRule {:?} ({})", obj.name, obj.source);
+        }
+        let rule = &obj.rules[rec.rule];
+        let status = match &rec.result {
+            Ok(Some(_)) => "MATCHED".to_string(),
+            Ok(None) => "not matched".to_string(),
+            Err(e) => {
+                format!("FAILED: {e} (the rule produced nothing; the other rules still apply)")
+            }
+        };
+        let _ = writeln!(
+            out,
+            "  rule {:?} ({}): {status}",
+            rule.name,
+            obj.location(rule)
+        );
+        explain_rule(out, rule, rec, features);
+        if let Ok(Some(output)) = &rec.result {
+            explain_output(out, (&obj.name, &rule.name), rec, output, eval, winners);
+        }
+        out.push('\n');
+    }
+}
+
 /// For each namespaced label key, the record index of the rule whose value is the final one.
 fn label_winners(records: &[RuleRecord]) -> BTreeMap<String, (usize, usize)> {
     let mut w = BTreeMap::new();
@@ -148,7 +202,7 @@ fn label_winners(records: &[RuleRecord]) -> BTreeMap<String, (usize, usize)> {
     w
 }
 
-fn explain_rule(out: &mut String, rule: &CompiledRule, rec: &RuleRecord) {
+fn explain_rule(out: &mut String, rule: &CompiledRule, rec: &RuleRecord, features: &FeatureSet) {
     if rule.match_any.is_empty() && rule.match_features.is_empty() {
         let _ = writeln!(
             out,
@@ -159,7 +213,7 @@ fn explain_rule(out: &mut String, rule: &CompiledRule, rec: &RuleRecord) {
     for (i, terms) in rule.match_any.iter().enumerate() {
         let _ = write!(out, "    matchAny[{i}] (one element must match): ");
         match rec.trace.match_any.get(i).and_then(Option::as_ref) {
-            Some(mt) => explain_matcher(out, terms, mt, "      "),
+            Some(mt) => explain_matcher(out, terms, mt, "      ", features),
             None => {
                 let _ = writeln!(
                     out,
@@ -171,7 +225,7 @@ fn explain_rule(out: &mut String, rule: &CompiledRule, rec: &RuleRecord) {
     if !rule.match_features.is_empty() {
         let _ = write!(out, "    matchFeatures (all terms must match): ");
         match &rec.trace.match_features {
-            Some(mt) => explain_matcher(out, &rule.match_features, mt, "      "),
+            Some(mt) => explain_matcher(out, &rule.match_features, mt, "      ", features),
             None => {
                 let _ = writeln!(
                     out,
@@ -190,14 +244,27 @@ fn outcome_word(o: &Option<Result<bool, String>>) -> String {
     }
 }
 
-fn explain_matcher(out: &mut String, terms: &[Term], mt: &MatcherTrace, indent: &str) {
+fn explain_matcher(
+    out: &mut String,
+    terms: &[Term],
+    mt: &MatcherTrace,
+    indent: &str,
+    features: &FeatureSet,
+) {
     let _ = writeln!(out, "{}", outcome_word(&mt.outcome));
     for (i, (term, tt)) in terms.iter().zip(&mt.terms).enumerate() {
-        explain_term(out, i, term, tt, indent);
+        explain_term(out, i, term, tt, indent, features);
     }
 }
 
-fn explain_term(out: &mut String, i: usize, term: &Term, tt: &TermTrace, indent: &str) {
+fn explain_term(
+    out: &mut String,
+    i: usize,
+    term: &Term,
+    tt: &TermTrace,
+    indent: &str,
+    features: &FeatureSet,
+) {
     let mut kinds = Vec::new();
     if let Some(n) = tt.flags {
         kinds.push(format!("{n} flag(s)"));
@@ -242,6 +309,14 @@ fn explain_term(out: &mut String, i: usize, term: &Term, tt: &TermTrace, indent:
             for e in &tt.kv {
                 if let Some(expr) = exprs.get(e.expr) {
                     let _ = writeln!(out, "{inner}{}", expr_line(&term.feature, expr, e, None));
+                    // A gpu.node attribute derived from every GPU: why it is not there.
+                    if matches!(e.seen, Seen::Absent)
+                        && term.feature == crate::discover::gpu::GPU_NODE
+                        && let Some(why) =
+                            crate::discover::gpu::node_absent_because(features, &expr.key)
+                    {
+                        let _ = writeln!(out, "{inner}  ({}.{}: {why})", term.feature, expr.key);
+                    }
                 }
             }
             if !exprs.is_empty() {

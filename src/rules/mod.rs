@@ -40,7 +40,7 @@ mod template;
 mod xstrings;
 
 pub use check::{CheckReport, check};
-pub use explain::explain;
+pub use explain::{explain, explain_label_rules};
 
 use crate::yaml::document::{self, Node, Pos, Val};
 use eval::{CompiledRule, Index, RuleOutput, RuleTrace, Term, View};

@@ -1,0 +1,121 @@
+//! `gpu-labeler explain --label KEY`: "why is this label missing?" answered from every part that
+//! makes labels, on real captures, compared whole against the outputs in
+//! tests/fixtures/explain (see its PROVENANCE.md): a label present and the rule that gave it; a
+//! gpu.node value absent because the GPUs disagree (mixed TITAN V + RTX 5880) or because the
+//! memory is unknown without NVML; a built-in PCI label absent under the current
+//! deviceLabelFields, with the setting that gives it; a profile label with the profile off and
+//! with it on but no NVML; a key nothing writes (a typo, with the closest key); a label refused
+//! by validation, with its rule.
+
+mod common;
+
+use std::process::Command;
+
+use common::repo;
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
+const DELL: [&str; 7] = [
+    "--sysfs-root",
+    "tests/fixtures/sysfs/dell-xe9680-8xh100",
+    "--proc-root",
+    "tests/fixtures/proc/dell-xe9680-8xh100",
+    "--pci-ids",
+    "tests/fixtures/pci.ids",
+    "--no-nvml",
+];
+
+fn explain(args: &[&str], env: &[(&str, String)]) -> (i32, String) {
+    let out = Command::new(BIN)
+        .current_dir(repo())
+        .arg("explain")
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env_remove("GPU_LABELER_CONFIG")
+        .env_remove("GPU_LABELER_RULES")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
+
+fn expected(name: &str) -> String {
+    std::fs::read_to_string(repo().join("tests/fixtures/explain").join(name)).unwrap()
+}
+
+#[test]
+fn explain_label_on_the_h100_node_without_nvml() {
+    let cases: [(&[&str], &str); 7] = [
+        (&["--label", "gpu.product"], "h100-gpu.product.txt"),
+        (&["--label", "gpu.memory"], "h100-no-nvml-gpu.memory.txt"),
+        (
+            &["--label", "pci-10de.present"],
+            "h100-pci-10de.present.txt",
+        ),
+        (
+            &["--label", "nvidia.com/gpu.product"],
+            "h100-profile-off.txt",
+        ),
+        (
+            &[
+                "--label",
+                "nvidia.com/gpu.product",
+                "--config",
+                "tests/fixtures/explain/gfd-config.yaml",
+            ],
+            "h100-profile-no-nvml.txt",
+        ),
+        (&["--label", "gpu.prodct"], "h100-typo.txt"),
+        (
+            &[
+                "--label",
+                "team",
+                "--rules",
+                "tests/fixtures/explain/site-rules.yaml",
+            ],
+            "h100-refused.txt",
+        ),
+    ];
+    for (extra, file) in cases {
+        let args: Vec<&str> = DELL.iter().copied().chain(extra.iter().copied()).collect();
+        assert_eq!(explain(&args, &[]), (0, expected(file)), "{file}");
+    }
+}
+
+#[test]
+fn explain_label_on_a_mixed_node_says_the_gpus_disagree() {
+    let lib = common::fake_nvml_lib("nvidia_ml");
+    let env = [(
+        "FAKE_NVML_FIXTURE",
+        repo()
+            .join("tests/fixtures/nvml/workstation-titanv-rtx5880.json")
+            .display()
+            .to_string(),
+    )];
+    let lib = lib.display().to_string();
+    let args = [
+        "--label",
+        "gpu.product",
+        "--sysfs-root",
+        "/nonexistent",
+        "--proc-root",
+        "/nonexistent",
+        "--pci-ids",
+        "tests/fixtures/pci.ids",
+        "--nvml-lib",
+        &lib,
+    ];
+    assert_eq!(explain(&args, &env), (0, expected("mixed-gpu.product.txt")));
+}
+
+#[test]
+fn explain_takes_a_label_or_a_rule_not_both() {
+    let args: Vec<&str> = DELL
+        .iter()
+        .copied()
+        .chain(["--label", "gpu.product", "--rule", "x"])
+        .collect();
+    let (code, stdout) = explain(&args, &[]);
+    assert_eq!((code, stdout.as_str()), (2, ""));
+}
