@@ -2,10 +2,16 @@
 """Checks what an operator applies: every kustomization under deploy/, rendered with
 `kubectl kustomize`, validated strictly against the Kubernetes schemas of the oldest supported
 version (k8s-openapi's v1_33) and the newest, and checked for the security settings of issue 7.
+The monitoring components (deploy/components/prometheus, deploy/components/grafana) are rendered
+on the base and on the nvidia component; their Prometheus-operator objects (PodMonitor,
+PrometheusRule: CRD kinds, not in kubernetes-validate's schemas) are checked against the part of
+the operator's CRD schema they use (CRD_SCHEMAS below), strictly, and for what they must select.
 
 Usage: check_deploy.py KUBECTL KUBERNETES_VALIDATE   (run from the repository root)
 Exits 1 with one line per problem."""
 
+import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -27,16 +33,123 @@ def render(path):
 
 
 def validate(name, text):
+    """Core kinds through kubernetes-validate; the Prometheus operator's kinds through
+    check_crd_object (kubernetes-validate has no schema for them, and only warns)."""
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    core = [d for d in docs if (d["apiVersion"], d["kind"]) not in CRD_SCHEMAS]
+    ok = all([check_crd_object(name, d) for d in docs if (d["apiVersion"], d["kind"]) in CRD_SCHEMAS])
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(text)
-    ok = True
+        yaml.safe_dump_all(core, f, sort_keys=False)
     for v in VERSIONS:
         out = subprocess.run([VALIDATE, "--strict", "--quiet", "-k", v, f.name],
                              capture_output=True, text=True)
-        if out.returncode != 0:
+        said = (out.stdout + out.stderr).strip()
+        # An object it has no schema for passes with a warning: not validated, so a failure here.
+        if out.returncode != 0 or "Couldn't find schema" in said:
             ok = False
-            problems.append(f"{name}: not valid for Kubernetes {v}: {(out.stdout + out.stderr).strip()}")
+            problems.append(f"{name}: not valid for Kubernetes {v}: {said}")
     return ok
+
+
+# The Prometheus operator's kinds: the part of their CRD schemas (openAPIV3Schema of
+# monitoring.coreos.com_podmonitors.yaml and monitoring.coreos.com_prometheusrules.yaml in the
+# operator's example/prometheus-operator-crd/, v1, operator 0.82 to 0.91) that these manifests
+# use, with the CRD's types, patterns, enums and required fields. A field outside it is refused,
+# as kubernetes-validate --strict refuses one for core kinds: the API server would prune an
+# unknown field silently. `metadata` is only `type: object` in a CRD (the API server checks it
+# as ObjectMeta): here a DNS-1123 name, a namespace and string label/annotation maps.
+DURATION = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+def _obj(props, required=()):
+    return {"type": "object", "properties": props, "required": list(required)}
+
+
+def _arr(items):
+    return {"type": "array", "items": items}
+
+
+S = {"type": "string"}
+B = {"type": "boolean"}
+I = {"type": "integer"}
+STRING_MAP = {"type": "object", "additionalProperties": S}
+METADATA = _obj({"name": {"type": "string", "pattern": DNS1123_SUBDOMAIN, "maxLength": 253},
+                 "namespace": {"type": "string", "pattern": DNS1123_LABEL, "maxLength": 63},
+                 "labels": STRING_MAP, "annotations": STRING_MAP}, ["name", "namespace"])
+LABEL_SELECTOR = _obj({
+    "matchLabels": STRING_MAP,
+    "matchExpressions": _arr(_obj({"key": S, "operator": {"type": "string", "enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
+                                   "values": _arr(S)}, ["key", "operator"]))})
+RELABEL_ACTIONS = ["replace", "Replace", "keep", "Keep", "drop", "Drop", "hashmod", "HashMod", "labelmap",
+                   "LabelMap", "labeldrop", "LabelDrop", "labelkeep", "LabelKeep", "lowercase", "Lowercase",
+                   "uppercase", "Uppercase", "keepequal", "KeepEqual", "dropequal", "DropEqual"]
+RELABEL = _obj({"action": {"type": "string", "enum": RELABEL_ACTIONS}, "sourceLabels": _arr(S), "targetLabel": S,
+                "regex": S, "replacement": S, "separator": S, "modulus": I})
+POD_METRICS_ENDPOINT = _obj({
+    "port": S, "portNumber": {"type": "integer", "minimum": 1, "maximum": 65535}, "path": S,
+    "scheme": {"type": "string", "enum": ["http", "https", "HTTP", "HTTPS"]},
+    "interval": {"type": "string", "pattern": DURATION}, "scrapeTimeout": {"type": "string", "pattern": DURATION},
+    "honorLabels": B, "relabelings": _arr(RELABEL), "metricRelabelings": _arr(RELABEL)})
+RULE = _obj({"alert": S, "record": S, "expr": S, "for": {"type": "string", "pattern": DURATION},
+             "keep_firing_for": {"type": "string", "pattern": DURATION, "minLength": 1},
+             "labels": STRING_MAP, "annotations": STRING_MAP}, ["expr"])
+RULE_GROUP = _obj({"name": {"type": "string", "minLength": 1}, "interval": {"type": "string", "pattern": DURATION},
+                   "limit": I, "labels": STRING_MAP, "rules": _arr(RULE)}, ["name"])
+CRD_SCHEMAS = {
+    ("monitoring.coreos.com/v1", "PodMonitor"): _obj({
+        "apiVersion": S, "kind": S, "metadata": METADATA,
+        "spec": _obj({"jobLabel": S, "namespaceSelector": _obj({"any": B, "matchNames": _arr(S)}),
+                      "podMetricsEndpoints": _arr(POD_METRICS_ENDPOINT), "podTargetLabels": _arr(S),
+                      "sampleLimit": I, "selector": LABEL_SELECTOR}, ["selector"])}, ["spec"]),
+    ("monitoring.coreos.com/v1", "PrometheusRule"): _obj({
+        "apiVersion": S, "kind": S, "metadata": METADATA,
+        "spec": _obj({"groups": _arr(RULE_GROUP)})}, ["spec"]),
+}
+TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
+
+
+def conform(where, value, schema):
+    """The problems of `value` against a schema of the subset above, one line each."""
+    t = schema["type"]
+    if t == "integer":
+        if not isinstance(value, int) or isinstance(value, bool):
+            return [f"{where}: {value!r} is not an integer"]
+        if not schema.get("minimum", value) <= value <= schema.get("maximum", value):
+            return [f"{where}: {value} out of range"]
+        return []
+    if not isinstance(value, TYPES[t]):
+        return [f"{where}: {value!r} is not a {t}"]
+    out = []
+    if t == "string":
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            out.append(f"{where}: {value!r} does not match {schema['pattern']}")
+        if "enum" in schema and value not in schema["enum"]:
+            out.append(f"{where}: {value!r} is not one of {schema['enum']}")
+        if not schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", len(value)):
+            out.append(f"{where}: length {len(value)}")
+    elif t == "array":
+        for i, item in enumerate(value):
+            out += conform(f"{where}[{i}]", item, schema["items"])
+    elif "additionalProperties" in schema:
+        for k, v in value.items():
+            out += conform(f"{where}.{k}", v, schema["additionalProperties"])
+    else:
+        for k, v in value.items():
+            if k not in schema["properties"]:
+                out.append(f"{where}: unknown field {k!r}")
+            else:
+                out += conform(f"{where}.{k}", v, schema["properties"][k])
+        out += [f"{where}: {k} is required" for k in schema["required"] if k not in value]
+    return out
+
+
+def check_crd_object(name, doc):
+    found = conform(f"{doc['kind']} {doc.get('metadata', {}).get('name')}", doc,
+                    CRD_SCHEMAS[(doc["apiVersion"], doc["kind"])])
+    problems.extend(f"{name}: {p}" for p in found)
+    return not found
 
 
 def need(cond, what):
@@ -127,6 +240,82 @@ def check_networkpolicy(where, text, expected):
     need(all(rule.get("from") for rule in spec["ingress"]), f"{where}: NetworkPolicy ingress has a from")
 
 
+MONITORING_KINDS = ("PodMonitor", "PrometheusRule")
+# `kubectl apply` (client-side) keeps the whole object in an annotation of at most 256 KiB.
+LAST_APPLIED_LIMIT = 256 * 1024
+
+
+def check_monitoring(where, text, expected):
+    """deploy/components/prometheus and deploy/components/grafana: the PodMonitor scrapes every
+    agent pod's metrics port, the PrometheusRule holds alerting rules an Alertmanager can route,
+    the dashboard ConfigMap is one Grafana's sidecar loads. Without the components, none of it:
+    the base must apply on a cluster without the operator's CRDs."""
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    pms = [d for d in docs if d["kind"] == "PodMonitor"]
+    prs = [d for d in docs if d["kind"] == "PrometheusRule"]
+    dashboards = [d for d in docs if d["kind"] == "ConfigMap" and "grafana_dashboard" in d["metadata"].get("labels", {})]
+    if not expected:
+        need(pms == [] and prs == [] and dashboards == [], f"{where}: no monitoring objects without the components")
+        return
+    need(len(pms) == 1 and len(prs) == 1 and len(dashboards) == 1,
+         f"{where}: one PodMonitor, one PrometheusRule, one dashboard ConfigMap, got {len(pms)}, {len(prs)}, {len(dashboards)}")
+    if not (pms and prs and dashboards):
+        return
+    pm, pr, cm = pms[0], prs[0], dashboards[0]
+    daemonsets = [d for d in docs if d["kind"] == "DaemonSet"]
+    namespaces = {d["metadata"]["namespace"] for d in daemonsets}
+    for o in (pm, pr, cm):
+        need({o["metadata"]["namespace"]} == namespaces,
+             f"{where}: {o['kind']} {o['metadata']['name']} in the agents' namespace {namespaces}")
+    spec = pm["spec"]
+    need("namespaceSelector" not in spec, f"{where}: the PodMonitor selects pods of its own namespace")
+    match = spec["selector"].get("matchLabels", {})
+    need(match and not spec["selector"].get("matchExpressions"), f"{where}: the PodMonitor selects by matchLabels")
+    endpoints = spec.get("podMetricsEndpoints", [])
+    need([e.get("path") for e in endpoints] == ["/metrics"], f"{where}: one endpoint, /metrics")
+    for ds in daemonsets:
+        pod = ds["spec"]["template"]
+        labels = pod["metadata"]["labels"]
+        name = ds["metadata"]["name"]
+        need(all(labels.get(k) == v for k, v in match.items()), f"{where}: the PodMonitor selects DaemonSet {name}'s pods")
+        need(spec.get("jobLabel") in labels, f"{where}: the PodMonitor's jobLabel is a label of {name}'s pods")
+        ports = {p.get("name"): p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+        listen = [a.rsplit(":", 1)[1] for c in pod["spec"]["containers"] for a in c["args"] if a.startswith("--listen=")]
+        for e in endpoints:
+            need(e.get("port") in ports, f"{where}: the PodMonitor's port {e.get('port')!r} is a named port of {name}")
+            need([str(ports.get(e.get("port")))] == listen, f"{where}: {name} listens on the port the PodMonitor scrapes")
+    groups = pr["spec"]["groups"]
+    rules = [r for g in groups for r in g.get("rules", [])]
+    names = [r.get("alert") for r in rules]
+    need(len({g["name"] for g in groups}) == len(groups), f"{where}: PrometheusRule group names unique")
+    need(rules and all(names), f"{where}: the PrometheusRule holds alerting rules only")
+    need(len(set(names)) == len(names), f"{where}: alert names unique, got {names}")
+    for r in rules:
+        a = r.get("alert")
+        need(re.fullmatch(r"GpuLabeler[A-Z][A-Za-z]+", a or "") is not None, f"{where}: alert name {a}")
+        need(r.get("for") not in (None, "", "0"), f"{where}: {a} has a for")
+        need(set(r.get("labels", {})) == {"severity"} and r["labels"]["severity"] in ("critical", "warning", "info"),
+             f"{where}: {a} has exactly a severity label")
+        need(set(r.get("annotations", {})) == {"summary", "description"}, f"{where}: {a} has a summary and a description")
+        need('Runbook: README.md "Troubleshooting", row: ' in r.get("annotations", {}).get("description", ""),
+             f"{where}: {a}'s description names its runbook row")
+    meta = cm["metadata"]
+    need(meta["name"] == "gpu-labeler-dashboard", f"{where}: the dashboard ConfigMap's name has no hash suffix, got {meta['name']}")
+    need(meta["labels"].get("grafana_dashboard") == "1", f"{where}: grafana_dashboard: \"1\"")
+    need(sorted(cm.get("data", {})) == ["gpu-labeler-dashboard.json"], f"{where}: the ConfigMap holds the dashboard alone")
+    try:
+        dash = json.loads(cm.get("data", {}).get("gpu-labeler-dashboard.json", ""))
+    except ValueError as e:
+        problems.append(f"{where}: the dashboard is not JSON: {e}")
+        return
+    need(dash.get("uid") == "gpu-labeler" and dash.get("title") and dash.get("panels"),
+         f"{where}: the dashboard has its uid, a title and panels")
+    exprs = [t.get("expr", "") for p in dash.get("panels", []) for t in p.get("targets", [])]
+    need(exprs and all(exprs), f"{where}: every dashboard query has an expression")
+    size = len(json.dumps(cm, separators=(",", ":")).encode())
+    need(size < LAST_APPLIED_LIMIT, f"{where}: the dashboard ConfigMap is {size} bytes: kubectl apply's annotation takes 256 KiB")
+
+
 def check(where, text, expect_nvidia, expect_nodefeature):
     docs = [d for d in yaml.safe_load_all(text) if d]
     kinds = {}
@@ -209,6 +398,31 @@ def main():
             check_networkpolicy("deploy (nvidia + nvidia-gfd + networkpolicy components)", text, True)
             check_networkpolicy("deploy", render(root) or "", False)
             print("ok: deploy (nvidia + nvidia-gfd + networkpolicy components)")
+        # The monitoring components, on the base and with the nvidia and networkpolicy components.
+        monitored = ""
+        for sub, components in [
+            ("monitoring", ["prometheus", "grafana"]),
+            ("monitoring-nvidia", ["nvidia", "networkpolicy", "prometheus", "grafana"]),
+        ]:
+            nvidia = "nvidia" in components
+            d = Path(tmp) / sub
+            d.mkdir()
+            (d / "kustomization.yaml").write_text(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                "resources: [../../base]\n"
+                f"components: [{', '.join('../../components/' + c for c in components)}]\n")
+            where = f"deploy ({' + '.join(components)} components)"
+            text = render(d)
+            if text is None:
+                continue
+            validate(where, text)
+            check(where, text, nvidia, False)
+            check_networkpolicy(where, text, "networkpolicy" in components)
+            check_monitoring(where, text, True)
+            kinds = sorted(doc["kind"] for doc in yaml.safe_load_all(text) if doc and doc["kind"] in MONITORING_KINDS)
+            print(f"ok: {where}: {len([doc for doc in yaml.safe_load_all(text) if doc])} objects, {kinds} checked against their CRD schemas")
+            if nvidia:
+                monitored = text
         # A site in its own namespace: tests/deploy.rs evaluates the policy on this rendering.
         site = Path("tests/fixtures/deploy/renamed-site")
         text = render(site)
@@ -221,17 +435,49 @@ def main():
             where = "deploy (nvidia + nodefeature components)" if path == Path(tmp) else str(path)
             validate(where, text)
             check(where, text, nvidia, nodefeature)
+            check_monitoring(where, text, False)
             images = sorted({c["image"] for d in yaml.safe_load_all(text) if d and d["kind"] == "DaemonSet"
                              for c in d["spec"]["template"]["spec"]["containers"]})
             want = "registry.example.com/gpu-labeler:0.1.0" if path == Path(tmp) else "gpu-labeler:0.1.0"
             need(images == [want], f"{where}: images {images}, expected {want} (the README's site kustomization)")
             print(f"ok: {where}: {len([d for d in yaml.safe_load_all(text) if d])} objects")
+        # The uninstall Job: valid, as locked down as the agents, on its own service account.
+        prune = render(root / "prune")
+        if prune is not None:
+            validate("deploy/prune", prune)
+            docs = [d for d in yaml.safe_load_all(prune) if d]
+            jobs = [d for d in docs if d["kind"] == "Job"]
+            need(len(jobs) == 1, f"deploy/prune: one Job, got {len(jobs)}")
+            for job in jobs:
+                spec = job["spec"]["template"]["spec"]
+                w = f"deploy/prune: Job {job['metadata']['name']}"
+                need(spec.get("serviceAccountName") == "gpu-labeler-prune", f"{w}: serviceAccountName gpu-labeler-prune")
+                psc = spec.get("securityContext", {})
+                need(psc.get("runAsNonRoot") is True, f"{w}: pod runAsNonRoot")
+                need(psc.get("seccompProfile", {}).get("type") == "RuntimeDefault", f"{w}: seccompProfile")
+                need(not spec.get("volumes"), f"{w}: no volumes")
+                for c in spec["containers"]:
+                    sc = c.get("securityContext", {})
+                    need(sc.get("allowPrivilegeEscalation") is False, f"{w}: allowPrivilegeEscalation false")
+                    need(sc.get("readOnlyRootFilesystem") is True, f"{w}: readOnlyRootFilesystem")
+                    need(sc.get("capabilities", {}).get("drop") == ["ALL"], f"{w}: drop ALL")
+                    need(c["args"][:2] == ["prune", "--all-nodes"], f"{w}: runs prune --all-nodes")
+            need(not any(d["kind"] == "DaemonSet" for d in docs), "deploy/prune: no agent in it")
+            print(f"ok: deploy/prune: {len(docs)} objects")
         # The validator is strict: an unknown field must fail.
         broken = render(root).replace("readOnlyRootFilesystem: true", "readOnlyRootFileSystem: true")
         if validate("(negative control)", broken):
             problems.append("kubernetes-validate accepted an unknown field: the check is not strict")
         else:
             problems[:] = [p for p in problems if not p.startswith("(negative control)")]
+        # So is the CRD check: an unknown field, a bad duration, a missing required field.
+        for good, bad in [("podMetricsEndpoints:", "podMetricEndpoints:"), ("for: 10m", "for: 10 minutes"),
+                          ("groups:\n  - name: gpu-labeler\n", "groups:\n  - nom: gpu-labeler\n")]:
+            need(good in monitored, f"the CRD check's negative control: {good!r} is not in the rendering")
+            if validate("(negative control)", monitored.replace(good, bad, 1)):
+                problems.append(f"the CRD check accepted {bad!r}: the check is not strict")
+            else:
+                problems[:] = [p for p in problems if not p.startswith("(negative control)")]
     for p in problems:
         print(f"error: {p}", file=sys.stderr)
     sys.exit(1 if problems else 0)

@@ -1,4 +1,4 @@
-//! The command line (SPEC §2): argument definitions and the commands that print. The only module
+//! The command line (docs/catalog.md#command-line): argument definitions and the commands that print. The only module
 //! that knows clap: it turns flags into the options of the floors below and calls down.
 
 use std::io::Write;
@@ -309,7 +309,7 @@ pub struct DiscoveryArgs {
     /// Use a recorded snapshot (JSON or YAML, features object or NodeFeature) instead of discovering.
     #[arg(long = "features", env = "GPU_LABELER_FEATURES", value_name = "FILE")]
     pub features: Option<PathBuf>,
-    /// Configuration file (SPEC §7).
+    /// Configuration file (docs/catalog.md#config).
     #[arg(long, env = "GPU_LABELER_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// A pci.ids file to read device names from (default: the host's, else the embedded one).

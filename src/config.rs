@@ -1,4 +1,4 @@
-//! The configuration file (SPEC §7): YAML, every key optional, unknown keys rejected so that a
+//! The configuration file (docs/catalog.md#config): YAML, every key optional, unknown keys rejected so that a
 //! typo is an error naming file, line and column instead of a silently ignored setting.
 
 use std::path::{Path, PathBuf};

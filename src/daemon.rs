@@ -1,4 +1,4 @@
-//! The `run` daemon (SPEC §6): every interval, scan the node, evaluate the labels and publish
+//! The `run` daemon (docs/catalog.md#publishing): every interval, scan the node, evaluate the labels and publish
 //! them to the sink when they changed.
 //!
 //! The loop owns everything that lives across cycles: one `NvmlLibrary` (NVML that is missing at
@@ -72,7 +72,7 @@ impl SinkKind {
     }
 }
 
-/// How and where to publish (SPEC §6).
+/// How and where to publish (docs/catalog.md#publishing).
 #[derive(Debug, Clone)]
 pub struct PublishOptions {
     /// The Node to label (this node).

@@ -1,8 +1,8 @@
-//! How a command ends: the process exit codes (SPEC §2) and the errors that map to them.
+//! How a command ends: the process exit codes (docs/catalog.md#exit-codes) and the errors that map to them.
 
 use crate::{config, features};
 
-/// Process exit codes (SPEC §2).
+/// Process exit codes (docs/catalog.md#exit-codes).
 pub mod exit {
     pub const OK: u8 = 0;
     /// Invalid input: rules, config, snapshot.

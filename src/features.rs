@@ -161,7 +161,7 @@ impl FeatureSet {
     }
 }
 
-/// The feature catalog (SPEC §3 and this project's documented extensions): every feature name
+/// The feature catalog (docs/catalog.md#features, with this project's documented extensions): every feature name
 /// discovery produces and, where the set is fixed, its element names. `rules check` warns about
 /// names outside it, so a typo (`memory_mib_mn`) is caught before it silently never matches.
 pub const CATALOG: &[(&str, Option<&[&str]>)] = &[

@@ -20,7 +20,7 @@ pub struct Taint {
     pub effect: String,
 }
 
-/// Everything one evaluation produces for the node. The JSON form is SPEC §2's `-o json`:
+/// Everything one evaluation produces for the node. The JSON form is the `-o json` of docs/catalog.md#output:
 /// `labels` always, the other three only when a rule produced them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct NodeOutput {

@@ -1,4 +1,4 @@
-//! nfd-master's output post-processing (SPEC §4) and the sanitising of values this project derives.
+//! nfd-master's output post-processing (docs/catalog.md#post-processing) and the sanitising of values this project derives.
 //!
 //! Label keys without a namespace get `feature.node.kubernetes.io/`; keys must be Kubernetes
 //! qualified names; values must be valid label values; `kubernetes.io` and `*.kubernetes.io` are

@@ -1,4 +1,4 @@
-//! The command line of SPEC §2: output formats byte for byte, `version`, exit codes and error
+//! The command line of docs/catalog.md#command-line: output formats byte for byte, `version`, exit codes and error
 //! messages with file:line:column, and environment variables that are the same as the flags.
 
 mod common;

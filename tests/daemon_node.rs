@@ -1,4 +1,4 @@
-//! `gpu-labeler run` with the `node` sink against the fake API server: each promise of SPEC §6,
+//! `gpu-labeler run` with the `node` sink against the fake API server: each promise of docs/catalog.md#publishing,
 //! end to end with the real binary.
 
 mod apiserver;

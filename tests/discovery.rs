@@ -157,7 +157,7 @@ fn features_agree_with_the_capture_summaries() {
             .collect();
         assert_eq!(missing, s.missing, "{m}: functions skipped");
 
-        // SPEC §3's literal GPU rule counts Intel class 0b40 (QuickAssist in nfd-rootfs-1) as a
+        // the original contract's literal GPU rule (docs/catalog.md#gpu-definition) counts Intel class 0b40 (QuickAssist in nfd-rootfs-1) as a
         // GPU; gpu-labeler deliberately does not (src/discover/gpu.rs). The summary keeps the
         // literal rule, so that one line is expected to be absent here.
         let expected_gpus: Vec<String> = s
@@ -455,7 +455,7 @@ fn nfd_test_sysfs_whitelist_0c_with_one_valid_field() {
 // ---------------------------------------------------------------------------------------------
 // This machine.
 
-/// Whether the real /sys shows a GPU by SPEC §3's vendor and class rule (read here directly).
+/// Whether the real /sys shows a GPU by the vendor and class rule (docs/catalog.md#gpu-definition) (read here directly).
 fn real_sys_has_gpu() -> bool {
     let Ok(rd) = std::fs::read_dir("/sys/bus/pci/devices") else {
         return false;

@@ -3,7 +3,7 @@
 //! 1. Every label the project publishes is valid for Kubernetes, whatever the feature set holds
 //!    (odd Unicode product names, long strings, slashes, garbage numbers, unknown vendors) and
 //!    whatever simple rules an operator writes; every label that is refused is reported, never
-//!    silently dropped (SPEC §4). The validator here is written from the Kubernetes rules
+//!    silently dropped (docs/catalog.md#post-processing). The validator here is written from the Kubernetes rules
 //!    (apimachinery's `IsQualifiedName`, `IsDNS1123Subdomain`, `IsValidLabelValue`), not taken
 //!    from `src/validate.rs`.
 //! 2. Labels do not depend on the order devices are discovered: instance order in a feature set,

@@ -90,7 +90,7 @@ fn the_readme_label_table_is_the_real_output() {
     assert_eq!(labels_of(mi210.ok()), column(&rows, 1), "8x MI210 column");
 
     // Rows without an example on either node are label patterns or labels that need MIG or a
-    // sharing configuration; each is one of SPEC §5's.
+    // sharing configuration; each is one of docs/catalog.md#labels-gpu's.
     let documented_only: Vec<&str> = rows
         .iter()
         .filter(|(_, ex)| ex.iter().all(Option::is_none))

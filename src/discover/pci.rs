@@ -1,5 +1,5 @@
 //! PCI functions from `<sysfs-root>/bus/pci/devices`: NFD's `pci.device` attributes with NFD's
-//! normalisation, plus this project's extensions (SPEC §3).
+//! normalisation, plus this project's extensions (docs/catalog.md#feature-pci-device).
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -1,4 +1,4 @@
-//! Sinks: where labels go. `stdout` prints them in the formats of SPEC §2.
+//! Sinks: where labels go. `stdout` prints them in the formats of docs/catalog.md#output.
 
 pub mod client;
 pub mod diff;

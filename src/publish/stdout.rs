@@ -1,4 +1,4 @@
-//! Printing labels: `-o text|json|yaml|features-file` (SPEC §2).
+//! Printing labels: `-o text|json|yaml|features-file` (docs/catalog.md#output).
 
 use crate::output::NodeOutput;
 
