@@ -664,101 +664,6 @@ fn is_number(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn mig(gi: u32, ci: u32, mb: u64) -> NvmlMigDevice {
-        NvmlMigDevice {
-            uuid: None,
-            memory_size_mb: mb,
-            multiprocessors: 0,
-            slices_gi: gi,
-            slices_ci: ci,
-            engines_copy: 0,
-            engines_decoder: 0,
-            engines_encoder: 0,
-            engines_jpeg: 0,
-            engines_ofa: 0,
-            gi_profile: None,
-        }
-    }
-
-    #[test]
-    fn mig_profile_names_follow_nvidia() {
-        let a100_40 = 40960u64 << 20;
-        let a100_80 = 81920u64 << 20;
-        assert_eq!(mig_profile(&mig(3, 3, 19968), a100_40), "3g.20gb");
-        assert_eq!(mig_profile(&mig(1, 1, 4864), a100_40), "1g.5gb");
-        assert_eq!(mig_profile(&mig(7, 7, 40192), a100_40), "7g.40gb");
-        assert_eq!(mig_profile(&mig(1, 1, 9728), a100_80), "1g.10gb");
-        assert_eq!(mig_profile(&mig(1, 1, 19968), a100_80), "1g.20gb");
-        assert_eq!(mig_profile(&mig(3, 1, 19968), a100_40), "1c.3g.20gb");
-    }
-
-    #[test]
-    fn gpu_instance_profiles_give_the_suffix() {
-        // H200 (mig-parted#120): 16 GiB of 143771 MiB is 1g.18gb; profile 7 is 1_SLICE_REV1.
-        let h200 = 143771u64 << 20;
-        let with = |p: u32, gi, ci, mb| NvmlMigDevice {
-            gi_profile: Some(p),
-            ..mig(gi, ci, mb)
-        };
-        assert_eq!(mig_profile(&with(7, 1, 1, 16384), h200), "1g.18gb+me");
-        assert_eq!(mig_profile(&with(0, 1, 1, 16384), h200), "1g.18gb");
-        assert_eq!(mig_profile(&with(2, 3, 3, 71168), h200), "3g.71gb");
-        assert_eq!(mig_profile(&with(13, 1, 1, 16384), h200), "1g.18gb-me");
-        assert_eq!(mig_profile(&with(15, 1, 1, 16384), h200), "1g.18gb+me.all");
-        assert_eq!(mig_profile(&with(2, 3, 1, 71168), h200), "1c.3g.71gb");
-        // An index go-nvlib does not know: the slice counts alone.
-        assert_eq!(mig_profile(&with(17, 3, 3, 71168), h200), "3g.71gb");
-        // A100-80GB PCIe, 7g (gpu-operator#687: GFD labels it mig-7g.80gb).
-        assert_eq!(
-            mig_profile(&with(4, 7, 7, 81152), 81920u64 << 20),
-            "7g.80gb"
-        );
-    }
-
-    /// Model names longer than their room in a label key are shortened with a hash of the whole
-    /// name: two long names that share their first characters stay two keys.
-    #[test]
-    fn long_model_names_get_distinct_keys_within_a_label_name() {
-        let a = crate::validate::sanitize_to(
-            "NVIDIA GeForce RTX 4090 Laptop GPU Founders Edition Variant A",
-            MODEL_KEY_MAX,
-        );
-        let b = crate::validate::sanitize_to(
-            "NVIDIA GeForce RTX 4090 Laptop GPU Founders Edition Variant B",
-            MODEL_KEY_MAX,
-        );
-        assert_eq!(a.len(), MODEL_KEY_MAX);
-        assert_ne!(a, b);
-        assert_eq!(&a[..38], "NVIDIA-GeForce-RTX-4090-Laptop-GPU-Fou");
-        assert_eq!(format!("gpu-model-{a}.count").len(), 63);
-        assert_eq!(
-            crate::validate::sanitize_to("NVIDIA H100 80GB HBM3", MODEL_KEY_MAX),
-            "NVIDIA-H100-80GB-HBM3"
-        );
-    }
-
-    #[test]
-    fn families() {
-        assert_eq!(nvidia_family(9, 0), "hopper");
-        assert_eq!(nvidia_family(8, 0), "ampere");
-        assert_eq!(nvidia_family(8, 6), "ampere");
-        assert_eq!(nvidia_family(8, 9), "ada-lovelace");
-        assert_eq!(nvidia_family(7, 5), "turing");
-        assert_eq!(nvidia_family(7, 0), "volta");
-        assert_eq!(nvidia_family(10, 0), "blackwell");
-        assert_eq!(nvidia_family(11, 0), "blackwell");
-        assert_eq!(nvidia_family(12, 0), "blackwell");
-        assert_eq!(nvidia_family(12, 1), "blackwell");
-        assert_eq!(nvidia_family(13, 0), "rubin");
-        assert_eq!(nvidia_family(14, 0), "undefined");
-        assert_eq!(nvidia_family(4, 0), "undefined");
-    }
-}
-
 /// Why `gpu.node.<attr>` is absent on a node whose features are `features`, in words (`None`
 /// when it is present, or when it is not one of the attributes derived from every GPU). What
 /// `explain` says after `gpu.node.product: absent`.
@@ -862,4 +767,99 @@ pub fn node_absent_because(features: &FeatureSet, attr: &str) -> Option<String> 
             .to_string(),
         // `vendor` with one vendor is always present; `vendors` with GPUs too.
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mig(gi: u32, ci: u32, mb: u64) -> NvmlMigDevice {
+        NvmlMigDevice {
+            uuid: None,
+            memory_size_mb: mb,
+            multiprocessors: 0,
+            slices_gi: gi,
+            slices_ci: ci,
+            engines_copy: 0,
+            engines_decoder: 0,
+            engines_encoder: 0,
+            engines_jpeg: 0,
+            engines_ofa: 0,
+            gi_profile: None,
+        }
+    }
+
+    #[test]
+    fn mig_profile_names_follow_nvidia() {
+        let a100_40 = 40960u64 << 20;
+        let a100_80 = 81920u64 << 20;
+        assert_eq!(mig_profile(&mig(3, 3, 19968), a100_40), "3g.20gb");
+        assert_eq!(mig_profile(&mig(1, 1, 4864), a100_40), "1g.5gb");
+        assert_eq!(mig_profile(&mig(7, 7, 40192), a100_40), "7g.40gb");
+        assert_eq!(mig_profile(&mig(1, 1, 9728), a100_80), "1g.10gb");
+        assert_eq!(mig_profile(&mig(1, 1, 19968), a100_80), "1g.20gb");
+        assert_eq!(mig_profile(&mig(3, 1, 19968), a100_40), "1c.3g.20gb");
+    }
+
+    #[test]
+    fn gpu_instance_profiles_give_the_suffix() {
+        // H200 (mig-parted#120): 16 GiB of 143771 MiB is 1g.18gb; profile 7 is 1_SLICE_REV1.
+        let h200 = 143771u64 << 20;
+        let with = |p: u32, gi, ci, mb| NvmlMigDevice {
+            gi_profile: Some(p),
+            ..mig(gi, ci, mb)
+        };
+        assert_eq!(mig_profile(&with(7, 1, 1, 16384), h200), "1g.18gb+me");
+        assert_eq!(mig_profile(&with(0, 1, 1, 16384), h200), "1g.18gb");
+        assert_eq!(mig_profile(&with(2, 3, 3, 71168), h200), "3g.71gb");
+        assert_eq!(mig_profile(&with(13, 1, 1, 16384), h200), "1g.18gb-me");
+        assert_eq!(mig_profile(&with(15, 1, 1, 16384), h200), "1g.18gb+me.all");
+        assert_eq!(mig_profile(&with(2, 3, 1, 71168), h200), "1c.3g.71gb");
+        // An index go-nvlib does not know: the slice counts alone.
+        assert_eq!(mig_profile(&with(17, 3, 3, 71168), h200), "3g.71gb");
+        // A100-80GB PCIe, 7g (gpu-operator#687: GFD labels it mig-7g.80gb).
+        assert_eq!(
+            mig_profile(&with(4, 7, 7, 81152), 81920u64 << 20),
+            "7g.80gb"
+        );
+    }
+
+    /// Model names longer than their room in a label key are shortened with a hash of the whole
+    /// name: two long names that share their first characters stay two keys.
+    #[test]
+    fn long_model_names_get_distinct_keys_within_a_label_name() {
+        let a = crate::validate::sanitize_to(
+            "NVIDIA GeForce RTX 4090 Laptop GPU Founders Edition Variant A",
+            MODEL_KEY_MAX,
+        );
+        let b = crate::validate::sanitize_to(
+            "NVIDIA GeForce RTX 4090 Laptop GPU Founders Edition Variant B",
+            MODEL_KEY_MAX,
+        );
+        assert_eq!(a.len(), MODEL_KEY_MAX);
+        assert_ne!(a, b);
+        assert_eq!(&a[..38], "NVIDIA-GeForce-RTX-4090-Laptop-GPU-Fou");
+        assert_eq!(format!("gpu-model-{a}.count").len(), 63);
+        assert_eq!(
+            crate::validate::sanitize_to("NVIDIA H100 80GB HBM3", MODEL_KEY_MAX),
+            "NVIDIA-H100-80GB-HBM3"
+        );
+    }
+
+    #[test]
+    fn families() {
+        assert_eq!(nvidia_family(9, 0), "hopper");
+        assert_eq!(nvidia_family(8, 0), "ampere");
+        assert_eq!(nvidia_family(8, 6), "ampere");
+        assert_eq!(nvidia_family(8, 9), "ada-lovelace");
+        assert_eq!(nvidia_family(7, 5), "turing");
+        assert_eq!(nvidia_family(7, 0), "volta");
+        assert_eq!(nvidia_family(10, 0), "blackwell");
+        assert_eq!(nvidia_family(11, 0), "blackwell");
+        assert_eq!(nvidia_family(12, 0), "blackwell");
+        assert_eq!(nvidia_family(12, 1), "blackwell");
+        assert_eq!(nvidia_family(13, 0), "rubin");
+        assert_eq!(nvidia_family(14, 0), "undefined");
+        assert_eq!(nvidia_family(4, 0), "undefined");
+    }
 }
