@@ -403,7 +403,7 @@ fn rule_rows() -> Vec<Row> {
                 let e = expect(
                     0,
                     vec![warn(format!(
-                        "rule \"tmpl\" (NodeFeatureRule \"r\", {}:7:7) failed: failed to expand template: line 1, column 6: template function \"now\" is not supported by gpu-labeler",
+                        "rule \"tmpl\" (NodeFeatureRule \"r\", {}:7:7) failed: failed to expand template at line 8, column 29: template function \"now\" is not supported by gpu-labeler",
                         show(&bad)
                     ))],
                     good_labels(),

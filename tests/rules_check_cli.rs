@@ -107,7 +107,7 @@ fn a_template_that_writes_megabytes_is_warned_about_and_bounded() {
     assert_eq!(
         stderr,
         format!(
-            "warning: rule \"huge\" (NodeFeatureRule \"big\", {f}:7:7) failed: failed to expand template: line 1, column 10: the render would write more than the 1048576 bytes allowed\n\
+            "warning: rule \"huge\" (NodeFeatureRule \"big\", {f}:7:7) failed: failed to expand template at line 9, column 18: the render would write more than the 1048576 bytes allowed\n\
              warning: label \"feature.node.kubernetes.io/big={y}… (1000 bytes)\" from rule \"refused\" (NodeFeatureRule \"big\", {f}:14:7) rejected: invalid value \"{y}… (1000 bytes)\": must be no more than 63 characters (has 1000)\n"
         )
     );

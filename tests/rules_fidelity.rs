@@ -230,7 +230,7 @@ fn templates_print_compare_and_type_check_as_go_does() {
     );
     assert_eq!(
         stderr,
-        "warning: rule \"upper\" (NodeFeatureRule \"go\", rules.yaml:55:7) failed: failed to expand template: line 1, column 10: wrong type for value; expected string; got bool\n\
-         warning: rule \"mixed\" (NodeFeatureRule \"go\", rules.yaml:63:7) failed: failed to expand template: line 1, column 10: incompatible types for comparison\n"
+        "warning: rule \"upper\" (NodeFeatureRule \"go\", rules.yaml:55:7) failed: failed to expand template at line 57, column 18: wrong type for value; expected string; got bool\n\
+         warning: rule \"mixed\" (NodeFeatureRule \"go\", rules.yaml:63:7) failed: failed to expand template at line 65, column 18: incompatible types for comparison\n"
     );
 }

@@ -410,7 +410,7 @@ fn all_nfd_samples_over_a_realistic_node() {
     );
     assert_eq!(
         e.errors[0].message,
-        "failed to expand template: line 1, column 10: map has no entry for key \"cstate\""
+        "failed to expand template at line 69, column 18: map has no entry for key \"cstate\""
     );
     assert_eq!(e.rejected, vec![]);
 }

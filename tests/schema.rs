@@ -835,7 +835,7 @@ fn beyond_the_schema() {
         ),
         (
             rule("{name: r, labelsTemplate: \"{{ .x\"}"),
-            "invalid template: line 1, column 6: unclosed action".into(),
+            "invalid template: unclosed action".into(),
         ),
         (
             rule(&format!("{{name: r, labels: {{{long_prefix}/a: b}}}}")),

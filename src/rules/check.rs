@@ -136,9 +136,9 @@ fn check_rule(r: &mut Reporter<'_>, rule: &RuleSpec, known: &[&str]) {
         check_term(r, term, known);
     }
     for t in rule.labels_template.iter().chain(rule.vars_template.iter()) {
-        let parsed = RuleTemplate::parse(&t.text, t.pos);
-        if let Some(e) = parsed.parse_error() {
-            r.error(t.pos, e.to_string());
+        let parsed = RuleTemplate::parse_at(&t.text, t.pos, t.origin);
+        if let Some((at, e)) = parsed.parse_error() {
+            r.error(at.unwrap_or(t.pos), e);
         }
         check_template_data(r, rule, &t.text, t.pos);
         for a in heavy_actions(&t.text) {

@@ -587,6 +587,7 @@ fn read_objects(
     on_object: &mut dyn FnMut(model::ObjectSpec),
 ) -> Vec<RuleLoadError> {
     let mut errors = Vec::new();
+    let mut lines: Option<Vec<&str>> = None;
     // Document by document: each tree is read into its objects and dropped before the next.
     document::each_document(&src.text, |doc| {
         let doc = match doc {
@@ -615,7 +616,20 @@ fn read_objects(
             }
             return;
         }
-        let (objs, problems) = model::read_document(&doc);
+        let (mut objs, problems) = model::read_document(&doc);
+        // Where each template stands in the file, so that its errors name file positions.
+        let templates = objs
+            .iter_mut()
+            .flat_map(|o| o.rules.iter_mut())
+            .flat_map(|r| {
+                r.labels_template
+                    .iter_mut()
+                    .chain(r.vars_template.iter_mut())
+            });
+        for t in templates {
+            let lines = lines.get_or_insert_with(|| src.text.lines().collect::<Vec<_>>());
+            t.origin = template::Origin::find(lines, t.pos, &t.text);
+        }
         objs.into_iter().for_each(&mut *on_object);
         errors.extend(problems.into_iter().map(|p| RuleLoadError {
             source: src.name.clone(),
@@ -764,12 +778,12 @@ fn compile_rule(r: &model::RuleSpec, compiler: &mut Compiler) -> CompiledRule {
         labels_template: r
             .labels_template
             .as_ref()
-            .map(|t| RuleTemplate::parse(&t.text, t.pos)),
+            .map(|t| RuleTemplate::parse_at(&t.text, t.pos, t.origin)),
         vars: pairs(&r.vars),
         vars_template: r
             .vars_template
             .as_ref()
-            .map(|t| RuleTemplate::parse(&t.text, t.pos)),
+            .map(|t| RuleTemplate::parse_at(&t.text, t.pos, t.origin)),
         annotations: pairs(&r.annotations),
         extended_resources: pairs(&r.extended_resources),
         taints: r

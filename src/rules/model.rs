@@ -77,6 +77,9 @@ pub struct Entry {
 pub struct Text {
     pub text: String,
     pub pos: Pos,
+    /// Where the text stands in the file, for errors inside it (set by the loader, which has
+    /// the file).
+    pub origin: Option<super::template::Origin>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -424,14 +427,18 @@ fn read_rule(cx: &mut Cx, node: &Node, index: usize) -> RuleSpec {
             "vars" => rule.vars = cx.string_map(v, "vars"),
             "extendedResources" => rule.extended_resources = cx.string_map(v, "extendedResources"),
             "labelsTemplate" if !null => {
-                rule.labels_template = cx
-                    .string(v, "labelsTemplate")
-                    .map(|text| Text { text, pos: v.pos })
+                rule.labels_template = cx.string(v, "labelsTemplate").map(|text| Text {
+                    text,
+                    pos: v.pos,
+                    origin: None,
+                })
             }
             "varsTemplate" if !null => {
-                rule.vars_template = cx
-                    .string(v, "varsTemplate")
-                    .map(|text| Text { text, pos: v.pos })
+                rule.vars_template = cx.string(v, "varsTemplate").map(|text| Text {
+                    text,
+                    pos: v.pos,
+                    origin: None,
+                })
             }
             "labelsTemplate" | "varsTemplate" => {}
             "taints" if !null => rule.taints = read_taints(cx, v),

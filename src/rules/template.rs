@@ -22,11 +22,107 @@ pub const MAX_TEMPLATE_OUTPUT: usize = 1 << 20;
 /// 1024 bytes; a megabyte per call made a loop churn hundreds of megabytes a cycle.
 pub const MAX_FUNCTION_OUTPUT: usize = 64 * 1024;
 
+/// Where a template's text stands in its file, when every line of it is there as written (a
+/// literal block scalar, or a one-line plain or quoted scalar): template line L is file line
+/// `line + L - 1`, after `indent` characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub line: u32,
+    pub indent: u32,
+}
+
+impl Origin {
+    /// The template text of the scalar at `pos` in `file` (`lines`: the file's lines), if it
+    /// stands there as written; `None` for a folded block, an escaped or multi-line quoted
+    /// scalar, or anything that does not line up.
+    pub fn find(lines: &[&str], pos: Pos, text: &str) -> Option<Origin> {
+        if !pos.is_known() {
+            return None;
+        }
+        let idx = (pos.line as usize).checked_sub(1)?;
+        let indicator = |l: &str| {
+            let t = l.trim_end();
+            let ind = t.rsplit(' ').next().unwrap_or(t);
+            let ok = ind.starts_with(['|', '>'])
+                && ind[1..]
+                    .bytes()
+                    .all(|b| matches!(b, b'-' | b'+') || b.is_ascii_digit());
+            ok.then(|| ind.starts_with('|'))
+        };
+        // The parser places a block scalar at its indicator's line or at its first line.
+        let block = match indicator(lines.get(idx)?) {
+            Some(literal) => Some((literal, idx + 1)),
+            None if idx > 0 => indicator(lines[idx - 1]).map(|literal| (literal, idx)),
+            None => None,
+        };
+        if let Some((literal, first)) = block {
+            if !literal {
+                return None;
+            }
+            let body = lines.get(first..)?;
+            let sample = body.iter().find(|l| !l.trim().is_empty())?;
+            let indent = sample.len() - sample.trim_start_matches(' ').len();
+            for (i, t) in text.split('\n').enumerate() {
+                if t.is_empty() {
+                    continue;
+                }
+                let l = body.get(i)?.trim_end_matches('\r');
+                if l.get(indent..) != Some(t) || !l[..indent].bytes().all(|b| b == b' ') {
+                    return None;
+                }
+            }
+            return Some(Origin {
+                line: first as u32 + 1,
+                indent: indent as u32,
+            });
+        }
+        if text.contains('\n') {
+            return None;
+        }
+        let line = lines[idx];
+        let col = (pos.column as usize).checked_sub(1)?;
+        let at = line.char_indices().nth(col).map(|(b, _)| b)?;
+        let rest = &line[at..];
+        let indent = if rest.starts_with(text) {
+            col
+        } else if rest.starts_with(['"', '\'']) && rest[1..].starts_with(text) {
+            col + 1
+        } else {
+            return None;
+        };
+        Some(Origin {
+            line: pos.line,
+            indent: indent as u32,
+        })
+    }
+
+    /// The file position of the template's line `line`, byte column `col` (both 1-based, as
+    /// the template engine counts).
+    fn locate(&self, text: &str, line: usize, col: usize) -> Option<Pos> {
+        let t = text.split('\n').nth(line.checked_sub(1)?)?;
+        let chars = t.get(..col.saturating_sub(1))?.chars().count();
+        Some(Pos::new(
+            self.line + line as u32 - 1,
+            self.indent + chars as u32 + 1,
+        ))
+    }
+}
+
+/// A template's parse error: where in the template (line, byte column), and what.
+#[derive(Debug, Clone)]
+struct Failure {
+    at: Option<(usize, usize)>,
+    /// `invalid template: ` for a syntax error, empty for a template refused outright.
+    kind: &'static str,
+    message: String,
+}
+
 /// A template of a rule, parsed once.
 pub struct RuleTemplate {
     pub source: String,
     pub pos: Pos,
-    parsed: Result<Template, String>,
+    pub origin: Option<Origin>,
+    parsed: Result<Template, Failure>,
 }
 
 impl std::fmt::Debug for RuleTemplate {
@@ -40,37 +136,74 @@ impl std::fmt::Debug for RuleTemplate {
 }
 
 impl RuleTemplate {
+    #[cfg(test)]
     pub fn parse(source: &str, pos: Pos) -> RuleTemplate {
+        RuleTemplate::parse_at(source, pos, None)
+    }
+
+    /// As `parse`, with where the text stands in its file, for errors in file positions.
+    pub fn parse_at(source: &str, pos: Pos, origin: Option<Origin>) -> RuleTemplate {
         RuleTemplate {
             source: source.to_string(),
             pos,
+            origin,
             parsed: parse(source),
         }
     }
 
-    pub fn parse_error(&self) -> Option<&str> {
-        self.parsed.as_ref().err().map(String::as_str)
+    /// `invalid template: ...`, and the file position of the error when it is known (else the
+    /// message says where in the template).
+    pub fn parse_error(&self) -> Option<(Option<Pos>, String)> {
+        let f = self.parsed.as_ref().err()?;
+        let (pos, at) = self.place(f.at);
+        Some((pos, format!("{}{at}{}", f.kind, f.message)))
+    }
+
+    /// The file position of template position `at`, and the prefix a message gets: empty when
+    /// the file position is known (it is the error's position), else `line L, column C: `.
+    fn place(&self, at: Option<(usize, usize)>) -> (Option<Pos>, String) {
+        let Some((line, col)) = at else {
+            return (None, String::new());
+        };
+        match self.origin.and_then(|o| o.locate(&self.source, line, col)) {
+            Some(p) => (Some(p), String::new()),
+            None => (None, format!("line {line}, column {col}: ")),
+        }
     }
 
     /// Executes the template and reads its `key=value` lines, in output order.
     pub fn expand(&self, data: &Value) -> Result<Vec<(String, String)>, String> {
-        let tmpl = self
-            .parsed
-            .as_ref()
-            .map_err(|e| format!("failed to parse template: {e}"))?;
-        let out = tmpl
-            .render(&Context::from(data.clone()))
-            .map_err(|e| format!("failed to expand template: {}", exec_message(&e)))?;
+        let tmpl = self.parsed.as_ref().map_err(|f| match self.place(f.at) {
+            (Some(p), _) => format!(
+                "failed to parse template at line {}, column {}: {}",
+                p.line, p.column, f.message
+            ),
+            (None, prefix) => format!("failed to parse template: {}{prefix}{}", f.kind, f.message),
+        })?;
+        let out = tmpl.render(&Context::from(data.clone())).map_err(|e| {
+            let (at, message) = exec_message(&e);
+            match self.place(at) {
+                (Some(p), _) => format!(
+                    "failed to expand template at line {}, column {}: {message}",
+                    p.line, p.column
+                ),
+                (None, prefix) => format!("failed to expand template: {prefix}{message}"),
+            }
+        })?;
         expand_lines(&out).map_err(|e| format!("failed to expand template: {e}"))
     }
 }
 
-fn parse(source: &str) -> Result<Template, String> {
+fn parse(source: &str) -> Result<Template, Failure> {
     if source.len() > MAX_TEMPLATE_SIZE {
-        return Err(format!(
-            "template exceeds maximum allowed size: {} bytes > {MAX_TEMPLATE_SIZE} limit",
-            source.len()
-        ));
+        return Err(Failure {
+            at: None,
+            kind: "",
+            message: format!(
+                "template exceeds maximum allowed size: {} bytes > {MAX_TEMPLATE_SIZE} limit",
+                source.len()
+            ),
+        });
     }
     let mut tmpl = Template::with_limits(
         gtmpl_ng::Limits::default()
@@ -80,38 +213,36 @@ fn parse(source: &str) -> Result<Template, String> {
     for (name, func) in sprig::registry() {
         tmpl.add_func(name, func);
     }
-    tmpl.parse(source).map_err(|e| {
-        let m = match &e {
-            ParseError::WithContext(ctx, msg) => {
-                format!("line {}, column {}: {msg}", ctx.line, ctx.col)
-            }
-            other => other.to_string(),
-        };
-        format!("invalid template: {m}")
+    tmpl.parse(source).map_err(|e| match &e {
+        ParseError::WithContext(ctx, msg) => Failure {
+            at: Some((ctx.line, ctx.col)),
+            kind: "invalid template: ",
+            message: msg.to_string(),
+        },
+        other => Failure {
+            at: None,
+            kind: "invalid template: ",
+            message: other.to_string(),
+        },
     })?;
     Ok(tmpl)
 }
 
-fn exec_message(e: &ExecError) -> String {
+/// Where in the template (line, byte column) and what, from the engine's error chain.
+fn exec_message(e: &ExecError) -> (Option<(usize, usize)>, String) {
     match e {
         ExecError::Structured(s) => structured_message(s),
-        other => other.to_string(),
+        other => (None, other.to_string()),
     }
 }
 
-/// `line 1, column 6: error calling date: ...` from the engine's error chain.
-fn structured_message(s: &StructuredError) -> String {
+fn structured_message(s: &StructuredError) -> (Option<(usize, usize)>, String) {
     let messages: Vec<&str> = s
         .chain()
         .map(|c| c.message.trim())
         .filter(|m| !m.is_empty())
         .collect();
-    format!(
-        "line {}, column {}: {}",
-        s.context.line,
-        s.context.col,
-        messages.join(": ")
-    )
+    (Some((s.context.line, s.context.col)), messages.join(": "))
 }
 
 /// NFD's `ExpandMap`: trimmed non-empty lines, each `key=value` (split at the first `=`).
@@ -285,6 +416,44 @@ mod tests {
         assert!(expand("x={{ .gpu.device }}").is_err());
     }
 
+    /// Where a template stands in its file, for each way YAML writes a string: a literal block
+    /// (placed at its indicator or at its first line), a plain or quoted one-line scalar; the
+    /// folded and escaped forms, whose text is not in the file as written, have none.
+    #[test]
+    fn origins_of_templates_in_their_files() {
+        let file = "rules:\n  - labelsTemplate: |\n      {{ range .cpu.cstate }}a={{ .Name }}\n\n      ünï={{ .x.y }}\n    t2: >\n      {{ .a }}\n    t3: a={{ .p.q }}\n    t4: \"{{ .p.q }}\"\n    t5: \"\\u0041{{ .p.q }}\"\n";
+        let lines: Vec<&str> = file.lines().collect();
+        let block = "{{ range .cpu.cstate }}a={{ .Name }}\n\nünï={{ .x.y }}\n";
+        let at = |line, column| Pos::new(line, column);
+        let cases: Vec<(Pos, &str, Option<Origin>)> = vec![
+            (at(2, 21), block, Some(Origin { line: 3, indent: 6 })),
+            (at(3, 7), block, Some(Origin { line: 3, indent: 6 })),
+            (at(6, 9), "{{ .a }}\n", None),
+            (
+                at(8, 9),
+                "a={{ .p.q }}",
+                Some(Origin { line: 8, indent: 8 }),
+            ),
+            (at(9, 9), "{{ .p.q }}", Some(Origin { line: 9, indent: 9 })),
+            (at(10, 9), "A{{ .p.q }}", None),
+            // A text that is not what the file holds there.
+            (at(2, 21), "{{ other }}\n", None),
+            (Pos::default(), block, None),
+        ];
+        let got: Vec<Option<Origin>> = cases
+            .iter()
+            .map(|(p, t, _)| Origin::find(&lines, *p, t))
+            .collect();
+        let want: Vec<Option<Origin>> = cases.iter().map(|c| c.2).collect();
+        assert_eq!(got, want);
+        // Template line 3, byte column 10 (after "ünï=" of 6 bytes and 4 characters, then
+        // "{{ "): file line 5, character column 6 + 7 + 1.
+        let o = Origin { line: 3, indent: 6 };
+        assert_eq!(o.locate(block, 3, 10), Some(at(5, 14)));
+        assert_eq!(o.locate(block, 1, 10), Some(at(3, 16)));
+        assert_eq!(o.locate(block, 9, 1), None);
+    }
+
     #[test]
     fn malformed_output_and_templates() {
         assert_eq!(
@@ -293,7 +462,7 @@ mod tests {
         );
         let t = RuleTemplate::parse("{{ range .pci.device }}", Pos::default());
         assert!(
-            t.parse_error().unwrap().starts_with("invalid template: "),
+            t.parse_error().unwrap().1.starts_with("invalid template: "),
             "{t:?}"
         );
         assert!(
@@ -308,6 +477,7 @@ mod tests {
             RuleTemplate::parse(&big, Pos::default())
                 .parse_error()
                 .unwrap()
+                .1
                 .starts_with("template exceeds maximum allowed size")
         );
     }
@@ -454,9 +624,9 @@ mod tests {
                 want = d.1.to_string();
             }
             covered.insert(func);
-            let got = parse(source).and_then(|t| {
+            let got = parse(source).map_err(|f| f.message).and_then(|t| {
                 t.render(&Context::from(Value::Nil))
-                    .map_err(|e| exec_message(&e))
+                    .map_err(|e| exec_message(&e).1)
             });
             let ok = match &got {
                 Ok(out) => *out == want,
