@@ -334,3 +334,85 @@ fn a_directory_is_read_with_its_subdirectories() {
         )
     );
 }
+
+/// A template that reads fields its data cannot have: each one at its file position, warned
+/// about, refused under --strict; the rule then fails at run time at the first of them, as
+/// predicted, while the same reads written right label the node.
+#[test]
+fn template_field_typos_are_found_before_the_rule_runs() {
+    let f = "tests/fixtures/rules/typos/template-fields.yaml";
+    let r = "rule \"typos\" (NodeFeatureRule \"template-fields\")";
+    let tail = "the rule fails with a missing key when it runs";
+    let findings = [
+        format!(
+            "{f}:28:39: {r}: template: .Attributes: an element of pci.device is the map of its attributes: write .vendor, not .Attributes.vendor; {tail}"
+        ),
+        format!(
+            "{f}:28:64: {r}: template: pci.device has no attribute \"devce\" (did you mean .device?); {tail}"
+        ),
+        format!(
+            "{f}:29:63: {r}: template: .Nmae: an element of kernel.loadedmodule, a flag, has only .Name (did you mean .Name?); {tail}"
+        ),
+        format!(
+            "{f}:29:77: {r}: template: .Value: an element of kernel.loadedmodule, a flag, has only .Name; {tail}"
+        ),
+        format!(
+            "{f}:30:41: {r}: template: .count: gpu.node is a list of elements, which has no fields; range over it; {tail}"
+        ),
+        format!(
+            "{f}:30:83: {r}: template: .Value.x: .Value of an element of gpu.node is a string, which has no fields; {tail}"
+        ),
+    ];
+    let listed =
+        |level: &str| -> String { findings.iter().map(|m| format!("{level}: {m}\n")).collect() };
+    assert_eq!(
+        run(&["rules", "check", f]),
+        (
+            0,
+            listed("warning") + "1 file(s) checked: 0 error(s), 6 warning(s)\n",
+            String::new()
+        )
+    );
+    assert_eq!(
+        run(&["rules", "check", "--strict", f]),
+        (
+            1,
+            listed("error") + "1 file(s) checked: 6 error(s), 0 warning(s)\n",
+            String::new()
+        )
+    );
+    let (code, stdout, stderr) = run(&[
+        "labels",
+        "--rules",
+        f,
+        "--sysfs-root",
+        "tests/fixtures/sysfs/dell-xe9680-8xh100",
+        "--proc-root",
+        "tests/fixtures/proc/dell-xe9680-8xh100",
+        "--pci-ids",
+        "tests/fixtures/pci.ids",
+        "--no-nvml",
+    ]);
+    let site: Vec<&str> = stdout
+        .lines()
+        .filter(|l| {
+            ["gpus=", "mod-", "pci-10de-"]
+                .iter()
+                .any(|p| l.starts_with(&format!("feature.node.kubernetes.io/{p}")))
+        })
+        .collect();
+    assert_eq!(
+        (code, site, stderr.as_str()),
+        (
+            0,
+            vec![
+                "feature.node.kubernetes.io/gpus=8",
+                "feature.node.kubernetes.io/mod-nvidia=true",
+                "feature.node.kubernetes.io/pci-10de-2330=true",
+            ],
+            format!("warning: {r} failed: failed to expand template at line 28, column 39: map has no entry for key \"Attributes\": while evaluating\n")
+                .replace(&format!("{r} failed"), &format!("rule \"typos\" (NodeFeatureRule \"template-fields\", {f}:26:7) failed"))
+                .as_str()
+        )
+    );
+}

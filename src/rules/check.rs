@@ -140,7 +140,19 @@ fn check_rule(r: &mut Reporter<'_>, rule: &RuleSpec, known: &[&str]) {
         if let Some((at, e)) = parsed.parse_error() {
             r.error(at.unwrap_or(t.pos), e);
         }
-        check_template_data(r, rule, &t.text, t.pos);
+        let refs = match parsed.field_typos() {
+            Some((typos, refs)) => {
+                for (at, m) in typos {
+                    r.warning(
+                        at.unwrap_or(t.pos),
+                        format!("template: {m}; the rule fails with a missing key when it runs"),
+                    );
+                }
+                refs
+            }
+            None => root_references(&t.text),
+        };
+        check_template_data(r, rule, &refs, t.pos);
         for a in heavy_actions(&t.text) {
             r.warning(
                 t.pos,
@@ -223,8 +235,7 @@ fn check_rule(r: &mut Reporter<'_>, rule: &RuleSpec, known: &[&str]) {
 /// A template runs with the elements of one matcher (`matchFeatures`, or one `matchAny`
 /// element) as data; a `.domain.feature` that matcher has no term for is a missing key, which
 /// fails the rule.
-fn check_template_data(r: &mut Reporter<'_>, rule: &RuleSpec, text: &str, pos: Pos) {
-    let refs = root_references(text);
+fn check_template_data(r: &mut Reporter<'_>, rule: &RuleSpec, refs: &[(String, String)], pos: Pos) {
     let covers = |terms: &[TermSpec], d: &str, n: &str| {
         terms
             .iter()
@@ -241,7 +252,7 @@ fn check_template_data(r: &mut Reporter<'_>, rule: &RuleSpec, text: &str, pos: P
     for (i, m) in rule.match_any.iter().enumerate() {
         matchers.push((format!("matchAny[{i}]"), &m.terms, "that element matches"));
     }
-    for (d, n) in &refs {
+    for (d, n) in refs {
         for (name, terms, when) in &matchers {
             if !covers(terms, d, n) {
                 r.warning(

@@ -37,6 +37,7 @@ mod model;
 mod simple_regex;
 mod sprig;
 mod template;
+mod template_fields;
 mod xstrings;
 
 pub use check::{CheckReport, check};

@@ -108,6 +108,11 @@ impl Origin {
     }
 }
 
+/// A problem found in a template: its file position when known, and what.
+pub type Finding = (Option<Pos>, String);
+/// A `.domain.feature` a template reads from its data root.
+pub type FeatureRef = (String, String);
+
 /// A template's parse error: where in the template (line, byte column), and what.
 #[derive(Debug, Clone)]
 struct Failure {
@@ -169,6 +174,22 @@ impl RuleTemplate {
             Some(p) => (Some(p), String::new()),
             None => (None, format!("line {line}, column {col}: ")),
         }
+    }
+
+    /// The fields the template reads that no element of their feature can have, each at its
+    /// file position when known (else the template's own, in the message), and the
+    /// `.domain.feature` pairs it reads from its data root; `None` when it does not parse.
+    pub fn field_typos(&self) -> Option<(Vec<Finding>, Vec<FeatureRef>)> {
+        let root = self.parsed.as_ref().ok()?.root("")?;
+        let (typos, roots) = super::template_fields::check(root);
+        let typos = typos
+            .into_iter()
+            .map(|t| {
+                let (pos, prefix) = self.place(Some((t.line, t.col)));
+                (pos, format!("{prefix}{}", t.message))
+            })
+            .collect();
+        Some((typos, roots))
     }
 
     /// Executes the template and reads its `key=value` lines, in output order.

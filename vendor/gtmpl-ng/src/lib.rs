@@ -14,7 +14,8 @@ pub mod funcs;
 mod go_number;
 mod lexer;
 pub mod limits;
-mod node;
+// gpu-labeler: public, for `Template::root`.
+pub mod node;
 mod parse;
 mod print_verb;
 mod printf;

@@ -133,6 +133,12 @@ impl Template {
         Ok(())
     }
 
+    /// gpu-labeler: the parsed tree of the template named `name` (the main one is named as
+    /// the template), for static checks of what it reads; `None` before `parse`.
+    pub fn root(&self, name: &str) -> Option<&crate::node::Nodes> {
+        self.tree_set.get(name)?.root.as_ref()
+    }
+
     /// Add the given `text` as a template with a `name`.
     ///
     /// ## Example
