@@ -441,6 +441,23 @@ def main():
             want = "registry.example.com/gpu-labeler:0.1.0" if path == Path(tmp) else "gpu-labeler:0.1.0"
             need(images == [want], f"{where}: images {images}, expected {want} (the README's site kustomization)")
             print(f"ok: {where}: {len([d for d in yaml.safe_load_all(text) if d])} objects")
+        # The example rules are opt-in: the base ships none live, the component adds its key.
+        ex = Path(tmp) / "example-rules"
+        ex.mkdir()
+        (ex / "kustomization.yaml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+            "resources: [../../base]\ncomponents: [../../components/example-rules]\n")
+        def rules_keys(text):
+            return [sorted(d.get("data", {})) for d in yaml.safe_load_all(text or "")
+                    if d and d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gpu-labeler-rules"]
+        text = render(ex)
+        if text is not None:
+            validate("deploy (example-rules component)", text)
+            need(rules_keys(text) == [["example-gpu-classes.yaml", "site.yaml"]],
+                 f"deploy (example-rules component): rules keys {rules_keys(text)}")
+            need(rules_keys(render(root)) == [["site.yaml"]], f"deploy: rules keys {rules_keys(render(root))}")
+            need("large-memory" not in render(root), "deploy: the base ships the example rule live")
+            print("ok: deploy (example-rules component)")
         # The uninstall Job: valid, as locked down as the agents, on its own service account.
         prune = render(root / "prune")
         if prune is not None:

@@ -4,7 +4,7 @@
 //!
 //! - The DaemonSet's container, run as the kubelet would run it (its args, its env with the
 //!   downward API filled in, its ConfigMaps mounted at their paths), labels its Node on the
-//!   test API server with exactly the labels the README promises, plus the example site rule.
+//!   test API server with exactly the labels the README promises, plus the example-rules component's rule.
 //! - The ValidatingAdmissionPolicy's CEL (matchConditions, variables, validations and messages,
 //!   evaluated with the `cel-interpreter` crate) admits the agent's own patches and refuses a
 //!   patch of another Node, of a foreign label or annotation, of the spec, and a token without
@@ -27,12 +27,22 @@ fn docs(rel: &str) -> Vec<Value> {
         .collect()
 }
 
+/// A ConfigMap of the base, with the example-rules component's keys merged in (its patch, as
+/// kustomize applies it): the site this test deploys takes that component.
 fn config_map(name: &str) -> BTreeMap<String, String> {
     let cm = docs("deploy/base/configmap.yaml")
         .into_iter()
         .find(|d| d["metadata"]["name"] == name)
         .unwrap_or_else(|| panic!("no ConfigMap {name}"));
-    serde_json::from_value(cm["data"].clone()).unwrap()
+    let mut data: BTreeMap<String, String> = serde_json::from_value(cm["data"].clone()).unwrap();
+    for patch in docs("deploy/components/example-rules/rules.yaml") {
+        if patch["metadata"]["name"] == name {
+            let extra: BTreeMap<String, String> =
+                serde_json::from_value(patch["data"].clone()).unwrap();
+            data.extend(extra);
+        }
+    }
+    data
 }
 
 /// Writes a ConfigMap's keys as files, as the kubelet mounts it.
@@ -188,24 +198,20 @@ fn the_daemonset_as_deployed_labels_its_own_node() {
         "feature.node.kubernetes.io/cpu-model.vendor_id".into(),
         "Intel".into(),
     );
-    // The example site rule of the ConfigMap: every GPU has more than 64 GiB.
+    // The example-rules component's rule: every GPU has more than 64 GiB.
     expected.insert(
         "feature.node.kubernetes.io/gpu.class".into(),
         "large-memory".into(),
     );
     assert_eq!(server.labels(NODE), expected);
 
-    // The site drops its rule: the agent removes the label it owns, and the policy admits it.
+    // The site drops the example: the agent removes the label it owns, and the policy admits it.
     let rules_dir = mounts
         .iter()
         .find(|(at, _)| at.ends_with("/rules"))
         .map(|(_, local)| local.clone())
         .unwrap();
-    std::fs::write(
-        rules_dir.join("site.yaml"),
-        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata: {name: site}\nspec:\n  rules: []\n",
-    )
-    .unwrap();
+    std::fs::remove_file(rules_dir.join("example-gpu-classes.yaml")).unwrap();
     let mut agent = Agent::start(&args, &env_refs);
     assert_eq!(
         agent.wait_exit(Duration::from_secs(30)),
@@ -246,7 +252,7 @@ fn the_shipped_configuration_and_rules_check_clean() {
     mount_config_map("gpu-labeler-rules", dir.path());
     let run = common::run(["rules", "check", dir.path().to_str().unwrap()]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.stdout, "1 file(s) checked: 0 error(s), 0 warning(s)\n");
+    assert_eq!(run.stdout, "2 file(s) checked: 0 error(s), 0 warning(s)\n");
     mount_config_map("gpu-labeler-config", &dir.path().join("config"));
     let config = dir.path().join("config/config.yaml");
     gpu_labeler::config::Config::load(&config).expect("the example config loads");

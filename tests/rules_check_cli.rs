@@ -118,16 +118,22 @@ fn a_template_that_writes_megabytes_is_warned_about_and_bounded() {
 /// reported at its line and column in the ConfigMap file.
 #[test]
 fn the_shipped_configmap_is_checked_in_place() {
-    let (code, stdout, _) = run(&["rules", "check", "deploy/base/configmap.yaml"]);
-    assert_eq!(
-        (code, stdout.as_str()),
-        (0, "1 file(s) checked: 0 error(s), 0 warning(s)\n")
-    );
+    for shipped in [
+        "deploy/base/configmap.yaml",
+        "deploy/components/example-rules/rules.yaml",
+    ] {
+        let (code, stdout, _) = run(&["rules", "check", shipped]);
+        assert_eq!(
+            (code, stdout.as_str()),
+            (0, "1 file(s) checked: 0 error(s), 0 warning(s)\n"),
+            "{shipped}"
+        );
+    }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("configmap.yaml");
     let shipped = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/deploy/base/configmap.yaml"
+        "/deploy/components/example-rules/rules.yaml"
     ))
     .unwrap();
     let line = shipped
@@ -150,8 +156,8 @@ fn the_shipped_configmap_is_checked_in_place() {
     );
 }
 
-/// `--rules` takes the ConfigMap too: on the 8x MI300X tree (192 GiB each) its site rule adds
-/// exactly `gpu.class=large-memory` to the labels.
+/// `--rules` takes a ConfigMap too: on the 8x MI300X tree (192 GiB each) the example-rules
+/// component's rule adds exactly `gpu.class=large-memory` to the labels.
 #[test]
 fn labels_take_rules_from_a_configmap() {
     let base = [
@@ -167,7 +173,7 @@ fn labels_take_rules_from_a_configmap() {
     let (code, without, _) = run(&base);
     assert_eq!(code, 0);
     let mut args = base.to_vec();
-    args.extend(["--rules", "deploy/base/configmap.yaml"]);
+    args.extend(["--rules", "deploy/components/example-rules/rules.yaml"]);
     let (code, with, stderr) = run(&args);
     assert_eq!((code, stderr.as_str()), (0, ""));
     let mut want: Vec<&str> = without.lines().collect();
