@@ -458,6 +458,17 @@ def main():
             need(rules_keys(render(root)) == [["site.yaml"]], f"deploy: rules keys {rules_keys(render(root))}")
             need("large-memory" not in render(root), "deploy: the base ships the example rule live")
             print("ok: deploy (example-rules component)")
+        nv = Path(tmp) / "nfd-vendor-labels"
+        nv.mkdir()
+        (nv / "kustomization.yaml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+            "resources: [../../base]\ncomponents: [../../components/example-rules, ../../components/nfd-vendor-labels]\n")
+        text = render(nv)
+        if text is not None:
+            validate("deploy (example-rules + nfd-vendor-labels components)", text)
+            need(rules_keys(text) == [["example-gpu-classes.yaml", "nfd-vendor-labels.yaml", "site.yaml"]],
+                 f"deploy (example-rules + nfd-vendor-labels components): rules keys {rules_keys(text)}")
+            print("ok: deploy (example-rules + nfd-vendor-labels components)")
         # The uninstall Job: valid, as locked down as the agents, on its own service account.
         prune = render(root / "prune")
         if prune is not None:

@@ -422,3 +422,65 @@ fn template_field_typos_are_found_before_the_rule_runs() {
         )
     );
 }
+
+/// deploy/components/nfd-vendor-labels adds NFD's vendor-only PCI labels beside the default
+/// ones: on every sysfs fixture, the labels with its rule are exactly the default labels plus
+/// those NFD gives with `deviceLabelFields: [vendor]`.
+#[test]
+fn the_vendor_labels_component_gives_nfds_vendor_only_labels_beside_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let vendor_config = dir.path().join("vendor.yaml");
+    std::fs::write(
+        &vendor_config,
+        "sources:\n  pci:\n    deviceLabelFields: [vendor]\n",
+    )
+    .unwrap();
+    let rules = "deploy/components/nfd-vendor-labels/rules.yaml";
+    assert_eq!(
+        run(&["rules", "check", "--strict", rules]),
+        (
+            0,
+            "1 file(s) checked: 0 error(s), 0 warning(s)\n".into(),
+            String::new()
+        )
+    );
+    let labels = |sysfs: &str, extra: &[&str]| -> std::collections::BTreeMap<String, String> {
+        let mut args = vec![
+            "labels",
+            "-o",
+            "json",
+            "--no-nvml",
+            "--sysfs-root",
+            sysfs,
+            "--proc-root",
+            "/nonexistent",
+            "--pci-ids",
+            "tests/fixtures/pci.ids",
+        ];
+        args.extend(extra);
+        let (code, stdout, stderr) = run(&args);
+        assert_eq!(code, 0, "{sysfs}: {stderr}");
+        let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        serde_json::from_value(v["labels"].clone()).unwrap()
+    };
+    let mut fixtures: Vec<String> = std::fs::read_dir("tests/fixtures/sysfs")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("bus/pci/devices").is_dir())
+        .map(|p| p.display().to_string())
+        .collect();
+    fixtures.sort();
+    assert!(fixtures.len() >= 15, "{fixtures:?}");
+    let mut with_vendor_labels = 0;
+    for f in &fixtures {
+        let default = labels(f, &[]);
+        let vendor = labels(f, &["--config", vendor_config.to_str().unwrap()]);
+        let mut want = default.clone();
+        want.extend(vendor.clone());
+        if want != default {
+            with_vendor_labels += 1;
+        }
+        assert_eq!(labels(f, &["--rules", rules]), want, "{f}");
+    }
+    assert!(with_vendor_labels >= 15, "{with_vendor_labels}");
+}
