@@ -312,7 +312,7 @@ pub struct DiscoveryArgs {
     /// Configuration file (docs/catalog.md#config).
     #[arg(long, env = "GPU_LABELER_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// A pci.ids file to read device names from (default: the host's, else the embedded one).
+    /// A pci.ids file to read device names from (default: the embedded database, 2025.07.11).
     #[arg(long, env = "GPU_LABELER_PCI_IDS", value_name = "FILE")]
     pub pci_ids: Option<PathBuf>,
     /// A compatibility profile added to the config's `profiles` (repeatable): nvidia-gfd.
