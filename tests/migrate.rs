@@ -33,7 +33,9 @@ fn gpu_labeler(args: &[String], env: &[(&str, String)]) -> (i32, String, String)
 
 /// GFD's labels on the XE9680 (tests/fixtures/gfd/captures, k8s-device-plugin#1501), less the
 /// GPU Operator's own (`gpu.deploy.*`, `gpu.present`) and `mig.config`, cut off in the capture.
-fn gfd_capture() -> (Vec<(String, String)>, Vec<(String, String)>) {
+type Labels = Vec<(String, String)>;
+
+fn gfd_capture() -> (Labels, Labels) {
     let text = std::fs::read_to_string(repo().join(
         "tests/fixtures/gfd/captures/gfd_labels__k8s-device-plugin-1501__PowerEdge-XE9680_8xH100.txt",
     ))
