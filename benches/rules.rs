@@ -205,6 +205,7 @@ fn dell_node(copies: u32) -> (usize, FeatureSet) {
         config: None,
         pci_ids: None,
         profiles: Vec::new(),
+        allowed_ns: Vec::new(),
     };
     let (features, errors) = sources
         .features(&gpu_labeler::config::Config::default())

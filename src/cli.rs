@@ -324,6 +324,16 @@ pub struct DiscoveryArgs {
         value_parser = config::parse_profile
     )]
     pub profiles: Vec<config::Profile>,
+    /// The only label namespaces written, instead of the config's `labels.allowedNs`
+    /// (comma-separated; `*.x` for the sub-domains of `x`): a kustomize env patch rather than
+    /// an edit inside the ConfigMap.
+    #[arg(
+        long = "allowed-ns",
+        env = "GPU_LABELER_ALLOWED_NS",
+        value_name = "NS",
+        value_delimiter = ','
+    )]
+    pub allowed_ns: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -353,6 +363,12 @@ impl DiscoveryArgs {
             config: self.config.clone(),
             pci_ids: self.pci_ids.clone(),
             profiles: self.profiles.clone(),
+            allowed_ns: self
+                .allowed_ns
+                .iter()
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect(),
         }
     }
 }

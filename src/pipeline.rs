@@ -36,6 +36,8 @@ pub struct Sources {
     pub pci_ids: Option<PathBuf>,
     /// Compatibility profiles added to the config's `profiles` (`--profile`).
     pub profiles: Vec<Profile>,
+    /// Instead of the config's `labels.allowedNs` when not empty (`--allowed-ns`).
+    pub allowed_ns: Vec<String>,
 }
 
 /// Which rule files are loaded.
@@ -85,6 +87,9 @@ impl Sources {
             if !config.profiles.contains(p) {
                 config.profiles.push(*p);
             }
+        }
+        if !self.allowed_ns.is_empty() {
+            config.labels.allowed_ns = Some(self.allowed_ns.clone());
         }
         Ok(config)
     }

@@ -484,3 +484,87 @@ fn the_vendor_labels_component_gives_nfds_vendor_only_labels_beside_the_default(
     }
     assert!(with_vendor_labels >= 15, "{with_vendor_labels}");
 }
+
+/// `--allowed-ns` / `GPU_LABELER_ALLOWED_NS` stand for the config's `labels.allowedNs` (a
+/// kustomize env patch, not an edit inside the ConfigMap): a label outside them is refused and
+/// named with its rule, the others are given.
+#[test]
+fn allowed_namespaces_come_from_the_environment_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("amd.yaml");
+    std::fs::write(
+        &rules,
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: amd\nspec:\n  rules:\n    - name: amd keys\n      labels:\n        amd.com/gpu.cu-count: \"304\"\n        vendor.example/team: a\n      matchFeatures:\n        - feature: gpu.node\n          matchExpressions:\n            count: {op: Gt, value: [\"0\"]}\n",
+    )
+    .unwrap();
+    let r = rules.to_str().unwrap();
+    let base = [
+        "labels",
+        "-o",
+        "json",
+        "--no-nvml",
+        "--no-default-rules",
+        "--sysfs-root",
+        "tests/fixtures/sysfs/amd-mi300x-cpx",
+        "--proc-root",
+        "/nonexistent",
+        "--pci-ids",
+        "tests/fixtures/pci.ids",
+        "--rules",
+        r,
+    ];
+    let refused = format!(
+        "warning: label \"vendor.example/team=a\" from rule \"amd keys\" (NodeFeatureRule \"amd\", {r}:7:7) rejected: namespace \"vendor.example\" is not in labels.allowedNs [feature.node.kubernetes.io, amd.com] (the admission policy must allow it too)\n"
+    );
+    let keys = |stdout: &str| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(stdout).unwrap();
+        v["labels"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !k.starts_with("feature.node.kubernetes.io/pci-"))
+            .cloned()
+            .collect()
+    };
+    let out = Command::new(BIN)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(base)
+        .env(
+            "GPU_LABELER_ALLOWED_NS",
+            "feature.node.kubernetes.io, amd.com",
+        )
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    );
+    assert_eq!(
+        (out.status.code(), keys(&stdout), stderr.as_str()),
+        (
+            Some(0),
+            vec!["amd.com/gpu.cu-count".to_string()],
+            refused.as_str()
+        )
+    );
+    let mut flag = base.to_vec();
+    flag.extend(["--allowed-ns", "feature.node.kubernetes.io,amd.com"]);
+    let (code, stdout, stderr) = run(&flag);
+    assert_eq!(
+        (code, keys(&stdout), stderr),
+        (0, vec!["amd.com/gpu.cu-count".to_string()], refused)
+    );
+    // Without it (and no allowedNs in a config), NFD's policy alone: both are given.
+    let (code, stdout, stderr) = run(&base);
+    assert_eq!(
+        (code, keys(&stdout), stderr),
+        (
+            0,
+            vec![
+                "amd.com/gpu.cu-count".to_string(),
+                "vendor.example/team".to_string()
+            ],
+            String::new()
+        )
+    );
+}
