@@ -313,6 +313,13 @@ pub enum ConfigError {
         column: u64,
         message: String,
     },
+    /// Every problem of a file that parses as YAML, one line each, in file order.
+    #[error("{}", problems.iter().map(|(l, c, m)| format!("invalid config {}:{l}:{c}: {m}", path.display())).collect::<Vec<_>>().join("\n"))]
+    Invalid {
+        path: PathBuf,
+        /// (line, column, message)
+        problems: Vec<(u64, u64, String)>,
+    },
 }
 
 impl Config {
@@ -332,14 +339,206 @@ impl Config {
         }
         serde_saphyr::from_str::<Config>(text).map_err(|e| {
             let (line, column) = crate::yaml::error_position(&e);
-            ConfigError::Parse {
+            let first = ConfigError::Parse {
                 path: path.to_path_buf(),
                 line,
                 column,
                 message: crate::yaml::error_message(&e),
+            };
+            match every_problem(text) {
+                Some(problems) if !problems.is_empty() => ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    problems,
+                },
+                _ => first,
             }
         })
     }
+}
+
+/// Every problem of a config that serde-saphyr refused, when the text is one YAML document: the
+/// document is read into positioned nodes, deserialized again from them, and each error (with
+/// its path, `serde_path_to_error`) is given its node's line and column, said in this project's
+/// words, and that entry taken out before the next try. `None` when the text is not one
+/// document (serde-saphyr's error says it best then).
+fn every_problem(text: &str) -> Option<Vec<(u64, u64, String)>> {
+    use crate::yaml::document::{Node, Val, parse_documents};
+    let (mut docs, errors) = parse_documents(text);
+    if !errors.is_empty() || docs.len() != 1 {
+        return None;
+    }
+    let mut doc = docs.remove(0);
+    let mut problems = Vec::new();
+    // Each round takes one entry out: a file has far fewer keys than this.
+    for _ in 0..200 {
+        let value = to_json(&doc);
+        let err = match serde_path_to_error::deserialize::<_, Config>(value) {
+            Ok(_) => break,
+            Err(e) => e,
+        };
+        let segments: Vec<String> = err
+            .path()
+            .iter()
+            .map(|s| match s {
+                serde_path_to_error::Segment::Map { key } => key.clone(),
+                serde_path_to_error::Segment::Seq { index } => index.to_string(),
+                _ => String::new(),
+            })
+            .collect();
+        let mut at = String::new();
+        let mut parent = String::new();
+        for seg in err.path().iter() {
+            parent.clone_from(&at);
+            match seg {
+                serde_path_to_error::Segment::Seq { index } => at.push_str(&format!("[{index}]")),
+                serde_path_to_error::Segment::Map { key } if at.is_empty() => at.push_str(key),
+                serde_path_to_error::Segment::Map { key } => at.push_str(&format!(".{key}")),
+                _ => {}
+            }
+        }
+        let message = err.inner().to_string();
+        // An unknown key is reported at the key, a bad value at the value.
+        let at_key = message.starts_with("unknown field ");
+        let Some((pos, removed, got)) = take(&mut doc, &segments, at_key) else {
+            break;
+        };
+        problems.push((
+            u64::from(pos.line),
+            u64::from(pos.column),
+            explain(&at, &parent, &message, got.as_deref()),
+        ));
+        if !removed {
+            break;
+        }
+    }
+    problems.sort();
+    return Some(problems);
+
+    /// Scalars as serde-saphyr gives them to this config's fields: every field that takes a
+    /// number takes it as text (durations), so a number is kept as its text.
+    fn to_json(n: &Node) -> serde_json::Value {
+        match &n.val {
+            Val::Null => serde_json::Value::Null,
+            Val::Bool(b) => (*b).into(),
+            Val::Num(t) | Val::Str(t) => t.clone().into(),
+            Val::Seq(items) => items.iter().map(to_json).collect(),
+            Val::Map(entries) => entries
+                .iter()
+                .map(|(k, v)| (k.key_text().unwrap_or_default(), to_json(v)))
+                .collect::<serde_json::Map<_, _>>()
+                .into(),
+        }
+    }
+
+    /// What a value is, as YAML wrote it: `number 3`, `string "x"`, `list`.
+    fn shown(n: &Node) -> String {
+        match &n.val {
+            Val::Num(t) => format!("number {t}"),
+            Val::Str(t) => format!("string {t:?}"),
+            Val::Bool(b) => format!("boolean {b}"),
+            other => other.kind().to_string(),
+        }
+    }
+
+    /// The position of the node at `path` (its key, for a map entry), whether it could be
+    /// taken out, and what its value was; the deepest existing node when the path runs past
+    /// the tree.
+    fn take(
+        doc: &mut Node,
+        path: &[String],
+        at_key: bool,
+    ) -> Option<(crate::yaml::document::Pos, bool, Option<String>)> {
+        let (last, parents) = path.split_last()?;
+        let mut node = doc;
+        for seg in parents {
+            let next = match &mut node.val {
+                Val::Map(entries) => entries
+                    .iter_mut()
+                    .find(|(k, _)| k.key_text().as_deref() == Some(seg.as_str()))
+                    .map(|(_, v)| v),
+                Val::Seq(items) => seg.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
+                _ => None,
+            };
+            match next {
+                Some(n) => node = n,
+                None => return Some((node.pos, false, None)),
+            }
+        }
+        let pos = node.pos;
+        match &mut node.val {
+            Val::Map(entries) => {
+                let i = entries
+                    .iter()
+                    .position(|(k, _)| k.key_text().as_deref() == Some(last.as_str()))?;
+                let (k, v) = entries.remove(i);
+                let pos = if at_key { k.pos } else { v.pos };
+                Some((pos, true, Some(shown(&v))))
+            }
+            Val::Seq(items) => {
+                let i = last.parse::<usize>().ok().filter(|i| *i < items.len())?;
+                let item = items.remove(i);
+                let got = shown(&item);
+                Some((item.pos, true, Some(got)))
+            }
+            _ => Some((pos, false, None)),
+        }
+    }
+}
+
+/// serde's message for the value at `at` (in `parent`), in this project's words: the key path, the closest
+/// known name for an unknown one, `list`/`map` for serde's `sequence`/`map`.
+fn explain(at: &str, parent: &str, message: &str, got: Option<&str>) -> String {
+    let backticked = |s: &str| -> Vec<String> {
+        s.split('`')
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 1)
+            .map(|(_, w)| w.to_string())
+            .collect()
+    };
+    let within = if parent.is_empty() {
+        "at the top level".to_string()
+    } else {
+        format!("in {parent}")
+    };
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        let words = backticked(rest);
+        let (name, known) = words
+            .split_first()
+            .map(|(n, k)| (n.clone(), k.to_vec()))
+            .unwrap_or_default();
+        let hint = crate::rules::closest(&name, known.iter().map(String::as_str))
+            .map(|c| format!(" (did you mean {c:?}?)"))
+            .unwrap_or_default();
+        return format!(
+            "unknown key {name:?} {within}{hint}; known: {}",
+            known.join(", ")
+        );
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        let words = backticked(rest);
+        let (name, known) = words
+            .split_first()
+            .map(|(n, k)| (n.clone(), k.to_vec()))
+            .unwrap_or_default();
+        let hint = crate::rules::closest(&name, known.iter().map(String::as_str))
+            .map(|c| format!(" (did you mean {c:?}?)"))
+            .unwrap_or_default();
+        return format!(
+            "{at}: unknown value {name:?}{hint}; expected one of {}",
+            known.join(", ")
+        );
+    }
+    if let Some(rest) = message.strip_prefix("invalid type: ") {
+        let (serde_got, want) = rest.split_once(", expected ").unwrap_or((rest, "?"));
+        let words = |s: &str| {
+            s.replace("a sequence", "a list")
+                .replace("sequence", "list")
+                .replace('`', "")
+        };
+        let got = got.map(str::to_string).unwrap_or_else(|| words(serde_got));
+        return format!("{at}: expected {}, got {got}", words(want));
+    }
+    format!("{at}: {message}")
 }
 
 #[cfg(test)]
@@ -389,18 +588,18 @@ publish: {sink: stdout, interval: 30s}
         let e = Config::parse(Path::new("c.yaml"), "publish:\n  interval: soon\n").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "invalid config c.yaml:2:13: invalid duration \"soon\": expected e.g. 60s, 5m, 1h"
+            "invalid config c.yaml:2:13: publish.interval: invalid duration \"soon\": expected e.g. 60s, 5m, 1h"
         );
         let e = Config::parse(Path::new("c.yaml"), "publish:\n  interval: 1ms\n").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "invalid config c.yaml:2:13: invalid interval \"1ms\": at least 1s (how often the node is scanned)"
+            "invalid config c.yaml:2:13: publish.interval: invalid interval \"1ms\": at least 1s (how often the node is scanned)"
         );
         assert!(Config::parse(Path::new("c.yaml"), "publish:\n  interval: 1s\n").is_ok());
         let e = Config::parse(Path::new("c.yaml"), "publish: {sink: nowhere}\n").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "invalid config c.yaml:1:17: unknown sink \"nowhere\", expected one of node, nodefeature, features-file, stdout"
+            "invalid config c.yaml:1:17: publish.sink: unknown sink \"nowhere\", expected one of node, nodefeature, features-file, stdout"
         );
     }
 
@@ -409,7 +608,7 @@ publish: {sink: stdout, interval: 30s}
         let e = Config::parse(Path::new("c.yaml"), "profiles: [nvidia-gdf]\n").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "invalid config c.yaml:1:12: unknown variant `nvidia-gdf`, expected one of nvidia-gfd"
+            "invalid config c.yaml:1:12: profiles[0]: unknown value \"nvidia-gdf\" (did you mean \"nvidia-gfd\"?); expected one of nvidia-gfd"
         );
     }
 
@@ -420,11 +619,34 @@ publish: {sink: stdout, interval: 30s}
             "sources:\n  pci:\n    deviceClassWhitelst: [\"03\"]\n",
         )
         .unwrap_err();
-        let ConfigError::Parse { line, .. } = &e else {
-            panic!("{e}")
-        };
-        assert_eq!(*line, 3, "{e}");
-        assert!(e.to_string().starts_with("invalid config c.yaml:3:"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.yaml:3:5: unknown key \"deviceClassWhitelst\" in sources.pci (did you mean \"deviceClassWhitelist\"?); known: deviceClassWhitelist, deviceLabelFields"
+        );
+    }
+
+    /// Every problem of the file in one run, each at its line and column, in file order; a
+    /// syntax error stays one (nothing after it can be read).
+    #[test]
+    fn every_problem_at_once() {
+        let text = "sources:\n  pci:\n    deviceClassWhitelist: 3\n  nvml: {enabld: auto}\nlabels:\n  allowedNS: []\npublish: {interval: 1ms, sink: nodes, events: maybe}\nmigStrategy: mixd\nprofiles: [nvidia-gfd, gfd]\n";
+        let e = Config::parse(Path::new("c.yaml"), text).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            [
+                "invalid config c.yaml:3:27: sources.pci.deviceClassWhitelist: expected a list, got number 3",
+                "invalid config c.yaml:4:10: unknown key \"enabld\" in sources.nvml (did you mean \"enabled\"?); known: enabled, libPath, timeout, gracePeriod, checkInterval",
+                "invalid config c.yaml:6:3: unknown key \"allowedNS\" in labels (did you mean \"allowedNs\"?); known: extraLabelNs, denyLabelNs, allowedNs",
+                "invalid config c.yaml:7:21: publish.interval: invalid interval \"1ms\": at least 1s (how often the node is scanned)",
+                "invalid config c.yaml:7:32: publish.sink: unknown sink \"nodes\", expected one of node, nodefeature, features-file, stdout",
+                "invalid config c.yaml:7:47: publish.events: expected a boolean, got string \"maybe\"",
+                "invalid config c.yaml:8:14: migStrategy: unknown value \"mixd\" (did you mean \"mixed\"?); expected one of none, single, mixed",
+                "invalid config c.yaml:9:24: profiles[1]: unknown value \"gfd\"; expected one of nvidia-gfd",
+            ]
+            .join("\n")
+        );
+        let e = Config::parse(Path::new("c.yaml"), "a: [\nb: 1\n").unwrap_err();
+        assert!(matches!(e, ConfigError::Parse { .. }), "{e}");
     }
 
     #[test]

@@ -22,7 +22,12 @@ pub mod exit {
 /// panic: the line is dropped, as Unix tools do.
 pub fn print_error(message: &dyn std::fmt::Display) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "error: {message}");
+    // A message of several problems (a config file's) is one `error:` line each.
+    let text = message.to_string();
+    let mut err = std::io::stderr().lock();
+    for line in text.split('\n') {
+        let _ = writeln!(err, "error: {line}");
+    }
 }
 
 /// Errors that end a command, with the exit code each maps to.

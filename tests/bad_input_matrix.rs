@@ -522,7 +522,7 @@ fn config_rows() -> Vec<Row> {
                 let e = config_error(
                     &c,
                     "3:5",
-                    "unknown field `deviceLabelFeilds`, expected one of deviceClassWhitelist, deviceLabelFields",
+                    "unknown key \"deviceLabelFeilds\" in sources.pci (did you mean \"deviceLabelFields\"?); known: deviceClassWhitelist, deviceLabelFields",
                 );
                 (out, e)
             },
@@ -532,7 +532,11 @@ fn config_rows() -> Vec<Row> {
             "deviceClassWhitelist: 3 (a list is expected)",
             |dir| {
                 let (c, out) = config_row(dir, "sources:\n  pci:\n    deviceClassWhitelist: 3\n");
-                let e = config_error(&c, "3:27", "expected a list here");
+                let e = config_error(
+                    &c,
+                    "3:27",
+                    "sources.pci.deviceClassWhitelist: expected a list, got number 3",
+                );
                 (out, e)
             },
         ),
@@ -541,7 +545,7 @@ fn config_rows() -> Vec<Row> {
             let e = config_error(
                 &c,
                 "2:13",
-                "invalid duration \"soon\": expected e.g. 60s, 5m, 1h",
+                "publish.interval: invalid duration \"soon\": expected e.g. 60s, 5m, 1h",
             );
             (out, e)
         }),
@@ -550,7 +554,7 @@ fn config_rows() -> Vec<Row> {
             let e = config_error(
                 &c,
                 "1:17",
-                "unknown sink \"nowhere\", expected one of node, nodefeature, features-file, stdout",
+                "publish.sink: unknown sink \"nowhere\", expected one of node, nodefeature, features-file, stdout",
             );
             (out, e)
         }),
@@ -559,7 +563,7 @@ fn config_rows() -> Vec<Row> {
             let e = config_error(
                 &c,
                 "1:14",
-                "unknown variant `sometimes`, expected one of none, single, mixed",
+                "migStrategy: unknown value \"sometimes\"; expected one of none, single, mixed",
             );
             (out, e)
         }),
@@ -568,7 +572,7 @@ fn config_rows() -> Vec<Row> {
             let e = config_error(
                 &c,
                 "1:12",
-                "unknown variant `nvidia-gdf`, expected one of nvidia-gfd",
+                "profiles[0]: unknown value \"nvidia-gdf\" (did you mean \"nvidia-gfd\"?); expected one of nvidia-gfd",
             );
             (out, e)
         }),
@@ -580,7 +584,7 @@ fn config_rows() -> Vec<Row> {
                 let e = config_error(
                     &c,
                     "2:19",
-                    "unknown variant `maybe`, expected one of auto, true, false",
+                    "sources.nvml.enabled: unknown value \"maybe\"; expected one of auto, true, false",
                 );
                 (out, e)
             },
@@ -607,7 +611,7 @@ fn config_rows() -> Vec<Row> {
                 let e = config_error(
                     &c,
                     "2:13",
-                    "invalid duration \"soon\": expected e.g. 60s, 5m, 1h",
+                    "publish.interval: invalid duration \"soon\": expected e.g. 60s, 5m, 1h",
                 );
                 (out, e)
             },

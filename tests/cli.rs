@@ -542,7 +542,7 @@ fn an_interval_under_a_second_is_refused_by_flag_and_by_config() {
         (
             1,
             format!(
-                "error: invalid config {}:2:13: invalid interval \"10ms\": at least 1s (how often the node is scanned)\n",
+                "error: invalid config {}:2:13: publish.interval: invalid interval \"10ms\": at least 1s (how often the node is scanned)\n",
                 config.display()
             )
         )
