@@ -607,6 +607,12 @@ fn cmd_explain(
     }
     let (features, required) = sources.features(&config)?;
     print(&crate::rules::explain(&rule_set, &features, rule));
+    if rule.is_none() {
+        print(&format!(
+            "\n{}",
+            labels::explain::explain_builtin(&features, &config)
+        ));
+    }
     for e in &required {
         error::print_error(&e);
     }

@@ -119,3 +119,38 @@ fn explain_takes_a_label_or_a_rule_not_both() {
     let (code, stdout) = explain(&args, &[]);
     assert_eq!((code, stdout.as_str()), (2, ""));
 }
+
+/// `explain` without `--rule` ends with what no rule gives: NFD's built-in PCI labels with the
+/// settings that shape them, and the profile's labels, or that it is off.
+#[test]
+fn explain_ends_with_the_built_in_labels_and_the_profile() {
+    let section = |out: &str| -> String {
+        let at = out
+            .find("\nBuilt-in labels:\n")
+            .expect("the built-in section");
+        out[at + 1..].to_string()
+    };
+    let (code, out) = explain(&DELL, &[]);
+    assert_eq!(
+        (code, section(&out)),
+        (0, expected("h100-no-nvml-builtin.txt"))
+    );
+    let lib = common::fake_nvml_lib("nvidia_ml").display().to_string();
+    let args: Vec<&str> = DELL
+        .iter()
+        .copied()
+        .filter(|a| *a != "--no-nvml")
+        .chain([
+            "--nvml-lib",
+            &lib,
+            "--config",
+            "tests/fixtures/explain/gfd-config.yaml",
+        ])
+        .collect();
+    let env = [(
+        "FAKE_NVML_FIXTURE",
+        common::nvml_fixture("h100-8x").display().to_string(),
+    )];
+    let (code, out) = explain(&args, &env);
+    assert_eq!((code, section(&out)), (0, expected("h100-gfd-builtin.txt")));
+}

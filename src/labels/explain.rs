@@ -171,3 +171,54 @@ fn profile(out: &mut String, key: &str, features: &FeatureSet, config: &Config) 
         }
     }
 }
+
+/// What `explain` says after the rules: the labels that come from no rule, NFD's built-in PCI
+/// labels (with the settings that shape them) and the profile's (or why it gives none).
+pub fn explain_builtin(features: &FeatureSet, config: &Config) -> String {
+    let pci = &config.sources.pci;
+    let (given, notes) = pci::builtin_labels(features, pci);
+    let mut out = String::from("Built-in labels:\n");
+    let _ = writeln!(
+        out,
+        "  NFD's PCI labels (deviceLabelFields: {}; deviceClassWhitelist: {}): {}",
+        if pci.device_label_fields.is_empty() {
+            "class, vendor".to_string()
+        } else {
+            pci.device_label_fields.join(", ")
+        },
+        if pci.device_class_whitelist.is_empty() {
+            "every class".to_string()
+        } else {
+            pci.device_class_whitelist.join(", ")
+        },
+        given.len()
+    );
+    for n in notes {
+        let _ = writeln!(out, "    note: {n}");
+    }
+    for (k, v) in &given {
+        let _ = writeln!(out, "    {k}={v}");
+    }
+    if !config.profiles.contains(&Profile::NvidiaGfd) {
+        let _ = writeln!(
+            out,
+            "  profile {:?}: off (profiles: [{}] in the config turns it on)",
+            gfd::PROFILE,
+            gfd::PROFILE
+        );
+        return out;
+    }
+    let labels = gfd::labels(features, config);
+    match gfd::silent_because(features) {
+        Some(why) if labels.is_empty() => {
+            let _ = writeln!(out, "  {why}");
+        }
+        _ => {
+            let _ = writeln!(out, "  profile {:?}: {}", gfd::PROFILE, labels.len());
+            for (k, v) in &labels {
+                let _ = writeln!(out, "    {k}={v}");
+            }
+        }
+    }
+    out
+}
