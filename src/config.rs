@@ -506,7 +506,7 @@ fn explain(at: &str, parent: &str, message: &str, got: Option<&str>) -> String {
             .split_first()
             .map(|(n, k)| (n.clone(), k.to_vec()))
             .unwrap_or_default();
-        let hint = crate::rules::closest(&name, known.iter().map(String::as_str))
+        let hint = crate::names::closest(&name, known.iter().map(String::as_str))
             .map(|c| format!(" (did you mean {c:?}?)"))
             .unwrap_or_default();
         return format!(
@@ -520,7 +520,7 @@ fn explain(at: &str, parent: &str, message: &str, got: Option<&str>) -> String {
             .split_first()
             .map(|(n, k)| (n.clone(), k.to_vec()))
             .unwrap_or_default();
-        let hint = crate::rules::closest(&name, known.iter().map(String::as_str))
+        let hint = crate::names::closest(&name, known.iter().map(String::as_str))
             .map(|c| format!(" (did you mean {c:?}?)"))
             .unwrap_or_default();
         return format!(

@@ -21,6 +21,7 @@ pub mod catalogue;
 pub mod config;
 pub mod error;
 pub mod features;
+pub mod names;
 pub mod output;
 pub mod pciids;
 pub mod sysfs;

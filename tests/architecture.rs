@@ -11,6 +11,7 @@ const FLOORS: &[(u8, &[&str])] = &[
     (
         0,
         &[
+            "names",
             "sysfs",
             "pciids",
             "yaml",
