@@ -58,6 +58,8 @@ pub struct DeviceEntry {
     pub classes: Vec<(u32, u8)>,
     /// Product names for device ids the PCI ID database lacks.
     pub products: Vec<(u16, String)>,
+    /// The vendor's own names (NVML's), taken before the PCI ID database's.
+    pub names: Vec<(u16, String)>,
     pub memory: Option<Source>,
     pub version: Option<Source>,
     /// The kernel driver (as `/sys/bus/pci/devices/*/driver` names it), where the entry says.
@@ -86,6 +88,14 @@ impl DeviceEntry {
     /// The catalogue's name for `device_id`, when it has one.
     pub fn product(&self, device_id: u16) -> Option<&str> {
         self.products
+            .iter()
+            .find(|(id, _)| *id == device_id)
+            .map(|(_, n)| n.as_str())
+    }
+
+    /// The vendor's own name for `device_id` (NVML's), when the catalogue has it.
+    pub fn name(&self, device_id: u16) -> Option<&str> {
+        self.names
             .iter()
             .find(|(id, _)| *id == device_id)
             .map(|(_, n)| n.as_str())
@@ -234,6 +244,15 @@ impl Catalogue {
                             .ok_or_else(|| at(&format!("products: {k:?} is not 4 hex digits")))
                     })
                     .collect::<Result<Vec<_>, _>>()?;
+                let names = d
+                    .names
+                    .iter()
+                    .map(|(k, n)| {
+                        hex16(k)
+                            .map(|id| (id, n.clone()))
+                            .ok_or_else(|| at(&format!("names: {k:?} is not 4 hex digits")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
                 let version = d
                     .version
                     .map(|s| s.into_source(false))
@@ -248,6 +267,7 @@ impl Catalogue {
                     ids,
                     classes,
                     products,
+                    names,
                     memory: d
                         .memory
                         .map(|s| s.into_source(true))
@@ -296,6 +316,8 @@ struct DeviceDoc {
     classes: Vec<String>,
     #[serde(default)]
     products: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    names: std::collections::BTreeMap<String, String>,
     memory: Option<SourceDoc>,
     version: Option<SourceDoc>,
     driver: Option<String>,

@@ -1192,13 +1192,13 @@ fn nvml_rows() -> Vec<Row> {
                     vec![warn(
                         "NVML GPU 3: device fell off the bus or has otherwise become inacessible; left to sysfs",
                     )],
+                    // The lost GPU keeps its product: sysfs names it as NVML does.
                     without(
                         h100(),
                         &[
                             "gpu.memory",
                             "gpu.memory.max",
                             "gpu.memory.total",
-                            "gpu.product",
                             "gpu.family",
                             "gpu.compute.major",
                             "gpu.compute.minor",

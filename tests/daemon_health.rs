@@ -85,7 +85,7 @@ fn health_readiness_and_metrics_tell_what_happened() {
     let rejected = m("gpu_labeler_rejected_labels_total").unwrap();
     assert!(errors >= 3.0 && rejected >= 3.0, "{text}");
     assert_eq!(
-        m("gpu_labeler_gpus{vendor=\"nvidia\",product=\"GH100 [H100 SXM5 80GB]\"}"),
+        m("gpu_labeler_gpus{vendor=\"nvidia\",product=\"NVIDIA H100 80GB HBM3\"}"),
         Some(8.0),
         "{text}"
     );

@@ -76,7 +76,7 @@ const BEFORE: &str = "node gpu-node-1: 6 to add, 1 to change, 1 to remove, 1 in 
     + label feature.node.kubernetes.io/gpu-nvidia.count=8\n\
     ! label feature.node.kubernetes.io/gpu.count=4: wanted 8, but field manager \"nfd-master\" owns it: not applied\n\
     + label feature.node.kubernetes.io/gpu.present=true\n\
-    ~ label feature.node.kubernetes.io/gpu.product: H100 -> GH100-H100-SXM5-80GB\n\
+    ~ label feature.node.kubernetes.io/gpu.product: H100 -> NVIDIA-H100-80GB-HBM3\n\
     + label feature.node.kubernetes.io/gpu.vgpu.present=false\n\
     + label feature.node.kubernetes.io/gpu.virtual=false\n\
     - label feature.node.kubernetes.io/old-rule=true\n\
@@ -167,7 +167,7 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
             ("feature.node.kubernetes.io/gpu.present", "true"),
             (
                 "feature.node.kubernetes.io/gpu.product",
-                "GH100-H100-SXM5-80GB"
+                "NVIDIA-H100-80GB-HBM3"
             ),
             ("feature.node.kubernetes.io/gpu.vendor", "nvidia"),
             ("feature.node.kubernetes.io/gpu.vgpu.present", "false"),

@@ -191,12 +191,13 @@ fn a_lost_gpu_drops_only_the_labels_that_need_every_gpu() {
     args.extend(["-o", "json"]);
     let r = run(&args, "h100-8x-gpu3-lost", "nvidia_ml");
     let mut expected = h100_labels();
-    // GPU 3's memory, product and compute capability are unknown: no value describes all GPUs.
+    // GPU 3's memory and compute capability are unknown: no value describes all GPUs. Its
+    // product is known from sysfs, by the same name NVML gives the others (one name whichever
+    // source answers), so `gpu.product` stays.
     for k in [
         "gpu.memory",
         "gpu.memory.max",
         "gpu.memory.total",
-        "gpu.product",
         "gpu.family",
         "gpu.compute.major",
         "gpu.compute.minor",
@@ -217,7 +218,7 @@ fn driver_not_loaded_is_unavailable_and_sysfs_still_labels() {
         v["attributes"]["gpu.node"]["elements"],
         serde_json::json!({
             "count": "8", "count_nvidia": "8", "homogeneous": "true", "nvml": "unavailable",
-            "product": "GH100-H100-SXM5-80GB", "vendor": "nvidia", "vendors": "nvidia",
+            "product": "NVIDIA-H100-80GB-HBM3", "vendor": "nvidia", "vendors": "nvidia",
             "vgpu_present": "false", "virtual": "false"
         })
     );
@@ -608,5 +609,60 @@ fn a_node_with_nvidia_and_amd_gpus_counts_each_vendor_and_family() {
             ("pci-0302_10de.present", "true"),
             ("pci-0380_1002.present", "true"),
         ])
+    );
+}
+
+/// One node, one name (#15): the Dell's 8x H100 found through sysfs alone (NVML not loaded) and
+/// through NVML give the same `gpu.*` labels wherever both know them: the product is NVML's name
+/// from the catalogue's device-id table either way, so a selector on `gpu.product` survives the
+/// sysfs-to-NVML handover and an NVML outage. What NVML adds on top is listed whole.
+#[test]
+fn sysfs_and_nvml_name_and_label_the_gpus_alike() {
+    let mut args = dell_args("labels", "tests/fixtures/proc/dell-xe9680-8xh100");
+    args.extend(["-o", "json"]);
+    let through_nvml = labels(&run(&args, "h100-8x", "nvidia_ml").stdout);
+    args.push("--no-nvml");
+    let out = Command::new(BIN)
+        .args(&args)
+        .arg("--pci-ids")
+        .arg(repo().join("tests/fixtures/pci.ids"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let through_sysfs = labels(&String::from_utf8(out.stdout).unwrap());
+    let shared: BTreeMap<String, String> = through_nvml
+        .iter()
+        .filter(|(k, _)| through_sysfs.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(through_sysfs, shared);
+    assert_eq!(
+        through_sysfs
+            .get(&format!("{P}gpu.product"))
+            .map(String::as_str),
+        Some("NVIDIA-H100-80GB-HBM3")
+    );
+    let only_nvml: Vec<&str> = through_nvml
+        .keys()
+        .filter(|k| !through_sysfs.contains_key(*k))
+        .map(|k| k.strip_prefix(P).unwrap_or(k))
+        .collect();
+    assert_eq!(
+        only_nvml,
+        vec![
+            "gpu.compute.major",
+            "gpu.compute.minor",
+            "gpu.cuda.major",
+            "gpu.cuda.minor",
+            "gpu.driver.major",
+            "gpu.driver.minor",
+            "gpu.driver.version",
+            "gpu.family",
+            "gpu.memory",
+            "gpu.memory.max",
+            "gpu.memory.total",
+            "gpu.mig.capable",
+            "gpu.mig.enabled",
+        ]
     );
 }

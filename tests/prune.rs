@@ -39,7 +39,7 @@ fn cluster() -> FakeApiServer {
     );
     let ours_1 = map(&[
         (&fnk("gpu.present"), "true"),
-        (&fnk("gpu.product"), "GH100-H100-SXM5-80GB"),
+        (&fnk("gpu.product"), "NVIDIA-H100-80GB-HBM3"),
         (&fnk("pci-0302_10de.present"), "true"),
     ]);
     let ann = map(&[("feature.node.kubernetes.io/gpu.pool", "h100-a")]);
@@ -96,7 +96,7 @@ fn methods(server: &FakeApiServer) -> Vec<String> {
 const PLAN: &str = "node cpu-node:\n  nothing of gpu-labeler's\n\
     node gpu-node-1:\n\
     - label feature.node.kubernetes.io/gpu.present=true: would be removed\n\
-    - label feature.node.kubernetes.io/gpu.product=GH100-H100-SXM5-80GB: would be removed\n\
+    - label feature.node.kubernetes.io/gpu.product=NVIDIA-H100-80GB-HBM3: would be removed\n\
     = label feature.node.kubernetes.io/pci-0302_10de.present=true: would stay, also owned by \"nfd-master\"\n\
     - annotation feature.node.kubernetes.io/gpu.pool=h100-a: would be removed\n\
     - nodefeature gpu-labeler/gpu-node-1: would be deleted\n\

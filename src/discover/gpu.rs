@@ -223,8 +223,10 @@ pub fn discover(
             }
         }
         virtualization(sysfs, dev, &mut a, warnings);
-        let product = ids
-            .device_name(dev.vendor_id, dev.device_id)
+        // The vendor's own name first (NVML's, for NVIDIA): one name whichever source answers.
+        let product = entry
+            .name(dev.device_id)
+            .or_else(|| ids.device_name(dev.vendor_id, dev.device_id))
             .or_else(|| entry.product(dev.device_id));
         if let Some(n) = product {
             a.insert("product".into(), n.to_string());

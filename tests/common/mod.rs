@@ -544,7 +544,7 @@ pub fn dell_sysfs_default_labels() -> std::collections::BTreeMap<String, String>
         ("gpu-nvidia.count", "8"),
         ("gpu.count", "8"),
         ("gpu.present", "true"),
-        ("gpu.product", "GH100-H100-SXM5-80GB"),
+        ("gpu.product", "NVIDIA-H100-80GB-HBM3"),
         ("gpu.vendor", "nvidia"),
         ("gpu.vgpu.present", "false"),
         ("gpu.virtual", "false"),
