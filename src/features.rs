@@ -224,6 +224,7 @@ pub const CATALOG: &[(&str, Option<&[&str]>)] = &[
             "compute_partition",
             "memory_partition",
             "tiles",
+            "xgmi_links",
         ]),
     ),
     (
@@ -255,6 +256,7 @@ pub const CATALOG: &[(&str, Option<&[&str]>)] = &[
             "memory_mib_total",
             "homogeneous",
             "models",
+            "interconnect",
             "nvml",
             "vendor",
             "product",

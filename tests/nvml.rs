@@ -217,7 +217,8 @@ fn driver_not_loaded_is_unavailable_and_sysfs_still_labels() {
     assert_eq!(
         v["attributes"]["gpu.node"]["elements"],
         serde_json::json!({
-            "count": "8", "count_nvidia": "8", "homogeneous": "true", "nvml": "unavailable",
+            "count": "8", "count_nvidia": "8", "homogeneous": "true", "interconnect": "nvlink",
+            "nvml": "unavailable",
             "product": "NVIDIA-H100-80GB-HBM3", "vendor": "nvidia", "vendors": "nvidia",
             "vgpu_present": "false", "virtual": "false"
         })
@@ -600,6 +601,7 @@ fn a_node_with_nvidia_and_amd_gpus_counts_each_vendor_and_family() {
             ("gpu.count", "9"),
             ("gpu.cuda.major", "11"),
             ("gpu.cuda.minor", "7"),
+            ("gpu.interconnect", "xgmi"),
             ("gpu.mig.capable", "false"),
             ("gpu.mig.enabled", "false"),
             ("gpu.models", "2"),

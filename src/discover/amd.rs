@@ -24,7 +24,13 @@ pub struct KfdNode {
     pub cu_count: Option<u64>,
     pub gfx_target_version: Option<u64>,
     pub memory_bytes: Option<u64>,
+    /// Its XGMI links to other GPUs (`io_links/*/properties` of `type 11`, CRAT's XGMI);
+    /// `None` when the node lists no `io_links` (not known, rather than none).
+    pub xgmi_links: Option<u64>,
 }
+
+/// CRAT's io link type of XGMI (the kernel's `CRAT_IOLINK_TYPE_XGMI`).
+const IOLINK_TYPE_XGMI: u64 = 11;
 
 /// Reads every GPU node of `<sysfs>/class/kfd/kfd/topology/nodes`.
 pub fn kfd_nodes(sysfs: &Sysfs, warnings: &mut Warnings) -> Vec<KfdNode> {
@@ -74,7 +80,25 @@ fn read_node(sysfs: &Sysfs, path: &Path) -> Result<Option<KfdNode>, SysfsError> 
             }
         }
     }
-    Ok(Some(props.into_node(path, memory)))
+    let mut node = props.into_node(path, memory);
+    // The node's links: an unreadable one is not an XGMI link (the count is a lower bound).
+    if let Ok(Some(links)) = sysfs.list(&path.join("io_links")) {
+        node.xgmi_links = Some(0);
+        for l in links {
+            let p = path.join("io_links").join(l).join("properties");
+            let Ok(Some(t)) = sysfs.read(&p) else {
+                continue;
+            };
+            let ty = t.lines().find_map(|line| {
+                let mut it = line.split_whitespace();
+                (it.next() == Some("type")).then(|| it.next()?.parse::<u64>().ok())?
+            });
+            if ty == Some(IOLINK_TYPE_XGMI) {
+                node.xgmi_links = node.xgmi_links.map(|n| n + 1);
+            }
+        }
+    }
+    Ok(Some(node))
 }
 
 /// The numbers of a KFD topology node's `properties` file that discovery uses.
@@ -106,6 +130,7 @@ impl KfdProperties {
             cu_count: self.cu_count,
             gfx_target_version: self.gfx_target_version,
             memory_bytes: banks.or(self.local_mem_size),
+            xgmi_links: None,
         }
     }
 }
@@ -246,6 +271,10 @@ pub fn attributes(
             None
         }
     };
+    // A GPU's XGMI links: its partitions (CPX) each list the GPU's links, so the most of any.
+    if let Some(links) = mine.iter().filter_map(|n| n.xgmi_links).max() {
+        out.insert("xgmi_links".into(), links.to_string());
+    }
     let totals = totals(&mine);
     if !mine.is_empty() && totals.is_none() {
         warn(SysfsError::invalid(

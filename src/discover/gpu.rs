@@ -335,7 +335,12 @@ pub fn discover(
     for (k, v) in &drivers {
         features.insert_attribute(GPU_DRIVER, k.clone(), v.clone());
     }
-    for (k, v) in node_attributes(&gpus, &drivers, nvml) {
+    // NVSwitch: NVIDIA's functions of class 0680 (the A100's 1af1, the H100's 22a3, ...).
+    let nvswitches = devices
+        .iter()
+        .filter(|d| d.vendor_id == 0x10de && d.class_code >> 8 == 0x0680)
+        .count();
+    for (k, v) in node_attributes(&gpus, &drivers, nvml, nvswitches) {
         features.insert_attribute(GPU_NODE, k, v);
     }
 }
@@ -490,6 +495,7 @@ fn node_attributes(
     gpus: &[Gpu],
     drivers: &BTreeMap<String, String>,
     nvml: &NvmlScan,
+    nvswitches: usize,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     out.insert("count".to_string(), gpus.len().to_string());
@@ -511,6 +517,17 @@ fn node_attributes(
         out.insert(format!("count_{}", v.name()), n.to_string());
     }
     accel::memory_summary(gpus.iter().map(|g| &g.attributes), &mut out);
+    // A link between the GPUs that the node shows: NVSwitch functions (NVLink through the
+    // switches) or XGMI (KFD's io_links). Nothing is said otherwise: "pcie" would be a guess, as
+    // NVLink bridges between PCIe cards (and other vendors' links) do not show in sysfs.
+    let xgmi = gpus
+        .iter()
+        .any(|g| g.attributes.get("xgmi_links").is_some_and(|n| n != "0"));
+    if nvswitches > 0 && vendors.contains(&Vendor::Nvidia) {
+        out.insert("interconnect".into(), "nvlink".into());
+    } else if xgmi {
+        out.insert("interconnect".into(), "xgmi".into());
+    }
     // Unknown on every GPU counts as alike: eight identical GPUs without a memory reading are
     // still homogeneous.
     let alike = |k: &str| {

@@ -543,6 +543,7 @@ pub fn dell_sysfs_default_labels() -> std::collections::BTreeMap<String, String>
     label_map(&[
         ("gpu-nvidia.count", "8"),
         ("gpu.count", "8"),
+        ("gpu.interconnect", "nvlink"),
         ("gpu.present", "true"),
         ("gpu.product", "NVIDIA-H100-80GB-HBM3"),
         ("gpu.vendor", "nvidia"),
@@ -569,6 +570,7 @@ pub fn h100_default_labels() -> std::collections::BTreeMap<String, String> {
         ("gpu.driver.minor", "161"),
         ("gpu.driver.version", "535.161.08"),
         ("gpu.family", "hopper"),
+        ("gpu.interconnect", "nvlink"),
         ("gpu.memory", "81559"),
         ("gpu.memory.max", "81559"),
         ("gpu.memory.total", "652472"),
