@@ -257,6 +257,7 @@ pub const CATALOG: &[(&str, Option<&[&str]>)] = &[
             "homogeneous",
             "models",
             "interconnect",
+            "rdma_nic_local",
             "nvml",
             "vendor",
             "product",

@@ -222,6 +222,13 @@ fn dell_without(pci_attrs: &[&str], gpu_attrs: &[&str]) -> Value {
     for a in gpu_attrs {
         assert!(gpu.as_object_mut().unwrap().remove(*a).is_some());
     }
+    // A GPU whose NUMA node is unknown: no RDMA NIC is known to be next to it.
+    if gpu_attrs.contains(&"numa_node") {
+        let node = f["attributes"]["gpu.node"]["elements"]
+            .as_object_mut()
+            .unwrap();
+        assert!(node.remove("rdma_nic_local").is_some());
+    }
     f
 }
 

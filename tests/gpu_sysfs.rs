@@ -328,3 +328,18 @@ fn the_interconnect_comes_from_nvswitch_functions_and_kfd_io_links() {
     assert_eq!(seen("amd-vega10"), (None, vec![s("0")]));
     assert_eq!(seen("amd-mi300x-cpx"), (None, vec![None; 8]));
 }
+
+/// An RDMA NIC next to every GPU (#15, topology): the XE9680's ConnectX functions (`mlx5_core`)
+/// sit on both NUMA nodes that hold its H100s; the MI210 server has none; the ND A100 v4 VM
+/// shows no NUMA node at all (`-1`), so nothing is claimed.
+#[test]
+fn an_rdma_nic_on_every_gpus_numa_node() {
+    let local = |machine: &str| {
+        features(machine)["attributes"]["gpu.node"]["elements"]["rdma_nic_local"]
+            .as_str()
+            .map(str::to_string)
+    };
+    assert_eq!(local("dell-xe9680-8xh100"), Some("true".to_string()));
+    assert_eq!(local("amd-mi210-8x"), None);
+    assert_eq!(local("azure-nd-a100-v4"), None);
+}

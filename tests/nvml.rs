@@ -219,7 +219,8 @@ fn driver_not_loaded_is_unavailable_and_sysfs_still_labels() {
         serde_json::json!({
             "count": "8", "count_nvidia": "8", "homogeneous": "true", "interconnect": "nvlink",
             "nvml": "unavailable",
-            "product": "NVIDIA-H100-80GB-HBM3", "vendor": "nvidia", "vendors": "nvidia",
+            "product": "NVIDIA-H100-80GB-HBM3", "rdma_nic_local": "true", "vendor": "nvidia",
+            "vendors": "nvidia",
             "vgpu_present": "false", "virtual": "false"
         })
     );

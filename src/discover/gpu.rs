@@ -343,6 +343,44 @@ pub fn discover(
     for (k, v) in node_attributes(&gpus, &drivers, nvml, nvswitches) {
         features.insert_attribute(GPU_NODE, k, v);
     }
+    if !gpus.is_empty() && every_gpu_has_a_local_rdma_nic(devices, &gpus) {
+        features.insert_attribute(GPU_NODE, "rdma_nic_local", "true");
+    }
+}
+
+/// The kernel drivers of RDMA-capable NICs: NVIDIA/Mellanox ConnectX (`mlx5_core`,
+/// `mlx4_core`), Broadcom NetXtreme-E (`bnxt_en`, RoCE through `bnxt_re`), Intel E810/X722
+/// (`ice`, `i40e`, RDMA through `irdma`), Marvell/QLogic (`qede`), Chelsio (`cxgb4`).
+const RDMA_NIC_DRIVERS: [&str; 8] = [
+    "mlx5_core",
+    "mlx4_core",
+    "bnxt_en",
+    "ice",
+    "i40e",
+    "qede",
+    "cxgb4",
+    "hfi1",
+];
+
+/// Whether every GPU's NUMA node holds an RDMA-capable NIC: a network function (class 02)
+/// of one of those drivers, or an InfiniBand controller (class 0207). A NUMA node of -1 (no
+/// NUMA information, as in most VMs) only matches -1; a GPU without one matches nothing.
+fn every_gpu_has_a_local_rdma_nic(devices: &[PciDevice], gpus: &[Gpu]) -> bool {
+    let nics: BTreeSet<&str> = devices
+        .iter()
+        .filter(|d| {
+            d.base_class() == 0x02
+                && (d.class_code >> 8 == 0x0207
+                    || d.driver()
+                        .is_some_and(|drv| RDMA_NIC_DRIVERS.contains(&drv)))
+        })
+        .filter_map(|d| d.attr("numa_node"))
+        .collect();
+    gpus.iter().all(|g| {
+        g.attributes
+            .get("numa_node")
+            .is_some_and(|n| nics.contains(n.as_str()))
+    })
 }
 
 /// SR-IOV: `physfn` of a VF, the VF counts of a PF with VFs enabled, and VFs a guest sees.
