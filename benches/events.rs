@@ -57,6 +57,15 @@ fn main() {
     let agent = Agent::start(&args, &[]);
     agent.wait_log("every 60s", Duration::from_secs(30));
     let key = |v: u32| format!("feature.node.kubernetes.io/v{v}");
+    // The first publish (v1) is not one of the changes: under load it can land after the log
+    // line, so wait for it before counting writes.
+    let t = Instant::now();
+    while !server.labels(NODE).contains_key(&key(1)) {
+        if t.elapsed() > Duration::from_secs(30) {
+            panic!("v1 never published\n{}", agent.log_text());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let mut took = Vec::new();
     server.clear_requests();
     for v in 2..=changes + 1 {

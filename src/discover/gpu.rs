@@ -349,14 +349,14 @@ pub fn discover(
 }
 
 /// The kernel drivers of RDMA-capable NICs: NVIDIA/Mellanox ConnectX (`mlx5_core`,
-/// `mlx4_core`), Broadcom NetXtreme-E (`bnxt_en`, RoCE through `bnxt_re`), Intel E810/X722
-/// (`ice`, `i40e`, RDMA through `irdma`), Marvell/QLogic (`qede`), Chelsio (`cxgb4`).
-const RDMA_NIC_DRIVERS: [&str; 8] = [
+/// `mlx4_core`), Broadcom NetXtreme-E (`bnxt_en`, RoCE through `bnxt_re`), Intel E810 (`ice`,
+/// RDMA through `irdma`), Marvell/QLogic (`qede`), Chelsio (`cxgb4`), Cornelis Omni-Path
+/// (`hfi1`). Not `i40e`: it drives the X722 (iWARP) and the X710 (no RDMA) alike.
+const RDMA_NIC_DRIVERS: [&str; 7] = [
     "mlx5_core",
     "mlx4_core",
     "bnxt_en",
     "ice",
-    "i40e",
     "qede",
     "cxgb4",
     "hfi1",
