@@ -500,7 +500,9 @@ fn explain(at: &str, parent: &str, message: &str, got: Option<&str>) -> String {
     } else {
         format!("in {parent}")
     };
-    if let Some(rest) = message.strip_prefix("unknown field ") {
+    // serde's `unknown field `x`, expected one of `a`, `b`` (and `unknown variant ...`): the
+    // name, the closest known one, the known ones.
+    let named = |rest: &str| {
         let words = backticked(rest);
         let (name, known) = words
             .split_first()
@@ -509,24 +511,15 @@ fn explain(at: &str, parent: &str, message: &str, got: Option<&str>) -> String {
         let hint = crate::names::closest(&name, known.iter().map(String::as_str))
             .map(|c| format!(" (did you mean {c:?}?)"))
             .unwrap_or_default();
-        return format!(
-            "unknown key {name:?} {within}{hint}; known: {}",
-            known.join(", ")
-        );
+        (name, hint, known.join(", "))
+    };
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        let (name, hint, known) = named(rest);
+        return format!("unknown key {name:?} {within}{hint}; known: {known}");
     }
     if let Some(rest) = message.strip_prefix("unknown variant ") {
-        let words = backticked(rest);
-        let (name, known) = words
-            .split_first()
-            .map(|(n, k)| (n.clone(), k.to_vec()))
-            .unwrap_or_default();
-        let hint = crate::names::closest(&name, known.iter().map(String::as_str))
-            .map(|c| format!(" (did you mean {c:?}?)"))
-            .unwrap_or_default();
-        return format!(
-            "{at}: unknown value {name:?}{hint}; expected one of {}",
-            known.join(", ")
-        );
+        let (name, hint, known) = named(rest);
+        return format!("{at}: unknown value {name:?}{hint}; expected one of {known}");
     }
     if let Some(rest) = message.strip_prefix("invalid type: ") {
         let (serde_got, want) = rest.split_once(", expected ").unwrap_or((rest, "?"));
