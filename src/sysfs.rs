@@ -197,6 +197,18 @@ impl Sysfs {
         }
     }
 
+    /// A symlink's target as written (`../../../devices/pci0000:15/...`). `Ok(None)` when absent.
+    pub fn link_target(&self, path: &Path) -> Result<Option<PathBuf>, SysfsError> {
+        match std::fs::read_link(path) {
+            Ok(target) => Ok(Some(target)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SysfsError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            }),
+        }
+    }
+
     /// Names in a directory, sorted. `Ok(None)` when the directory does not exist.
     pub fn list(&self, path: &Path) -> Result<Option<Vec<String>>, SysfsError> {
         let rd = match std::fs::read_dir(path) {

@@ -162,6 +162,7 @@ fn hygon_dcus_join_the_gpu_labels_with_their_memory() {
             ("gpu.memory", "65520"),
             ("gpu.memory.max", "65520"),
             ("gpu.memory.total", "131040"),
+            ("gpu.pcie.roots", "2"),
             ("gpu.present", "true"),
             ("gpu.product", "K100_AI"),
             ("gpu.vendor", "hygon"),
@@ -180,6 +181,7 @@ fn a_moore_threads_gpu_joins_the_gpu_labels_and_its_audio_does_not() {
         label_map(&[
             ("gpu-mthreads.count", "1"),
             ("gpu.count", "1"),
+            ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.product", "MTT-S3000"),
             ("gpu.vendor", "mthreads"),

@@ -222,12 +222,15 @@ fn dell_without(pci_attrs: &[&str], gpu_attrs: &[&str]) -> Value {
     for a in gpu_attrs {
         assert!(gpu.as_object_mut().unwrap().remove(*a).is_some());
     }
-    // A GPU whose NUMA node is unknown: no RDMA NIC is known to be next to it.
+    // A GPU whose NUMA node is unknown: no RDMA NIC is known to be next to it, and how the
+    // GPUs spread over NUMA nodes is unknown.
     if gpu_attrs.contains(&"numa_node") {
         let node = f["attributes"]["gpu.node"]["elements"]
             .as_object_mut()
             .unwrap();
-        assert!(node.remove("rdma_nic_local").is_some());
+        for k in ["rdma_nic_local", "numa_nodes", "numa_gpus_max"] {
+            assert!(node.remove(k).is_some(), "{k}");
+        }
     }
     f
 }
@@ -380,6 +383,8 @@ fn many_broken_functions_do_not_stop_the_others() {
     }
     expected["attributes"]["gpu.node"]["elements"]["count"] = json!("5");
     expected["attributes"]["gpu.node"]["elements"]["count_nvidia"] = json!("5");
+    // The five left sit under five root buses (the three skipped had their own).
+    expected["attributes"]["gpu.node"]["elements"]["pcie_roots"] = json!("5");
     assert_json_eq(&out.features, &expected, "features");
     // The other five H100s still give the same labels.
     assert_json_eq(&out.labels, &golden_labels(DELL), "labels");

@@ -1320,8 +1320,8 @@ fn nvml_rows() -> Vec<Row> {
             },
         ),
         row(
-            "nvml: functions not found",
-            "an old driver: MIG, compute capability and CUDA version functions are FUNCTION_NOT_FOUND",
+            "nvml: symbols missing",
+            "an old driver's library: no MIG, compute capability or v2 CUDA version symbols at all",
             |dir| {
                 let root = dir.join("sys");
                 nvidia_sysfs(&root, &[("0000:43:00.0", "0x1cb3")]);
@@ -1336,7 +1336,7 @@ fn nvml_rows() -> Vec<Row> {
                     &"--pci-ids",
                     &common::pci_ids(),
                     &"--nvml-lib",
-                    &fake_nvml_lib("nvidia_ml"),
+                    &fake_nvml_lib("nvidia_ml_legacy"),
                 ]);
                 let f = nvml_fixture("old-driver-no-mig");
                 let out = labels_run(a, &[("FAKE_NVML_FIXTURE", f.as_os_str())]);
@@ -1345,18 +1345,20 @@ fn nvml_rows() -> Vec<Row> {
                     vec![],
                     label_map(&[
                         ("gpu-nvidia.count", "1"),
-                        // The v2 CUDA version function is not found: v1 answers.
+                        // No v2 CUDA version symbol: v1 answers.
                         ("gpu.cuda.major", "10"),
                         ("gpu.cuda.minor", "1"),
                         ("gpu.count", "1"),
                         ("gpu.driver.major", "418"),
                         ("gpu.driver.minor", "43"),
                         ("gpu.driver.version", "418.43"),
+                        ("gpu.interconnect", "pcie"),
                         ("gpu.memory", "1998"),
                         ("gpu.memory.max", "1998"),
                         ("gpu.memory.total", "1998"),
                         ("gpu.mig.capable", "false"),
                         ("gpu.mig.enabled", "false"),
+                        ("gpu.pcie.roots", "1"),
                         ("gpu.present", "true"),
                         ("gpu.product", "Quadro-P400"),
                         ("gpu.vendor", "nvidia"),

@@ -187,6 +187,7 @@ const SCENARIOS: &[&str] = &[
     "a100-mig-single",
     "a100-mig-mixed",
     "titanv-rtx5880",
+    "gb200",
     "t4-vgpu-guest",
     "mi210",
     "mi300x-cpx",
@@ -253,6 +254,8 @@ fn setup(id: &str, dir: &Path) -> (Vec<OsString>, Vec<(&'static str, OsString)>)
         ),
         // The capture has no bus ids: NVML alone.
         "titanv-rtx5880" => nvml("workstation-titanv-rtx5880", None, &[], ""),
+        // NVML alone too: the fabric's clique.
+        "gb200" => nvml("gb200-4x-clique", None, &[], GFD),
         "t4-vgpu-guest" => {
             // GFD's vGPU guest (a T4 behind a vGPU host driver 460.16): its configuration space.
             let root = dir.join("sys");

@@ -1034,7 +1034,12 @@ fn the_gfd_component_admits_every_key_the_profile_writes() {
     )
     .unwrap();
     let mut keys = std::collections::BTreeSet::new();
-    for fixture in ["h100-8x", "a100-pcie-40gb-mig-mixed", "h200-mig-me"] {
+    for fixture in [
+        "h100-8x",
+        "a100-pcie-40gb-mig-mixed",
+        "h200-mig-me",
+        "gb200-4x-clique",
+    ] {
         let mut args = common::fixture_args(&["labels", "-o", "json"], "dell-xe9680-8xh100", &[]);
         args.retain(|a| a != "--no-nvml");
         args.extend(["--nvml-lib".into(), lib.clone().into_os_string()]);

@@ -72,10 +72,13 @@ fn diff_args(extra: &[&str]) -> Vec<String> {
     a
 }
 
-const BEFORE: &str = "node gpu-node-1: 8 to add, 1 to change, 1 to remove, 1 in conflict, 2 unchanged; 2 written only by other managers\n\
+const BEFORE: &str = "node gpu-node-1: 11 to add, 1 to change, 1 to remove, 1 in conflict, 2 unchanged; 2 written only by other managers\n\
     + label feature.node.kubernetes.io/gpu-nvidia.count=8\n\
     ! label feature.node.kubernetes.io/gpu.count=4: wanted 8, but field manager \"nfd-master\" owns it: not applied\n\
     + label feature.node.kubernetes.io/gpu.interconnect=nvlink\n\
+    + label feature.node.kubernetes.io/gpu.numa.gpus.max=4\n\
+    + label feature.node.kubernetes.io/gpu.numa.nodes=2\n\
+    + label feature.node.kubernetes.io/gpu.pcie.roots=8\n\
     + label feature.node.kubernetes.io/gpu.present=true\n\
     ~ label feature.node.kubernetes.io/gpu.product: H100 -> NVIDIA-H100-80GB-HBM3\n\
     + label feature.node.kubernetes.io/gpu.rdma.local=true\n\
@@ -137,6 +140,9 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
             (fnk("gpu-nvidia.count"), "add".into()),
             (fnk("gpu.count"), "conflict".into()),
             (fnk("gpu.interconnect"), "add".into()),
+            (fnk("gpu.numa.gpus.max"), "add".into()),
+            (fnk("gpu.numa.nodes"), "add".into()),
+            (fnk("gpu.pcie.roots"), "add".into()),
             (fnk("gpu.present"), "add".into()),
             (fnk("gpu.product"), "change".into()),
             (fnk("gpu.rdma.local"), "add".into()),
@@ -169,6 +175,9 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
             ("feature.node.kubernetes.io/gpu-nvidia.count", "8"),
             ("feature.node.kubernetes.io/gpu.count", "4"),
             ("feature.node.kubernetes.io/gpu.interconnect", "nvlink"),
+            ("feature.node.kubernetes.io/gpu.numa.gpus.max", "4"),
+            ("feature.node.kubernetes.io/gpu.numa.nodes", "2"),
+            ("feature.node.kubernetes.io/gpu.pcie.roots", "8"),
             ("feature.node.kubernetes.io/gpu.present", "true"),
             (
                 "feature.node.kubernetes.io/gpu.product",
@@ -194,7 +203,7 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
         (code, stdout.as_str()),
         (
             4,
-            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 1 in conflict, 11 unchanged; 2 written only by other managers\n\
+            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 1 in conflict, 14 unchanged; 2 written only by other managers\n\
              ! label feature.node.kubernetes.io/gpu.count=4: wanted 8, but field manager \"nfd-master\" owns it: not applied\n\
              = label feature.node.kubernetes.io/pci-0302_10de.present=true: also owned by \"nfd-master\"; stays when it stops writing it\n\
              ? label feature.node.kubernetes.io/pci-10de.present=true: written only by \"nfd-master\"; goes when it stops writing it\n\
@@ -225,7 +234,7 @@ fn a_node_file_without_managed_fields_and_bad_files() {
         (code, stdout.as_str()),
         (
             0,
-            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 12 unchanged; 0 written only by other managers\n\
+            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 15 unchanged; 0 written only by other managers\n\
              note: the Node has no managedFields (`kubectl get node NAME -o yaml --show-managed-fields`): no key is known to be owned, so none shows as removed or in conflict\n"
         )
     );

@@ -1177,3 +1177,101 @@ fn the_profile_flag_and_env_turn_the_profile_on_as_the_config_does() {
         )
     );
 }
+
+/// Compute instances smaller than their GPU instance (tests/fixtures/nvml/a100-40gb-mig-ci.json):
+/// the mixed strategy's resources are named as go-nvlib names them, `mig-1c.3g.20gb` and
+/// `mig-2c.3g.20gb` beside the whole instance's `mig-3g.20gb`, each with its own SMs and the
+/// GPU instance's memory, engines and slices.
+#[test]
+fn mig_compute_instances_in_the_mixed_strategy() {
+    let mut want = labels_of(&[
+        ("cuda.driver-version.full", "510.47.03"),
+        ("cuda.driver-version.major", "510"),
+        ("cuda.driver-version.minor", "47"),
+        ("cuda.driver-version.revision", "03"),
+        ("cuda.driver.major", "510"),
+        ("cuda.driver.minor", "47"),
+        ("cuda.driver.rev", "03"),
+        ("cuda.runtime-version.full", "11.6"),
+        ("cuda.runtime-version.major", "11"),
+        ("cuda.runtime-version.minor", "6"),
+        ("cuda.runtime.major", "11"),
+        ("cuda.runtime.minor", "6"),
+        ("gpu.compute.major", "8"),
+        ("gpu.compute.minor", "0"),
+        ("gpu.count", "1"),
+        ("gpu.family", "ampere"),
+        ("gpu.machine", "unknown"),
+        ("gpu.memory", "40960"),
+        ("gpu.mode", "compute"),
+        ("gpu.product", "NVIDIA-A100-SXM4-40GB"),
+        ("gpu.replicas", "0"),
+        ("gpu.sharing-strategy", "none"),
+        ("mig.capable", "true"),
+        ("mig.strategy", "mixed"),
+        ("mps.capable", "false"),
+    ]);
+    for (profile, sms, ci) in [
+        ("1c.3g.20gb", "14", "1"),
+        ("2c.3g.20gb", "28", "2"),
+        ("3g.20gb", "42", "3"),
+    ] {
+        for (k, v) in [
+            ("count", "1"),
+            ("engines.copy", "3"),
+            ("engines.decoder", "2"),
+            ("engines.encoder", "0"),
+            ("engines.jpeg", "0"),
+            ("engines.ofa", "0"),
+            ("memory", "19968"),
+            ("multiprocessors", sms),
+            ("replicas", "1"),
+            ("sharing-strategy", "none"),
+            ("slices.ci", ci),
+            ("slices.gi", "3"),
+        ] {
+            want.insert(format!("nvidia.com/mig-{profile}.{k}"), v.to_string());
+        }
+        want.insert(
+            format!("nvidia.com/mig-{profile}.product"),
+            format!("NVIDIA-A100-SXM4-40GB-MIG-{profile}"),
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    nvidia_sysfs(dir.path(), &[("0000:00:04.0", "0x20b0")], None);
+    let got = discovered(
+        dir.path(),
+        "/nonexistent",
+        "a100-40gb-mig-ci",
+        "migStrategy: mixed\n",
+    );
+    assert_eq!(got, want);
+}
+
+/// A GB200 tray of one multi-node NVLink domain: GFD's `gpu.clique` (the value NVIDIA's DRA
+/// documentation shows GFD giving such nodes).
+#[test]
+fn gb200_nvlink_domain_gives_gfds_clique() {
+    // NVML alone: a sysfs without PCI functions (a container without /sys mounted).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("bus/pci/devices")).unwrap();
+    let got = discovered(dir.path(), "/nonexistent", "gb200-4x-clique", "");
+    assert_eq!(
+        got,
+        labels_of(&[
+            ("gpu.clique", "9277d399-0674-44a9-b64e-d85bb19ce2b0.32766"),
+            ("gpu.compute.major", "10"),
+            ("gpu.compute.minor", "0"),
+            ("gpu.count", "4"),
+            ("gpu.family", "blackwell"),
+            ("gpu.machine", "unknown"),
+            // No sysfs: GFD's PCI class of the GPUs is unknown.
+            ("gpu.mode", "unknown"),
+            ("gpu.product", "NVIDIA-GB200"),
+            ("gpu.replicas", "1"),
+            ("gpu.sharing-strategy", "none"),
+            ("mig.capable", "false"),
+            ("mps.capable", "false"),
+        ])
+    );
+}

@@ -152,6 +152,9 @@ fn amd_mi300x_labels() {
         ("gpu.memory", "196592"),
         ("gpu.memory.max", "196592"),
         ("gpu.memory.total", "1572736"),
+        ("gpu.numa.gpus.max", "4"),
+        ("gpu.numa.nodes", "2"),
+        ("gpu.pcie.roots", "8"),
         ("gpu.present", "true"),
         ("gpu.product", "Aqua-Vanjaram-Instinct-MI300X"),
         ("gpu.vendor", "amd"),
@@ -304,8 +307,8 @@ fn an_invalid_utf8_product_name_is_reported_with_its_path() {
 /// The GPU interconnect on real trees (#15, topology): NVSwitch functions (the XE9680's four
 /// H100 NVSwitches `22a3`, the ND A100 v4's six A100 NVSwitches `1af1`) give `nvlink`; the
 /// MI210 server's KFD io_links of type 11 give `xgmi`, 3 links per GPU (two hives of four);
-/// a Vega 10 with io_links but none of XGMI, and the MI300X capture whose KFD nodes list no
-/// io_links, say nothing (the latter does not claim zero links either).
+/// a Vega 10 whose io_links are all PCIe gives `pcie`; the MI300X capture whose KFD nodes list
+/// no io_links says nothing (and does not claim zero links either).
 #[test]
 fn the_interconnect_comes_from_nvswitch_functions_and_kfd_io_links() {
     let seen = |machine: &str| -> (Option<String>, Vec<Option<String>>) {
@@ -325,7 +328,7 @@ fn the_interconnect_comes_from_nvswitch_functions_and_kfd_io_links() {
     assert_eq!(seen("dell-xe9680-8xh100"), (s("nvlink"), vec![None; 8]));
     assert_eq!(seen("azure-nd-a100-v4"), (s("nvlink"), vec![None; 8]));
     assert_eq!(seen("amd-mi210-8x"), (s("xgmi"), vec![s("3"); 8]));
-    assert_eq!(seen("amd-vega10"), (None, vec![s("0")]));
+    assert_eq!(seen("amd-vega10"), (s("pcie"), vec![s("0")]));
     assert_eq!(seen("amd-mi300x-cpx"), (None, vec![None; 8]));
 }
 

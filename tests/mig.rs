@@ -106,11 +106,13 @@ fn h200_labels(mig_counts: &[(&str, &str)]) -> BTreeMap<String, String> {
         ("gpu.compute.minor", "0"),
         ("gpu.count", "1"),
         ("gpu.family", "hopper"),
+        ("gpu.interconnect", "pcie"),
         ("gpu.memory", "143771"),
         ("gpu.memory.max", "143771"),
         ("gpu.memory.total", "143771"),
         ("gpu.mig.capable", "true"),
         ("gpu.mig.enabled", "true"),
+        ("gpu.pcie.roots", "1"),
         ("gpu.present", "true"),
         ("gpu.product", "NVIDIA-H200"),
         ("gpu.vendor", "nvidia"),
@@ -279,12 +281,14 @@ fn a100_80gb_one_slice_instances_with_twice_the_memory_are_1g_20gb() {
             ("gpu.driver.minor", "54"),
             ("gpu.driver.version", "535.54.03"),
             ("gpu.family", "ampere"),
+            ("gpu.interconnect", "pcie"),
             ("gpu.memory", "81920"),
             ("gpu.memory.max", "81920"),
             ("gpu.memory.total", "81920"),
             ("gpu.mig-1g.20gb.count", "4"),
             ("gpu.mig.capable", "true"),
             ("gpu.mig.enabled", "true"),
+            ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.product", "NVIDIA-A100-SXM4-80GB"),
             ("gpu.vendor", "nvidia"),
@@ -339,6 +343,7 @@ fn mig_devices_on_two_gpus_are_counted_per_profile_across_the_node() {
             ("gpu.compute.minor", "0"),
             ("gpu.count", "2"),
             ("gpu.family", "ampere"),
+            ("gpu.interconnect", "pcie"),
             ("gpu.memory", "40536"),
             ("gpu.memory.max", "40536"),
             ("gpu.memory.total", "81072"),
@@ -346,6 +351,7 @@ fn mig_devices_on_two_gpus_are_counted_per_profile_across_the_node() {
             ("gpu.mig-2g.10gb.count", "2"),
             ("gpu.mig.capable", "true"),
             ("gpu.mig.enabled", "true"),
+            ("gpu.pcie.roots", "2"),
             ("gpu.present", "true"),
             ("gpu.product", "A100-PCIE-40GB"),
             ("gpu.vendor", "nvidia"),
@@ -373,4 +379,156 @@ fn a_snapshot_relabels_mig_identically() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let got: BTreeMap<String, String> = serde_json::from_value(v["labels"].clone()).unwrap();
     assert_eq!(got, labels(&dir.path().join("sys"), &nvml));
+}
+
+/// The A100-SXM4-40GB of the netdata capture with GPU instance 1 split into a 1c and a 2c
+/// compute instance (tests/fixtures/nvml/PROVENANCE.md), at the bus id its GCP VM shows.
+fn compute_instance_tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    nvidia_sysfs(&dir.path().join("sys"), &[("0000:00:04.0", "0x20b0")]);
+    dir
+}
+
+fn compute_instance_fixture(dir: &Path, edit: impl Fn(&mut Value)) -> PathBuf {
+    let mut f: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("a100-40gb-mig-ci")).unwrap())
+            .unwrap();
+    edit(&mut f);
+    let p = dir.join("a100-ci.json");
+    std::fs::write(&p, f.to_string()).unwrap();
+    p
+}
+
+/// `gpu.mig` of that GPU: (profile, SMs, compute slices) per MIG device; 3 GPU instance slices,
+/// 19968 MiB, 3 copy engines and 2 decoders each (shared within the GPU instance).
+fn a100_ci_migs(rows: &[(&str, u32, u32)]) -> Value {
+    Value::Array(
+        rows.iter()
+            .map(|(profile, sms, ci)| {
+                json!({"attributes": {
+                    "engines_copy": "3", "engines_decoder": "2", "engines_encoder": "0",
+                    "engines_jpeg": "0", "engines_ofa": "0", "memory_mib": "19968",
+                    "multiprocessors": sms.to_string(), "parent_address": "0000:00:04.0",
+                    "parent_index": "0", "profile": profile, "slices_ci": ci.to_string(),
+                    "slices_gi": "3"}})
+            })
+            .collect(),
+    )
+}
+
+fn a100_ci_labels(mig_counts: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut m = map(&[
+        ("gpu-nvidia.count", "1"),
+        ("gpu.compute.major", "8"),
+        ("gpu.compute.minor", "0"),
+        ("gpu.count", "1"),
+        ("gpu.cuda.major", "11"),
+        ("gpu.cuda.minor", "6"),
+        ("gpu.driver.major", "510"),
+        ("gpu.driver.minor", "47"),
+        ("gpu.driver.version", "510.47.03"),
+        ("gpu.family", "ampere"),
+        ("gpu.interconnect", "pcie"),
+        ("gpu.memory", "40960"),
+        ("gpu.memory.max", "40960"),
+        ("gpu.memory.total", "40960"),
+        ("gpu.mig.capable", "true"),
+        ("gpu.mig.enabled", "true"),
+        ("gpu.pcie.roots", "1"),
+        ("gpu.present", "true"),
+        ("gpu.product", "NVIDIA-A100-SXM4-40GB"),
+        ("gpu.vendor", "nvidia"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+        ("pci-0302_10de.present", "true"),
+    ]);
+    m.extend(map(mig_counts));
+    m
+}
+
+#[test]
+fn compute_instances_smaller_than_their_gpu_instance_are_named_c_g_gb() {
+    let dir = compute_instance_tree();
+    let sys = dir.path().join("sys");
+    let nvml = compute_instance_fixture(dir.path(), |_| {});
+    let f = features(&sys, &nvml);
+    assert_eq!(
+        f["instances"]["gpu.mig"]["elements"],
+        a100_ci_migs(&[
+            ("1c.3g.20gb", 14, 1),
+            ("2c.3g.20gb", 28, 2),
+            ("3g.20gb", 42, 3)
+        ])
+    );
+    assert_eq!(
+        f["attributes"]["gpu.migprofile"]["elements"],
+        json!({"1c.3g.20gb": "1", "2c.3g.20gb": "1", "3g.20gb": "1"})
+    );
+    assert_eq!(
+        labels(&sys, &nvml),
+        a100_ci_labels(&[
+            ("gpu.mig-1c.3g.20gb.count", "1"),
+            ("gpu.mig-2c.3g.20gb.count", "1"),
+            ("gpu.mig-3g.20gb.count", "1"),
+        ])
+    );
+}
+
+#[test]
+fn the_compute_instance_profile_decides_the_name_and_the_attributes_are_the_fallback() {
+    // The MIG devices' attributes claim full-width compute instances; the compute instance
+    // profiles (what go-nvlib asks) say 1c and 2c. The profiles win...
+    let dir = compute_instance_tree();
+    let sys = dir.path().join("sys");
+    let wide = |f: &mut Value| {
+        for m in f["devices"][0]["mig_devices"].as_array_mut().unwrap() {
+            m["compute_instance_slice_count"] = json!(3);
+        }
+    };
+    let nvml = compute_instance_fixture(dir.path(), wide);
+    let profiles = |f: &Value| -> Vec<String> {
+        f["instances"]["gpu.mig"]["elements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["attributes"]["profile"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        profiles(&features(&sys, &nvml)),
+        ["1c.3g.20gb", "2c.3g.20gb", "3g.20gb"]
+    );
+    // ...and when the compute instance calls are refused (no MIG monitor permission) or a
+    // driver has no compute instance profile, the attributes name the device.
+    for faults in [
+        json!({"errors": [{"function": "nvmlGpuInstanceGetComputeInstanceById",
+                           "error": "NO_PERMISSION"}]}),
+        json!({"errors": [{"function": "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+                           "error": "NOT_SUPPORTED"}]}),
+        json!({"errors": [{"function": "nvmlComputeInstanceGetInfo_v2",
+                           "error": "NOT_SUPPORTED"}]}),
+    ] {
+        let nvml = compute_instance_fixture(dir.path(), |f| {
+            wide(f);
+            f["faults"] = faults.clone();
+        });
+        assert_eq!(
+            profiles(&features(&sys, &nvml)),
+            ["3g.20gb", "3g.20gb", "3g.20gb"],
+            "{faults}"
+        );
+    }
+    // Without the compute instance calls' answers, the true attributes still give 1c and 2c.
+    let nvml = compute_instance_fixture(dir.path(), |f| {
+        f["faults"] = json!({"errors": [{"function": "nvmlGpuInstanceGetComputeInstanceById",
+                                         "error": "NO_PERMISSION"}]});
+    });
+    assert_eq!(
+        labels(&sys, &nvml),
+        a100_ci_labels(&[
+            ("gpu.mig-1c.3g.20gb.count", "1"),
+            ("gpu.mig-2c.3g.20gb.count", "1"),
+            ("gpu.mig-3g.20gb.count", "1"),
+        ])
+    );
 }

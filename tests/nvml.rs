@@ -106,6 +106,8 @@ fn h100_features_carry_nvml_values_per_gpu() {
             ("mig_capable", "true"),
             ("mig_enabled", "false"),
             ("numa_node", "0"),
+            ("nvlinks", "18"),
+            ("pcie_root", "0000:15"),
             ("product", "NVIDIA H100 80GB HBM3"),
             ("source", "nvml"),
             ("uuid", "GPU-ee7954ec-da95-fd7a-ddfd-c6b32cc2f8aa"),
@@ -218,7 +220,7 @@ fn driver_not_loaded_is_unavailable_and_sysfs_still_labels() {
         v["attributes"]["gpu.node"]["elements"],
         serde_json::json!({
             "count": "8", "count_nvidia": "8", "homogeneous": "true", "interconnect": "nvlink",
-            "nvml": "unavailable",
+            "numa_gpus_max": "4", "numa_nodes": "2", "nvml": "unavailable", "pcie_roots": "8",
             "product": "NVIDIA-H100-80GB-HBM3", "rdma_nic_local": "true", "vendor": "nvidia",
             "vendors": "nvidia",
             "vgpu_present": "false", "virtual": "false"
@@ -274,11 +276,14 @@ fn an_old_driver_without_mig_or_compute_capability_symbols_is_tolerated() {
             ("gpu.driver.major", "418"),
             ("gpu.driver.minor", "43"),
             ("gpu.driver.version", "418.43"),
+            // NVLink state is in every driver's library: the P400 has none.
+            ("gpu.interconnect", "pcie"),
             ("gpu.memory", "1998"),
             ("gpu.memory.max", "1998"),
             ("gpu.memory.total", "1998"),
             ("gpu.mig.capable", "false"),
             ("gpu.mig.enabled", "false"),
+            ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.product", "Quadro-P400"),
             ("gpu.vendor", "nvidia"),
@@ -342,12 +347,14 @@ fn a100_40gb_with_two_3g_mig_devices() {
             ("gpu.driver.minor", "47"),
             ("gpu.driver.version", "510.47.03"),
             ("gpu.family", "ampere"),
+            ("gpu.interconnect", "pcie"),
             ("gpu.memory", "40960"),
             ("gpu.memory.max", "40960"),
             ("gpu.memory.total", "40960"),
             ("gpu.mig.capable", "true"),
             ("gpu.mig-3g.20gb.count", "2"),
             ("gpu.mig.enabled", "true"),
+            ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.product", "NVIDIA-A100-SXM4-40GB"),
             ("gpu.vendor", "nvidia"),
@@ -388,6 +395,7 @@ fn nvml_alone_discovers_gpus_when_sysfs_shows_none() {
             ("gpu.driver.minor", "129"),
             ("gpu.driver.version", "535.129.03"),
             ("gpu.family", "ampere"),
+            ("gpu.interconnect", "pcie"),
             ("gpu.memory", "23028"),
             ("gpu.memory.max", "23028"),
             ("gpu.memory.total", "23028"),
@@ -437,6 +445,8 @@ fn two_different_gpus_are_labelled_deterministically() {
             ("gpu.driver.major", "570"),
             ("gpu.driver.minor", "86"),
             ("gpu.driver.version", "570.86.15"),
+            // Neither has NVLink (NVML: not supported).
+            ("gpu.interconnect", "pcie"),
             ("gpu.mig.capable", "false"),
             ("gpu.mig.enabled", "false"),
             ("gpu.present", "true"),
@@ -456,10 +466,14 @@ fn two_different_gpus_are_labelled_deterministically() {
 /// cloud VMs).
 #[test]
 fn every_single_model_capture_gives_its_labels() {
-    let common = |n: &str, cuda: (&str, &str), driver: (&str, &str, &str)| {
+    // No capture has NVLink state: NVML says not supported, and the GPUs are linked by PCIe,
+    // each under the root bus the tree puts it on.
+    let common = |n: &str, roots: &str, cuda: (&str, &str), driver: (&str, &str, &str)| {
         vec![
             ("gpu-nvidia.count", n.to_string()),
             ("gpu.count", n.to_string()),
+            ("gpu.interconnect", "pcie".to_string()),
+            ("gpu.pcie.roots", roots.to_string()),
             ("gpu.cuda.major", cuda.0.to_string()),
             ("gpu.cuda.minor", cuda.1.to_string()),
             ("gpu.driver.major", driver.0.to_string()),
@@ -497,7 +511,7 @@ fn every_single_model_capture_gives_its_labels() {
             "t4",
             vec![at("0000:00:1e.0", "0x1eb8")],
             [
-                common("1", ("11", "7"), ("515", "105", "515.105.01")),
+                common("1", "1", ("11", "7"), ("515", "105", "515.105.01")),
                 per_gpu("Tesla-T4", 15360, 1, ("7", "5"), "turing"),
             ]
             .concat(),
@@ -506,7 +520,7 @@ fn every_single_model_capture_gives_its_labels() {
             "a10g",
             vec![at("0000:00:1e.0", "0x2237")],
             [
-                common("1", ("11", "7"), ("515", "105", "515.105.01")),
+                common("1", "1", ("11", "7"), ("515", "105", "515.105.01")),
                 per_gpu("NVIDIA-A10G", 23028, 1, ("8", "6"), "ampere"),
             ]
             .concat(),
@@ -515,7 +529,7 @@ fn every_single_model_capture_gives_its_labels() {
             "rtx4090-8x",
             rtx4090,
             [
-                common("8", ("12", "2"), ("535", "154", "535.154.05")),
+                common("8", "8", ("12", "2"), ("535", "154", "535.154.05")),
                 per_gpu(
                     "NVIDIA-GeForce-RTX-4090",
                     24564,
@@ -530,7 +544,7 @@ fn every_single_model_capture_gives_its_labels() {
             "workstation-2gpu",
             vec![at("0000:81:00.0", "0x2231"), at("0000:c1:00.0", "0x2231")],
             [
-                common("2", ("13", "1"), ("590", "44", "590.44.01")),
+                common("2", "2", ("13", "1"), ("590", "44", "590.44.01")),
                 per_gpu("NVIDIA-RTX-A5000", 24564, 2, ("8", "6"), "ampere"),
             ]
             .concat(),
@@ -606,6 +620,8 @@ fn a_node_with_nvidia_and_amd_gpus_counts_each_vendor_and_family() {
             ("gpu.mig.capable", "false"),
             ("gpu.mig.enabled", "false"),
             ("gpu.models", "2"),
+            // The MI210 tree puts each GPU on its own root bus, and the A10G on a ninth.
+            ("gpu.pcie.roots", "9"),
             ("gpu.present", "true"),
             ("gpu.vgpu.present", "false"),
             ("gpu.virtual", "false"),
@@ -667,5 +683,211 @@ fn sysfs_and_nvml_name_and_label_the_gpus_alike() {
             "gpu.mig.capable",
             "gpu.mig.enabled",
         ]
+    );
+}
+
+/// The A100 VM of `nvidia-smi nvlink --status`: 12 active NVLinks per GPU. Its GPUs alone in
+/// sysfs (no NVSwitch function there), so only NVML can tell they are linked.
+#[test]
+fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let buses = [
+        "0001:00:00.0",
+        "0002:00:00.0",
+        "0003:00:00.0",
+        "0004:00:00.0",
+        "000b:00:00.0",
+        "000c:00:00.0",
+        "000d:00:00.0",
+        "000e:00:00.0",
+    ];
+    let gpus: Vec<(&str, &str)> = buses.iter().map(|b| (*b, "0x20b2")).collect();
+    nvidia_sysfs(dir.path(), &gpus);
+    let root = dir.path().to_str().unwrap();
+    let args = [
+        "features",
+        "--sysfs-root",
+        root,
+        "--proc-root",
+        "/nonexistent",
+    ];
+    let r = run(&args, "a100-8x-nvlink", "nvidia_ml");
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let links: Vec<(&str, &str)> = v["instances"]["gpu.device"]["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["attributes"]["address"].as_str().unwrap(),
+                g["attributes"]["nvlinks"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(&str, &str)> = buses.iter().map(|b| (*b, "12")).collect();
+    assert_eq!(links, expected);
+    assert_eq!(
+        v["attributes"]["gpu.node"]["elements"]["interconnect"],
+        "nvlink"
+    );
+    let mut label_args = args.to_vec();
+    label_args[0] = "labels";
+    label_args.extend(["-o", "json"]);
+    assert_eq!(
+        labels(&run(&label_args, "a100-8x-nvlink", "nvidia_ml").stdout),
+        map(&[
+            ("gpu-nvidia.count", "8"),
+            ("gpu.compute.major", "8"),
+            ("gpu.compute.minor", "0"),
+            ("gpu.count", "8"),
+            ("gpu.family", "ampere"),
+            ("gpu.interconnect", "nvlink"),
+            ("gpu.memory", "81920"),
+            ("gpu.memory.max", "81920"),
+            ("gpu.memory.total", "655360"),
+            ("gpu.mig.capable", "false"),
+            ("gpu.mig.enabled", "false"),
+            ("gpu.pcie.roots", "8"),
+            ("gpu.present", "true"),
+            ("gpu.product", "NVIDIA-A100-SXM4-80GB"),
+            ("gpu.vendor", "nvidia"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+            ("pci-0302_10de.present", "true"),
+        ])
+    );
+    // Without NVML the same tree says nothing of the link: no switch shows, and a bridge
+    // between cards would not either.
+    let no_nvml = labels(&run(&label_args, "init-driver-not-loaded", "nvidia_ml").stdout);
+    assert_eq!(
+        no_nvml,
+        map(&[
+            ("gpu-nvidia.count", "8"),
+            ("gpu.count", "8"),
+            ("gpu.pcie.roots", "8"),
+            ("gpu.present", "true"),
+            ("gpu.product", "NVIDIA-A100-SXM4-80GB"),
+            ("gpu.vendor", "nvidia"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+            ("pci-0302_10de.present", "true"),
+        ])
+    );
+}
+
+fn gb200_fixture(dir: &std::path::Path, edit: impl Fn(&mut Value)) -> std::path::PathBuf {
+    let mut f: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("gb200-4x-clique")).unwrap())
+            .unwrap();
+    edit(&mut f);
+    let p = dir.join("gb200.json");
+    std::fs::write(&p, f.to_string()).unwrap();
+    p
+}
+
+fn gb200_labels(nvml: &std::path::Path, config: Option<&str>) -> BTreeMap<String, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["labels", "-o", "json", "--sysfs-root", "/nonexistent"])
+        .args(["--proc-root", "/nonexistent", "--nvml-lib"])
+        .arg(fake_lib("nvidia_ml"))
+        .env("FAKE_NVML_FIXTURE", nvml)
+        .env_remove("GPU_LABELER_CONFIG");
+    if let Some(c) = config {
+        let cfg = dir.path().join("config.yaml");
+        std::fs::write(&cfg, c).unwrap();
+        cmd.arg("--config").arg(cfg);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success());
+    labels(&String::from_utf8(out.stdout).unwrap())
+}
+
+/// A GB200 NVL tray: four GPUs of one multi-node NVLink domain. `gpu.clique` is the cluster UUID
+/// and clique id, as GFD's `nvidia.com/gpu.clique` (the value of NVIDIA's DRA documentation).
+#[test]
+fn gpus_of_one_nvlink_domain_give_its_clique() {
+    let dir = tempfile::tempdir().unwrap();
+    let nvml = gb200_fixture(dir.path(), |_| {});
+    let clique = "9277d399-0674-44a9-b64e-d85bb19ce2b0.32766";
+    assert_eq!(
+        gb200_labels(&nvml, None),
+        map(&[
+            ("gpu-nvidia.count", "4"),
+            ("gpu.clique", clique),
+            ("gpu.compute.major", "10"),
+            ("gpu.compute.minor", "0"),
+            ("gpu.count", "4"),
+            ("gpu.family", "blackwell"),
+            ("gpu.interconnect", "nvlink"),
+            ("gpu.mig.capable", "false"),
+            ("gpu.mig.enabled", "false"),
+            ("gpu.present", "true"),
+            ("gpu.product", "NVIDIA-GB200"),
+            ("gpu.vendor", "nvidia"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+        ])
+    );
+    // The nvidia-gfd profile gives GFD's key with the same value (its other labels: the GFD
+    // profile's tests).
+    let gfd = gb200_labels(&nvml, Some("profiles: [nvidia-gfd]\n"));
+    let cliques: BTreeMap<&str, &str> = gfd
+        .iter()
+        .filter(|(k, _)| k.ends_with("/gpu.clique"))
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        cliques,
+        BTreeMap::from([
+            ("feature.node.kubernetes.io/gpu.clique", clique),
+            ("nvidia.com/gpu.clique", clique)
+        ])
+    );
+}
+
+#[test]
+fn a_clique_needs_one_cluster_and_one_clique_among_the_attached_gpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let clique = |edit: &dyn Fn(&mut Value)| {
+        let nvml = gb200_fixture(dir.path(), edit);
+        let l = gb200_labels(&nvml, Some("profiles: [nvidia-gfd]\n"));
+        (
+            l.get(&format!("{P}gpu.clique")).cloned(),
+            l.get("nvidia.com/gpu.clique").cloned(),
+        )
+    };
+    // A GPU still registering with the fabric, or registered with an error, is not attached:
+    // the others decide.
+    let others = Some("9277d399-0674-44a9-b64e-d85bb19ce2b0.32766".to_string());
+    assert_eq!(
+        clique(&|f| f["devices"][1]["fabric"]["state"] = serde_json::json!(2)),
+        (others.clone(), others.clone())
+    );
+    assert_eq!(
+        clique(&|f| f["devices"][2]["fabric"]["status"] = serde_json::json!("NOT_READY")),
+        (others.clone(), others)
+    );
+    // Two clique ids, or two clusters: none (GFD: "non-unique").
+    assert_eq!(
+        clique(&|f| f["devices"][3]["fabric"]["clique_id"] = serde_json::json!(1)),
+        (None, None)
+    );
+    assert_eq!(
+        clique(&|f| {
+            f["devices"][0]["fabric"]["cluster_uuid"] =
+                serde_json::json!("11111111-2222-3333-4444-555555555555")
+        }),
+        (None, None)
+    );
+    // A single-node NVSwitch system: completed, but no cluster (all-zero UUID).
+    assert_eq!(
+        clique(&|f| {
+            for d in f["devices"].as_array_mut().unwrap() {
+                d["fabric"].as_object_mut().unwrap().remove("cluster_uuid");
+            }
+        }),
+        (None, None)
     );
 }

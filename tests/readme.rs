@@ -89,8 +89,9 @@ fn the_readme_label_table_is_the_real_output() {
     );
     assert_eq!(labels_of(mi210.ok()), column(&rows, 1), "8x MI210 column");
 
-    // Rows without an example on either node are label patterns or labels that need MIG or a
-    // sharing configuration; each is one of docs/catalog.md#labels-gpu's.
+    // Rows without an example on either node are label patterns or labels that need MIG, a
+    // sharing configuration or a multi-node NVLink fabric; each is one of
+    // docs/catalog.md#labels-gpu's.
     let documented_only: Vec<&str> = rows
         .iter()
         .filter(|(_, ex)| ex.iter().all(Option::is_none))
@@ -104,7 +105,8 @@ fn the_readme_label_table_is_the_real_output() {
             "gpu-family-<family>.count",
             "gpu.mig-<profile>.count",
             "gpu.sharing-strategy",
-            "gpu.replicas"
+            "gpu.replicas",
+            "gpu.clique"
         ]
     );
 }

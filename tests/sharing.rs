@@ -451,6 +451,7 @@ fn a_vgpu_guest_is_recognised_from_its_configuration_space() {
             ("device_id", "1eb8"),
             ("index", "0"),
             ("is_vf", "false"),
+            ("pcie_root", "0000:00"),
             ("product", "Tesla T4"),
             ("source", "sysfs"),
             ("vendor", "nvidia"),
@@ -466,6 +467,7 @@ fn a_vgpu_guest_is_recognised_from_its_configuration_space() {
         map(&[
             ("gpu-nvidia.count", "1"),
             ("gpu.count", "1"),
+            ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.product", "Tesla-T4"),
             ("gpu.vendor", "nvidia"),
@@ -498,6 +500,7 @@ fn a_passthrough_gpu_is_not_a_vgpu() {
         map(&[
             ("gpu-nvidia.count", "1"),
             ("gpu.count", "1"),
+            ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.vendor", "nvidia"),
             ("gpu.vgpu.present", "false"),
@@ -523,6 +526,7 @@ fn an_unprivileged_reader_sees_64_bytes_and_claims_nothing() {
             ("device_id", "1eb8"),
             ("index", "0"),
             ("is_vf", "false"),
+            ("pcie_root", "0000:00"),
             ("product", "Tesla T4"),
             ("source", "sysfs"),
             ("vendor", "nvidia"),
@@ -537,6 +541,7 @@ fn an_unprivileged_reader_sees_64_bytes_and_claims_nothing() {
         map(&[
             ("gpu-nvidia.count", "1"),
             ("gpu.count", "1"),
+            ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.product", "Tesla-T4"),
             ("gpu.vendor", "nvidia"),
@@ -594,6 +599,7 @@ fn sriov_pf_with_vfs_and_the_vfs_it_hosts() {
         map(&[
             ("gpu-nvidia.count", "3"),
             ("gpu.count", "3"),
+            ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.product", "NVIDIA-A100-80GB-PCIe"),
             ("gpu.vendor", "nvidia"),
@@ -632,6 +638,7 @@ fn azure_nd_mi300x_v5_vfs_are_virtual() {
                 ("device_id", "74b5"),
                 ("index", &i.to_string()),
                 ("is_vf", "true"),
+                ("pcie_root", "0000:00"),
                 ("source", "sysfs"),
                 ("vendor", "amd"),
                 ("vendor_id", "1002"),
@@ -643,6 +650,7 @@ fn azure_nd_mi300x_v5_vfs_are_virtual() {
         map(&[
             ("gpu-amd.count", "8"),
             ("gpu.count", "8"),
+            ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.vendor", "amd"),
             ("gpu.vgpu.present", "false"),

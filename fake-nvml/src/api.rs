@@ -389,3 +389,18 @@ pub unsafe extern "C" fn nvmlDeviceGetSerial(
         })
     }
 }
+
+/// `nvlinks[link]` of the GPU (a MIG handle answers for its parent, as NVML does).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
+    device: Handle,
+    link: c_uint,
+    is_active: *mut c_uint,
+) -> Return {
+    runtime::device("nvmlDeviceGetNvLinkState", device, |_, t| {
+        runtime::non_null(is_active)?;
+        let links = t.gpu().nvlinks.as_ref().ok_or(ERROR_NOT_SUPPORTED)?;
+        let active = *links.get(link as usize).ok_or(ERROR_INVALID_ARGUMENT)?;
+        unsafe { put(is_active, active as c_uint) }
+    })
+}

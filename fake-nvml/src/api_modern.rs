@@ -6,9 +6,13 @@ use std::ffi::{c_int, c_uint};
 
 use crate::api::cuda_driver_version;
 use crate::ctypes::*;
-use crate::fixture::DEFAULT_MAX_MIG_DEVICE_COUNT;
+use crate::fixture::{
+    COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT, COMPUTE_INSTANCE_PROFILE_COUNT,
+    DEFAULT_MAX_MIG_DEVICE_COUNT, Fixture, MigDevice,
+};
 use crate::runtime::{
-    self, About, Target, fill_chars, gpu_handle, gpu_instance_handle, mig_handle, put,
+    self, About, Target, compute_instance_handle, fill_chars, gpu_handle, gpu_instance_handle,
+    mig_handle, put,
 };
 
 #[unsafe(no_mangle)]
@@ -360,6 +364,160 @@ pub unsafe extern "C" fn nvmlGpuInstanceGetInfo(
                     id: mig.gpu_instance_id.unwrap_or(0),
                     profile_id,
                     placement: GpuInstancePlacement { start: 0, size: 0 },
+                },
+            )
+        }
+    })
+}
+
+/// The compute instance with this id in the GPU instance: one exists for every MIG device of
+/// that GPU instance (`compute_instance_id`); any other id is `NVML_ERROR_NOT_FOUND`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlGpuInstanceGetComputeInstanceById(
+    gpu_instance: GpuInstanceHandle,
+    id: c_uint,
+    compute_instance: *mut ComputeInstanceHandle,
+) -> Return {
+    runtime::gpu_instance(
+        "nvmlGpuInstanceGetComputeInstanceById",
+        gpu_instance,
+        |f, gpu, first| {
+            runtime::non_null(compute_instance)?;
+            let gi = first.gpu_instance_id.unwrap_or(0);
+            let exists = f.devices[gpu]
+                .mig_devices
+                .iter()
+                .any(|m| m.gpu_instance_id == Some(gi) && m.compute_instance_id == Some(id));
+            if !exists {
+                return Err(ERROR_NOT_FOUND);
+            }
+            unsafe {
+                put(
+                    compute_instance,
+                    compute_instance_handle(gpu, gi as usize, id as usize),
+                )
+            }
+        },
+    )
+}
+
+/// The profile of this GPU instance's profile (`gpu_instance_profiles[].compute_instance_profiles`
+/// of the profile with its `gpu_instance_profile_id`), by `NVML_COMPUTE_INSTANCE_PROFILE_*`
+/// index; an index or engine profile past NVML's counts is an invalid argument, one the table
+/// leaves out is not supported.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlGpuInstanceGetComputeInstanceProfileInfo(
+    gpu_instance: GpuInstanceHandle,
+    profile: c_uint,
+    eng_profile: c_uint,
+    info: *mut ComputeInstanceProfileInfo,
+) -> Return {
+    runtime::gpu_instance(
+        "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+        gpu_instance,
+        |f, gpu, mig| {
+            runtime::non_null(info)?;
+            if profile >= COMPUTE_INSTANCE_PROFILE_COUNT
+                || eng_profile >= COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT
+            {
+                return Err(ERROR_INVALID_ARGUMENT);
+            }
+            let gi_profile = mig.gpu_instance_profile_id.ok_or(ERROR_NOT_SUPPORTED)?;
+            let p = f.devices[gpu]
+                .gpu_instance_profiles
+                .iter()
+                .find(|p| p.id == gi_profile)
+                .and_then(|p| {
+                    p.compute_instance_profiles
+                        .iter()
+                        .find(|c| c.profile == profile)
+                })
+                .ok_or(ERROR_NOT_SUPPORTED)?;
+            unsafe {
+                put(
+                    info,
+                    ComputeInstanceProfileInfo {
+                        id: p.id,
+                        slice_count: p.slice_count,
+                        instance_count: p.instance_count,
+                        multiprocessor_count: p.multiprocessor_count,
+                        shared_copy_engine_count: p.copy_engine_count,
+                        shared_decoder_count: p.decoder_count,
+                        shared_encoder_count: p.encoder_count,
+                        shared_jpeg_count: p.jpeg_count,
+                        shared_ofa_count: p.ofa_count,
+                    },
+                )
+            }
+        },
+    )
+}
+
+/// Its GPU, GPU instance, id and profile id (`compute_instance_profile_id` of its MIG device;
+/// not supported when the fixture leaves that out).
+unsafe fn compute_instance_info(
+    name: &str,
+    compute_instance: ComputeInstanceHandle,
+    info: *mut ComputeInstanceInfo,
+) -> Return {
+    runtime::compute_instance(
+        name,
+        compute_instance,
+        |_: &Fixture, gpu, mig: &MigDevice| {
+            runtime::non_null(info)?;
+            let profile_id = mig.compute_instance_profile_id.ok_or(ERROR_NOT_SUPPORTED)?;
+            let gi = mig.gpu_instance_id.unwrap_or(0);
+            unsafe {
+                put(
+                    info,
+                    ComputeInstanceInfo {
+                        device: gpu_handle(gpu),
+                        gpu_instance: gpu_instance_handle(gpu, gi as usize),
+                        id: mig.compute_instance_id.unwrap_or(0),
+                        profile_id,
+                        placement: GpuInstancePlacement { start: 0, size: 0 },
+                    },
+                )
+            }
+        },
+    )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlComputeInstanceGetInfo(
+    compute_instance: ComputeInstanceHandle,
+    info: *mut ComputeInstanceInfo,
+) -> Return {
+    unsafe { compute_instance_info("nvmlComputeInstanceGetInfo", compute_instance, info) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlComputeInstanceGetInfo_v2(
+    compute_instance: ComputeInstanceHandle,
+    info: *mut ComputeInstanceInfo,
+) -> Return {
+    unsafe { compute_instance_info("nvmlComputeInstanceGetInfo_v2", compute_instance, info) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfo(
+    device: Handle,
+    info: *mut GpuFabricInfo,
+) -> Return {
+    runtime::device("nvmlDeviceGetGpuFabricInfo", device, |_, t| {
+        runtime::non_null(info)?;
+        let Target::Gpu { dev, .. } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        let fabric = dev.fabric.as_ref().ok_or(ERROR_NOT_SUPPORTED)?;
+        unsafe {
+            put(
+                info,
+                GpuFabricInfo {
+                    cluster_uuid: fabric.cluster_uuid_bytes().unwrap_or([0; 16]),
+                    status: fabric.status.map_or(0, |e| e.0),
+                    clique_id: fabric.clique_id,
+                    state: fabric.state,
                 },
             )
         }

@@ -112,6 +112,50 @@ pub struct GpuInstanceProfileInfo {
     pub memory_size_mb: c_ulonglong,
 }
 
+/// `struct nvmlComputeInstance_st`: opaque, only passed back.
+#[repr(C)]
+pub struct ComputeInstanceOpaque {
+    _unused: [u8; 0],
+}
+
+/// `nvmlComputeInstance_t`.
+pub type ComputeInstanceHandle = *mut ComputeInstanceOpaque;
+
+/// `nvmlComputeInstanceInfo_t` (the same layout for `nvmlComputeInstanceGetInfo` and `_v2`).
+#[repr(C)]
+pub struct ComputeInstanceInfo {
+    pub device: Handle,
+    pub gpu_instance: GpuInstanceHandle,
+    pub id: c_uint,
+    pub profile_id: c_uint,
+    pub placement: GpuInstancePlacement,
+}
+
+/// `nvmlComputeInstanceProfileInfo_t` (the v1 layout of
+/// `nvmlGpuInstanceGetComputeInstanceProfileInfo`).
+#[repr(C)]
+pub struct ComputeInstanceProfileInfo {
+    pub id: c_uint,
+    pub slice_count: c_uint,
+    pub instance_count: c_uint,
+    pub multiprocessor_count: c_uint,
+    pub shared_copy_engine_count: c_uint,
+    pub shared_decoder_count: c_uint,
+    pub shared_encoder_count: c_uint,
+    pub shared_jpeg_count: c_uint,
+    pub shared_ofa_count: c_uint,
+}
+
+/// `nvmlGpuFabricInfo_t` (`nvmlDeviceGetGpuFabricInfo`).
+#[repr(C)]
+pub struct GpuFabricInfo {
+    pub cluster_uuid: [u8; 16],
+    pub status: Return,
+    pub clique_id: c_uint,
+    /// `nvmlGpuFabricState_t` (`NOT_SUPPORTED` 0, `NOT_STARTED` 1, `IN_PROGRESS` 2, `COMPLETED` 3).
+    pub state: u8,
+}
+
 /// `nvmlSystemDriverBranchInfo_v1_t`.
 #[repr(C)]
 pub struct SystemDriverBranchInfo {
@@ -163,4 +207,7 @@ const _: () = assert!(size_of::<SystemDriverBranchInfo>() == 84);
 const _: () = assert!(size_of::<GpuInstanceInfo>() == 24);
 const _: () = assert!(size_of::<GpuInstanceProfileInfo>() == 48);
 const _: () = assert!(size_of::<GridLicenseExpiry>() == 16);
+const _: () = assert!(size_of::<ComputeInstanceInfo>() == 32);
+const _: () = assert!(size_of::<ComputeInstanceProfileInfo>() == 36);
+const _: () = assert!(size_of::<GpuFabricInfo>() == 28);
 const _: () = assert!(size_of::<GridLicensableFeatures>() == 8 + 3 * 284);

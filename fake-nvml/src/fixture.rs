@@ -48,6 +48,39 @@ pub const KNOWN_FUNCTIONS: &[&str] = &[
     "nvmlDeviceGetGpuInstanceProfileInfo",
     "nvmlDeviceGetGpuInstanceById",
     "nvmlGpuInstanceGetInfo",
+    "nvmlGpuInstanceGetComputeInstanceById",
+    "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+    "nvmlComputeInstanceGetInfo",
+    "nvmlComputeInstanceGetInfo_v2",
+    "nvmlDeviceGetNvLinkState",
+    "nvmlDeviceGetGpuFabricInfo",
+];
+
+/// The functions of `KNOWN_FUNCTIONS` that came with R450 (`api_modern`): a driver older than
+/// that does not export them at all, so a fixture of such a driver cannot make them answer
+/// `NVML_ERROR_FUNCTION_NOT_FOUND` (`faults.not_found`); it is loaded through
+/// `libnvidia_ml_legacy.so` instead, which lacks the symbols.
+pub const SINCE_R450: &[&str] = &[
+    "nvmlSystemGetCudaDriverVersion_v2",
+    "nvmlSystemGetDriverBranch",
+    "nvmlDeviceGetCudaComputeCapability",
+    "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceIsMigDeviceHandle",
+    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
+    "nvmlDeviceGetAttributes_v2",
+    "nvmlDeviceGetGridLicensableFeatures_v4",
+    "nvmlDeviceGetGpuInstanceProfileInfo",
+    "nvmlDeviceGetGpuInstanceById",
+    "nvmlGpuInstanceGetInfo",
+    "nvmlGpuInstanceGetComputeInstanceById",
+    "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+    "nvmlComputeInstanceGetInfo",
+    "nvmlComputeInstanceGetInfo_v2",
+    "nvmlDeviceGetGpuFabricInfo",
 ];
 
 /// Handles are addresses in a fixed table, so a fixture may not describe more than this.
@@ -56,6 +89,13 @@ pub const MAX_GPUS: usize = 64;
 pub const MAX_MIG_DEVICES: usize = 8;
 /// GPU instance ids are small (A100/H100: 1-14); handles exist for ids below this.
 pub const MAX_GPU_INSTANCE_ID: usize = 32;
+/// Compute instance ids within a GPU instance (at most 7 compute instances, ids 0-6).
+pub const MAX_COMPUTE_INSTANCE_ID: usize = 8;
+/// `NVML_COMPUTE_INSTANCE_PROFILE_COUNT` and `NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT`.
+pub const COMPUTE_INSTANCE_PROFILE_COUNT: u32 = 8;
+pub const COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT: u32 = 1;
+/// `NVML_NVLINK_MAX_LINKS`.
+pub const NVLINK_MAX_LINKS: usize = 18;
 /// What `nvmlDeviceGetMaxMigDeviceCount` reports for a MIG-capable GPU when the fixture does not
 /// say: A100, H100, H200 and B200 allow 7 MIG devices (A30 allows 4).
 pub const DEFAULT_MAX_MIG_DEVICE_COUNT: u32 = 7;
@@ -169,6 +209,47 @@ pub struct Device {
     #[serde(default)]
     pub gpu_instance_profiles: Vec<GpuInstanceProfile>,
     pub grid_licensable_features: Option<GridLicensableFeatures>,
+    /// `nvmlDeviceGetNvLinkState` per link index (`true`: active), as `nvidia-smi nvlink -s`
+    /// lists the links; absent: the GPU has no NVLink (`NVML_ERROR_NOT_SUPPORTED`). A link
+    /// index past the list is `NVML_ERROR_INVALID_ARGUMENT`, as NVML answers past the GPU's
+    /// link count.
+    pub nvlinks: Option<Vec<bool>>,
+    /// `nvmlDeviceGetGpuFabricInfo`: the GPU's NVLink fabric (nvidia-smi's `Fabric` section);
+    /// absent: `NVML_ERROR_NOT_SUPPORTED`.
+    pub fabric: Option<Fabric>,
+}
+
+/// What `nvmlDeviceGetGpuFabricInfo` reports.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fabric {
+    /// `NOT_SUPPORTED` 0, `NOT_STARTED` 1, `IN_PROGRESS` 2, `COMPLETED` 3.
+    pub state: u8,
+    /// The fabric's registration result (nvidia-smi's `Status`); `SUCCESS` when left out.
+    pub status: Option<ErrorCode>,
+    /// As nvidia-smi prints `ClusterUUID` (`9277d399-0674-44a9-b64e-d85bb19ce2b0`); all zero
+    /// when left out, as on a single-node NVSwitch system.
+    pub cluster_uuid: Option<String>,
+    #[serde(default)]
+    pub clique_id: u32,
+}
+
+impl Fabric {
+    /// The cluster UUID's 16 bytes.
+    pub fn cluster_uuid_bytes(&self) -> Option<[u8; 16]> {
+        let Some(text) = &self.cluster_uuid else {
+            return Some([0; 16]);
+        };
+        let hex: String = text.chars().filter(|c| *c != '-').collect();
+        if hex.len() != 32 {
+            return None;
+        }
+        let mut out = [0u8; 16];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(out)
+    }
 }
 
 /// One GPU instance profile a MIG-capable GPU supports.
@@ -196,6 +277,36 @@ pub struct GpuInstanceProfile {
     pub ofa_count: u32,
     #[serde(default)]
     pub memory_size_mb: u64,
+    /// `nvmlGpuInstanceGetComputeInstanceProfileInfo`'s table for a GPU instance of this
+    /// profile (as `nvidia-smi mig -lcip` lists it), by `NVML_COMPUTE_INSTANCE_PROFILE_*`
+    /// index; profiles left out answer `NVML_ERROR_NOT_SUPPORTED`.
+    #[serde(default)]
+    pub compute_instance_profiles: Vec<ComputeInstanceProfile>,
+}
+
+/// One compute instance profile a GPU instance supports.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComputeInstanceProfile {
+    /// The `NVML_COMPUTE_INSTANCE_PROFILE_*` index it answers to (`1_SLICE` = 0, `2_SLICE` = 1).
+    pub profile: u32,
+    /// Its id (`nvidia-smi mig -lcip`'s Profile ID column).
+    pub id: u32,
+    pub slice_count: u32,
+    #[serde(default)]
+    pub instance_count: u32,
+    #[serde(default)]
+    pub multiprocessor_count: u32,
+    #[serde(default)]
+    pub copy_engine_count: u32,
+    #[serde(default)]
+    pub decoder_count: u32,
+    #[serde(default)]
+    pub encoder_count: u32,
+    #[serde(default)]
+    pub jpeg_count: u32,
+    #[serde(default)]
+    pub ofa_count: u32,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -214,6 +325,8 @@ pub struct MigDevice {
     /// The id of its GPU instance's profile (`nvmlGpuInstanceGetInfo`'s `profileId`).
     pub gpu_instance_profile_id: Option<u32>,
     pub compute_instance_id: Option<u32>,
+    /// The id of its compute instance's profile (`nvmlComputeInstanceGetInfo`'s `profileId`).
+    pub compute_instance_profile_id: Option<u32>,
     pub memory_total_bytes: Option<u64>,
     #[serde(default)]
     pub memory_used_bytes: u64,
@@ -436,6 +549,23 @@ impl Fixture {
                 return bad(format!("faults name an unknown function {name:?}"));
             }
         }
+        let driver_major = self
+            .driver_version
+            .as_deref()
+            .and_then(|v| v.split('.').next()?.parse::<u32>().ok());
+        if let Some(major) = driver_major.filter(|m| *m < 450)
+            && let Some(name) = self
+                .faults
+                .not_found
+                .iter()
+                .find(|n| SINCE_R450.contains(&n.as_str()))
+        {
+            return bad(format!(
+                "faults.not_found: a driver {major} library does not export {name} at all (it \
+                 came with R450), so it cannot answer FUNCTION_NOT_FOUND; load \
+                 libnvidia_ml_legacy.so, which lacks the symbol"
+            ));
+        }
         for key in self.faults.device_errors.keys() {
             match key.parse::<usize>() {
                 Ok(i) if i < self.devices.len() => {}
@@ -490,6 +620,25 @@ impl Fixture {
                         "device {i}: gpu_instance_id must be below {MAX_GPU_INSTANCE_ID}"
                     ));
                 }
+                if m.compute_instance_id
+                    .is_some_and(|id| id as usize >= MAX_COMPUTE_INSTANCE_ID)
+                {
+                    return bad(format!(
+                        "device {i}: compute_instance_id must be below {MAX_COMPUTE_INSTANCE_ID}"
+                    ));
+                }
+            }
+            if d.nvlinks
+                .as_ref()
+                .is_some_and(|l| l.len() > NVLINK_MAX_LINKS)
+            {
+                return bad(format!("device {i}: more than {NVLINK_MAX_LINKS} NVLinks"));
+            }
+            if d.fabric
+                .as_ref()
+                .is_some_and(|f| f.cluster_uuid_bytes().is_none())
+            {
+                return bad(format!("device {i}: fabric.cluster_uuid is not a UUID"));
             }
             if let Some(g) = &d.grid_licensable_features
                 && g.features.len() > 3
@@ -540,9 +689,32 @@ mod tests {
             r#"{"devices": [{"nmae": "x"}]}"#,
             r#"{"devices": [], "faults": {"device_errors": {"0": "GPU_IS_LOST"}}}"#,
             r#"{"devices": [{"pci_bus_id": "19:00"}]}"#,
+            r#"{"devices": [{"fabric": {"state": 3, "cluster_uuid": "not-a-uuid"}}]}"#,
         ] {
             assert!(Fixture::parse(text).is_err(), "{text}");
         }
+    }
+
+    #[test]
+    fn an_old_driver_cannot_claim_function_not_found_for_what_it_lacks() {
+        let fixture = |driver: &str, function: &str| {
+            Fixture::parse(&format!(
+                r#"{{"driver_version": "{driver}", "devices": [],
+                    "faults": {{"not_found": ["{function}"]}}}}"#
+            ))
+        };
+        assert_eq!(
+            fixture("418.43", "nvmlDeviceGetMigMode")
+                .unwrap_err()
+                .to_string(),
+            "faults.not_found: a driver 418 library does not export nvmlDeviceGetMigMode at all \
+             (it came with R450), so it cannot answer FUNCTION_NOT_FOUND; load \
+             libnvidia_ml_legacy.so, which lacks the symbol"
+        );
+        // What a 418 library exports may still answer FUNCTION_NOT_FOUND, and so may a
+        // function of a driver that has it.
+        assert!(fixture("418.43", "nvmlDeviceGetSerial").is_ok());
+        assert!(fixture("535.161.08", "nvmlDeviceGetMigMode").is_ok());
     }
 
     #[test]
@@ -555,6 +727,16 @@ mod tests {
     #[test]
     fn known_functions_are_exactly_the_exported_ones() {
         let source = [include_str!("api.rs"), include_str!("api_modern.rs")].concat();
+        let modern: Vec<&str> = include_str!("api_modern.rs")
+            .split("extern \"C\" fn ")
+            .skip(1)
+            .map(|rest| rest.split('(').next().unwrap())
+            .collect();
+        let mut since: Vec<&str> = SINCE_R450.to_vec();
+        since.sort_unstable();
+        let mut modern_sorted = modern.clone();
+        modern_sorted.sort_unstable();
+        assert_eq!(since, modern_sorted);
         let mut exported: Vec<&str> = source
             .split("extern \"C\" fn ")
             .skip(1)

@@ -30,6 +30,15 @@
 //!   `NVML_GPU_INSTANCE_PROFILE_*` index) and each MIG device's `gpu_instance_profile_id` answer
 //!   `nvmlDeviceGetGpuInstanceProfileInfo`, `nvmlDeviceGetGpuInstanceById` and
 //!   `nvmlGpuInstanceGetInfo`, as go-nvlib uses them to name a profile (`1g.10gb+me`).
+//! - Compute instances: each MIG device's `compute_instance_id` and
+//!   `compute_instance_profile_id`, and each GPU instance profile's `compute_instance_profiles`
+//!   (`nvidia-smi mig -lcip`), answer `nvmlGpuInstanceGetComputeInstanceById`,
+//!   `nvmlComputeInstanceGetInfo(_v2)` and `nvmlGpuInstanceGetComputeInstanceProfileInfo`, the
+//!   calls go-nvlib names `1c.3g.20gb` with.
+//! - `nvlinks` (per link: active or not) answers `nvmlDeviceGetNvLinkState`; `fabric` answers
+//!   `nvmlDeviceGetGpuFabricInfo` (state, status, cluster UUID, clique id).
+//! - `faults.not_found` may not name a function that the fixture's driver (before R450) would
+//!   not export at all: such a driver's library is `fake-nvml-legacy`, which lacks the symbol.
 
 // The exported names are NVML's, not Rust's.
 #![allow(non_snake_case)]

@@ -9,7 +9,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::ctypes::*;
 use crate::fixture::{
-    Action, Device, Fixture, MAX_GPU_INSTANCE_ID, MAX_GPUS, MAX_MIG_DEVICES, MigDevice,
+    Action, Device, Fixture, MAX_COMPUTE_INSTANCE_ID, MAX_GPU_INSTANCE_ID, MAX_GPUS,
+    MAX_MIG_DEVICES, MigDevice,
 };
 
 /// The environment variable naming the fixture, read by every `nvmlInit`.
@@ -110,6 +111,59 @@ pub fn gpu_instance(
             .iter()
             .enumerate()
             .find(|(_, m)| m.gpu_instance_id == Some(id))
+            .ok_or(ERROR_INVALID_ARGUMENT)?;
+        injected(
+            f,
+            name,
+            Some(About {
+                gpu,
+                mig: Some(slot),
+            }),
+        )?;
+        body(f, gpu, mig)
+    })
+}
+
+/// Compute instance handles: `MAX_COMPUTE_INSTANCE_ID` slots per GPU instance handle slot.
+static COMPUTE_INSTANCE_SLOTS: [u8; MAX_GPUS * MAX_GPU_INSTANCE_ID * MAX_COMPUTE_INSTANCE_ID] =
+    [0; MAX_GPUS * MAX_GPU_INSTANCE_ID * MAX_COMPUTE_INSTANCE_ID];
+
+pub fn compute_instance_handle(gpu: usize, gi: usize, ci: usize) -> ComputeInstanceHandle {
+    COMPUTE_INSTANCE_SLOTS
+        .as_ptr()
+        .wrapping_add((gpu * MAX_GPU_INSTANCE_ID + gi) * MAX_COMPUTE_INSTANCE_ID + ci)
+        as ComputeInstanceHandle
+}
+
+/// The GPU index, GPU instance id and compute instance id of a compute instance handle.
+fn resolve_compute_instance(h: ComputeInstanceHandle) -> Option<(usize, u32, u32)> {
+    let offset = (h as usize).wrapping_sub(COMPUTE_INSTANCE_SLOTS.as_ptr() as usize);
+    (offset < COMPUTE_INSTANCE_SLOTS.len()).then_some((
+        offset / (MAX_GPU_INSTANCE_ID * MAX_COMPUTE_INSTANCE_ID),
+        ((offset / MAX_COMPUTE_INSTANCE_ID) % MAX_GPU_INSTANCE_ID) as u32,
+        (offset % MAX_COMPUTE_INSTANCE_ID) as u32,
+    ))
+}
+
+/// A function on a compute instance handle: `body` gets the GPU index and the MIG device of
+/// that compute instance. Unknown handle: invalid argument.
+pub fn compute_instance(
+    name: &str,
+    handle: ComputeInstanceHandle,
+    body: impl FnOnce(&Fixture, usize, &MigDevice) -> Result<(), Return>,
+) -> Return {
+    guarded(|| {
+        let mut st = lock();
+        let resolved = resolve_compute_instance(handle);
+        st.trace(name, resolved.map(|(gpu, _, _)| About { gpu, mig: None }));
+        let f = st.ready(name)?;
+        let (gpu, gi, ci) = resolved.ok_or(ERROR_INVALID_ARGUMENT)?;
+        let dev = f.devices.get(gpu).ok_or(ERROR_INVALID_ARGUMENT)?;
+        let (slot, mig) = dev
+            .mig_devices
+            .iter()
+            .enumerate()
+            .find(|(_, m)| m.gpu_instance_id == Some(gi) && m.compute_instance_id == Some(ci))
             .ok_or(ERROR_INVALID_ARGUMENT)?;
         injected(
             f,

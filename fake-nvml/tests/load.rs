@@ -397,20 +397,42 @@ fn init_faults_and_missing_fixtures() {
 }
 
 #[test]
-fn an_old_driver_lacks_mig_and_compute_capability() {
+fn an_old_driver_fixture_gives_what_its_capture_has() {
     let _turn = turn();
     let nvml = open(Some(&fixture("old-driver-no-mig.json"))).unwrap();
     assert_eq!(nvml.sys_driver_version().unwrap(), "418.43");
-    assert_eq!(err(nvml.sys_cuda_driver_version()), "FunctionNotFound");
     let dev = nvml.device_by_index(0).unwrap();
     assert_eq!(dev.name().unwrap(), "Quadro P400");
     assert_eq!(dev.brand().unwrap(), Brand::Quadro);
     assert_eq!(dev.memory_info().unwrap().total, 1998 * MIB);
-    assert_eq!(err(dev.cuda_compute_capability()), "FunctionNotFound");
-    assert_eq!(err(dev.mig_mode()), "FunctionNotFound");
-    assert_eq!(err(dev.mig_device_count()), "FunctionNotFound");
-    // Not in the 418-era capture, so not reported.
+    // Not in the 418-era capture, so not reported; the library lacking the symbols
+    // altogether is fake-nvml-legacy.
     assert_eq!(err(dev.architecture()), "NotSupported");
+    assert_eq!(err(dev.mig_mode()), "NotSupported");
+}
+
+#[test]
+fn an_old_driver_cannot_answer_function_not_found_for_symbols_it_lacks() {
+    let _turn = turn();
+    // A 418 driver's library does not export nvmlDeviceGetMigMode at all: a fixture saying it
+    // answers FUNCTION_NOT_FOUND is refused (init fails, the reason on stderr).
+    let f = write_temp(
+        "old-not-found.json",
+        r#"{"driver_version": "418.43", "devices": [{}],
+            "faults": {"not_found": ["nvmlDeviceGetMigMode"]}}"#,
+    );
+    assert_eq!(err(open(Some(&f))), "Unknown");
+    // A function it does export may.
+    let f = write_temp(
+        "old-not-found-ok.json",
+        r#"{"driver_version": "418.43", "devices": [{"serial": "1"}],
+            "faults": {"not_found": ["nvmlDeviceGetSerial"]}}"#,
+    );
+    let nvml = open(Some(&f)).unwrap();
+    assert_eq!(
+        err(nvml.device_by_index(0).unwrap().serial()),
+        "FunctionNotFound"
+    );
 }
 
 #[test]

@@ -138,6 +138,21 @@ pub fn gi_profile_shape(profile: u32) -> Option<(u32, &'static str)> {
     })
 }
 
+/// A compute instance profile (`NVML_COMPUTE_INSTANCE_PROFILE_*` index): its slice count, as
+/// go-nvlib reads it. `None` for an index go-nvlib does not know.
+pub fn ci_profile_slices(profile: u32) -> Option<u32> {
+    Some(match profile {
+        0 | 7 => 1, // 1_SLICE, 1_SLICE_REV1
+        1 => 2,
+        2 => 3,
+        3 => 4,
+        4 => 7,
+        5 => 8,
+        6 => 6,
+        _ => return None,
+    })
+}
+
 /// A MIG device's memory in GB as go-nvlib names it: its share of the whole GPU rounded up to
 /// eighths, times the GPU's memory in GB rounded up.
 pub fn mig_memory_gb(mig_memory_mb: u64, gpu_memory_bytes: u64) -> u64 {
@@ -153,13 +168,17 @@ pub fn mig_memory_gb(mig_memory_mb: u64, gpu_memory_bytes: u64) -> u64 {
 
 /// A MIG profile name as NVIDIA's tools write it (`1g.10gb`, `1c.3g.20gb`, `1g.10gb+me`), built
 /// as go-nvlib's `MigProfileInfo.String`: `<C>c.` only when the compute instance is smaller than
-/// the GPU instance; the suffix from the GPU instance profile when NVML gave it.
+/// the GPU instance; the slice counts and suffix from the GPU and compute instance profiles
+/// when NVML gave them, else from the device's attributes.
 pub fn mig_profile(mig: &NvmlMigDevice, gpu_memory_bytes: u64) -> String {
     let gb = mig_memory_gb(mig.memory_size_mb, gpu_memory_bytes);
     let shape = mig.gi_profile.and_then(gi_profile_shape);
     let g = shape.map_or(mig.slices_gi, |(slices, _)| slices);
     let suffix = shape.map_or("", |(_, suffix)| suffix);
-    let c = mig.slices_ci;
+    let c = mig
+        .ci_profile
+        .and_then(ci_profile_slices)
+        .unwrap_or(mig.slices_ci);
     if c == g || c == 0 {
         format!("{g}g.{gb}gb{suffix}")
     } else {
@@ -223,6 +242,13 @@ pub fn discover(
             }
         }
         virtualization(sysfs, dev, &mut a, warnings);
+        match pcie_root(sysfs, dev) {
+            Ok(Some(root)) => {
+                a.insert("pcie_root".into(), root);
+            }
+            Ok(None) => {}
+            Err(e) => warnings.push(format!("{e}; pcie_root left out")),
+        }
         // The vendor's own name first (NVML's, for NVIDIA): one name whichever source answers.
         let product = entry
             .name(dev.device_id)
@@ -383,6 +409,23 @@ fn every_gpu_has_a_local_rdma_nic(devices: &[PciDevice], gpus: &[Gpu]) -> bool {
     })
 }
 
+/// The PCI root bus (host bridge) a function sits under, `<domain>:<bus>` of the
+/// `pci<domain>:<bus>` directory its `bus/pci/devices` link leads through (`0000:15` for
+/// `../../../devices/pci0000:15/0000:15:01.0/.../0000:19:00.0`). GPUs under one root reach each
+/// other without crossing the CPU's interconnect (nvidia-smi topo's `PHB` or better).
+fn pcie_root(sysfs: &Sysfs, dev: &PciDevice) -> Result<Option<String>, crate::sysfs::SysfsError> {
+    let Some(target) = sysfs.link_target(&dev.path)? else {
+        return Ok(None);
+    };
+    Ok(target.components().find_map(|c| {
+        let name = c.as_os_str().to_str()?;
+        let root = name.strip_prefix("pci")?;
+        let (domain, bus) = root.split_once(':')?;
+        let hex = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit());
+        (hex(domain) && bus.len() == 2 && hex(bus)).then(|| root.to_ascii_lowercase())
+    }))
+}
+
 /// SR-IOV: `physfn` of a VF, the VF counts of a PF with VFs enabled, and VFs a guest sees.
 fn virtualization(
     sysfs: &Sysfs,
@@ -481,6 +524,15 @@ fn apply_nvml(gpu: &mut Gpu, n: &NvmlGpu) {
     if let Some(v) = n.vgpu_guest {
         a.insert("vgpu".into(), v.to_string());
     }
+    if let Some(v) = n.nvlinks_active {
+        a.insert("nvlinks".into(), v.to_string());
+    }
+    if let Some(f) = &n.fabric {
+        a.insert(
+            "clique".into(),
+            format!("{}.{}", f.cluster_uuid, f.clique_id),
+        );
+    }
     gpu.mig = n.mig_devices.clone();
 }
 
@@ -555,17 +607,13 @@ fn node_attributes(
         out.insert(format!("count_{}", v.name()), n.to_string());
     }
     accel::memory_summary(gpus.iter().map(|g| &g.attributes), &mut out);
-    // A link between the GPUs that the node shows: NVSwitch functions (NVLink through the
-    // switches) or XGMI (KFD's io_links). Nothing is said otherwise: "pcie" would be a guess, as
-    // NVLink bridges between PCIe cards (and other vendors' links) do not show in sysfs.
-    let xgmi = gpus
-        .iter()
-        .any(|g| g.attributes.get("xgmi_links").is_some_and(|n| n != "0"));
-    if nvswitches > 0 && vendors.contains(&Vendor::Nvidia) {
-        out.insert("interconnect".into(), "nvlink".into());
-    } else if xgmi {
-        out.insert("interconnect".into(), "xgmi".into());
+    if let Some(link) = interconnect(gpus, &vendors, nvswitches) {
+        out.insert("interconnect".into(), link.into());
     }
+    if let Some(c) = clique(gpus) {
+        out.insert("clique".into(), c.into());
+    }
+    placement(gpus, &mut out);
     // Unknown on every GPU counts as alike: eight identical GPUs without a memory reading are
     // still homogeneous.
     let alike = |k: &str| {
@@ -653,6 +701,79 @@ fn node_attributes(
         out.insert("virtual".into(), virtual_gpu.to_string());
     }
     out
+}
+
+/// The link between the node's GPUs: `nvlink` when the node has NVSwitch functions or NVML
+/// reports an active NVLink on a GPU, `xgmi` when an AMD GPU has XGMI links (KFD io_links),
+/// `pcie` when every GPU's links are known and none is either (NVML answered for every NVIDIA
+/// GPU, KFD listed every AMD GPU's io_links). Otherwise nothing: a GPU seen only through sysfs
+/// (NVLink bridges between PCIe cards do not show there) or of another vendor leaves it unknown.
+fn interconnect(
+    gpus: &[Gpu],
+    vendors: &BTreeSet<Vendor>,
+    nvswitches: usize,
+) -> Option<&'static str> {
+    let links = |key: &str| {
+        gpus.iter()
+            .filter_map(|g| g.attributes.get(key))
+            .any(|n| n != "0")
+    };
+    if (nvswitches > 0 && vendors.contains(&Vendor::Nvidia)) || links("nvlinks") {
+        return Some("nvlink");
+    }
+    if links("xgmi_links") {
+        return Some("xgmi");
+    }
+    let known = gpus.iter().all(|g| match g.vendor {
+        Vendor::Nvidia => g.attributes.contains_key("nvlinks"),
+        Vendor::Amd => g.attributes.contains_key("xgmi_links"),
+        _ => false,
+    });
+    known.then_some("pcie")
+}
+
+/// Where the GPUs sit: how many NUMA nodes hold them (`numa_nodes`), the most any one holds
+/// (`numa_gpus_max`: what kubelet's `single-numa-node` topology policy can give one pod), and
+/// how many PCIe roots (`pcie_roots`). Each only when every GPU's value is known; a NUMA node
+/// of -1 (no NUMA information, as in most VMs) is unknown.
+fn placement(gpus: &[Gpu], out: &mut BTreeMap<String, String>) {
+    let all = |key: &str| -> Option<Vec<&str>> {
+        gpus.iter()
+            .map(|g| {
+                g.attributes
+                    .get(key)
+                    .map(String::as_str)
+                    .filter(|v| *v != "-1")
+            })
+            .collect()
+    };
+    if let Some(numa) = all("numa_node") {
+        let mut per: BTreeMap<&str, usize> = BTreeMap::new();
+        for n in numa {
+            *per.entry(n).or_default() += 1;
+        }
+        out.insert("numa_nodes".into(), per.len().to_string());
+        let max = per.values().max().copied().unwrap_or(0);
+        out.insert("numa_gpus_max".into(), max.to_string());
+    }
+    if let Some(roots) = all("pcie_root") {
+        let distinct: BTreeSet<&str> = roots.into_iter().collect();
+        out.insert("pcie_roots".into(), distinct.len().to_string());
+    }
+}
+
+/// The multi-node NVLink domain of the node's GPUs (`<cluster uuid>.<clique id>`), as GFD's
+/// `gpu.clique`: from the GPUs attached to a fabric, when they all name one cluster and one
+/// clique; nothing when none is attached or they disagree.
+fn clique(gpus: &[Gpu]) -> Option<&str> {
+    let ids: BTreeSet<&str> = gpus
+        .iter()
+        .filter_map(|g| g.attributes.get("clique"))
+        .map(String::as_str)
+        .collect();
+    let (uuids, cliques): (BTreeSet<&str>, BTreeSet<&str>) =
+        ids.iter().filter_map(|id| id.rsplit_once('.')).unzip();
+    (uuids.len() == 1 && cliques.len() == 1).then(|| *ids.first().expect("one id"))
 }
 
 /// The longest model name in `gpu-model-<name>.count` (a label name is at most 63 characters).
@@ -843,6 +964,7 @@ mod tests {
             engines_jpeg: 0,
             engines_ofa: 0,
             gi_profile: None,
+            ci_profile: None,
         }
     }
 
@@ -872,6 +994,19 @@ mod tests {
         assert_eq!(mig_profile(&with(13, 1, 1, 16384), h200), "1g.18gb-me");
         assert_eq!(mig_profile(&with(15, 1, 1, 16384), h200), "1g.18gb+me.all");
         assert_eq!(mig_profile(&with(2, 3, 1, 71168), h200), "1c.3g.71gb");
+        // The compute instance profile decides `<c>c.`, whatever the attributes say (go-nvlib
+        // asks the compute-instance calls): 1_SLICE, 2_SLICE, 1_SLICE_REV1.
+        let ci = |p: u32, ci: u32, c| NvmlMigDevice {
+            ci_profile: Some(c),
+            ..with(p, 3, ci, 19968)
+        };
+        let a100_40 = 40960u64 << 20;
+        assert_eq!(mig_profile(&ci(2, 3, 0), a100_40), "1c.3g.20gb");
+        assert_eq!(mig_profile(&ci(2, 3, 1), a100_40), "2c.3g.20gb");
+        assert_eq!(mig_profile(&ci(2, 3, 2), a100_40), "3g.20gb");
+        assert_eq!(mig_profile(&ci(2, 1, 7), a100_40), "1c.3g.20gb");
+        // An unknown compute instance profile: the attributes' slice count.
+        assert_eq!(mig_profile(&ci(2, 2, 9), a100_40), "2c.3g.20gb");
         // An index go-nvlib does not know: the slice counts alone.
         assert_eq!(mig_profile(&with(17, 3, 3, 71168), h200), "3g.71gb");
         // A100-80GB PCIe, 7g (gpu-operator#687: GFD labels it mig-7g.80gb).
@@ -879,6 +1014,47 @@ mod tests {
             mig_profile(&with(4, 7, 7, 81152), 81920u64 << 20),
             "7g.80gb"
         );
+    }
+
+    /// Every device name of the embedded PCI ID database and every NVML name of the catalogue's
+    /// table gives a valid label key within 63 characters, and two names that sanitise
+    /// differently never share a key (a cut name carries a hash of the whole).
+    #[test]
+    fn every_known_product_name_gives_a_valid_distinct_count_key() {
+        let db = String::from_utf8_lossy(include_bytes!("../../data/pci.ids")).into_owned();
+        // Vendors and devices come before the class list (`C 00  Unclassified device`).
+        let mut names: Vec<String> = db
+            .lines()
+            .take_while(|l| !l.starts_with("C "))
+            .filter(|l| l.starts_with('\t') && !l.starts_with("\t\t"))
+            .filter_map(|l| l.trim_start().split_once("  ").map(|(_, n)| n.to_string()))
+            .collect();
+        let from_db = names.len();
+        assert!(from_db > 15_000, "{from_db} device names");
+        for v in &crate::catalogue::catalogue().vendors {
+            for d in &v.devices {
+                names.extend(d.names.iter().chain(&d.products).map(|(_, n)| n.clone()));
+            }
+        }
+        assert!(names.len() > from_db);
+        let mut owner: BTreeMap<String, String> = BTreeMap::new();
+        for name in &names {
+            let full = crate::validate::sanitize_to(name, usize::MAX);
+            if full.is_empty() {
+                continue;
+            }
+            for (prefix, max) in [
+                ("gpu-model-", MODEL_KEY_MAX),
+                ("gpu-family-", FAMILY_KEY_MAX),
+            ] {
+                let key = format!("{prefix}{}.count", crate::validate::sanitize_to(name, max));
+                assert!(key.len() <= 63, "{key}");
+                assert_eq!(crate::validate::qualified_name(&key), Ok(()), "{key}");
+                if let Some(other) = owner.insert(key.clone(), full.clone()) {
+                    assert_eq!(other, full, "{key} names two models");
+                }
+            }
+        }
     }
 
     /// Model names longer than their room in a label key are shortened with a hash of the whole

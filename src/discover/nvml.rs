@@ -60,6 +60,20 @@ pub struct NvmlMigDevice {
     /// The GPU instance profile (`NVML_GPU_INSTANCE_PROFILE_*`, e.g. 7 for `1_SLICE_REV1`, the
     /// `+me` one), when NVML says: it decides the profile name's `+me`/`-me`/`+gfx` suffix.
     pub gi_profile: Option<u32>,
+    /// The compute instance profile (`NVML_COMPUTE_INSTANCE_PROFILE_*`, e.g. 0 for `1_SLICE`),
+    /// when NVML says: it decides the `<c>c.` of `1c.3g.20gb`.
+    #[serde(default)]
+    pub ci_profile: Option<u32>,
+}
+
+/// A GPU's place in a multi-node NVLink domain (`nvmlDeviceGetGpuFabricInfo`), given only when
+/// the GPU is attached as go-nvlib's `IsFabricAttached` has it: registration completed and
+/// succeeded, and a cluster UUID that is not all zero (single-node NVSwitch systems have none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvmlFabric {
+    /// Lower-case, hyphenated (`9277d399-0674-44a9-b64e-d85bb19ce2b0`).
+    pub cluster_uuid: String,
+    pub clique_id: u32,
 }
 
 /// One GPU, as NVML describes it. `None` fields: NVML could not say (older driver, not supported).
@@ -75,6 +89,12 @@ pub struct NvmlGpu {
     pub mig_enabled: Option<bool>,
     pub vgpu_guest: Option<bool>,
     pub mig_devices: Vec<NvmlMigDevice>,
+    /// How many of its NVLinks are active: `Some(0)` for a GPU without NVLink (NVML: not
+    /// supported), `None` when NVML could not say.
+    #[serde(default)]
+    pub nvlinks_active: Option<u32>,
+    #[serde(default)]
+    pub fabric: Option<NvmlFabric>,
 }
 
 /// What one scan found.
@@ -334,6 +354,8 @@ fn read_gpu(
             )
         }),
         mig_devices: Vec::new(),
+        nvlinks_active: nvlinks_active(dev, &mut w),
+        fabric: fabric(nvml, dev, &mut w),
     };
     if mig_enabled == Some(true) {
         let max = optional("MIG device count", dev.mig_device_count(), &mut w).unwrap_or(0);
@@ -364,6 +386,7 @@ fn read_mig(
             return None;
         }
     };
+    let profiles = mig_profile_ids(nvml, parent, &mig);
     let a = match mig.attributes() {
         Ok(a) => a,
         Err(e) if vanished(&e) => {
@@ -386,23 +409,90 @@ fn read_mig(
         engines_encoder: a.shared_encoder_count,
         engines_jpeg: a.shared_jpeg_count,
         engines_ofa: a.shared_ofa_count,
-        gi_profile: gpu_instance_profile(nvml, parent, &mig),
+        gi_profile: profiles.map(|(gi, _)| gi),
+        ci_profile: profiles.and_then(|(_, ci)| ci),
     })
+}
+
+/// `NVML_NVLINK_MAX_LINKS`.
+const NVLINK_MAX_LINKS: u32 = 18;
+
+/// Active NVLinks, counted as `nvidia-smi nvlink -s` lists them: links `0..` until NVML says
+/// the index is past the GPU's links. A GPU without NVLink answers not supported: zero.
+fn nvlinks_active(dev: &nvml_wrapper::Device, w: &mut Vec<String>) -> Option<u32> {
+    let mut active = 0;
+    for link in 0..NVLINK_MAX_LINKS {
+        match dev.link_wrapper_for(link).is_active() {
+            Ok(true) => active += 1,
+            Ok(false) => {}
+            Err(NvmlError::NotSupported) if link == 0 => return Some(0),
+            Err(NvmlError::InvalidArg | NvmlError::NotSupported) => break,
+            Err(e) => {
+                optional::<()>(&format!("NVLink {link} state"), Err(e), w);
+                return None;
+            }
+        }
+    }
+    Some(active)
+}
+
+/// `NVML_GPU_FABRIC_STATE_COMPLETED`.
+const FABRIC_STATE_COMPLETED: u8 = 3;
+
+/// The GPU's fabric, when it is attached to a multi-node NVLink domain. nvml-wrapper does not
+/// wrap `nvmlDeviceGetGpuFabricInfo` (R530 and later); the library's symbol is used when
+/// present.
+fn fabric(nvml: &Nvml, dev: &nvml_wrapper::Device, w: &mut Vec<String>) -> Option<NvmlFabric> {
+    let get = nvml.lib().nvmlDeviceGetGpuFabricInfo.as_ref().ok()?;
+    // SAFETY: the symbol comes from the loaded library with nvml.h's signature (bindgen); the
+    // handle is live for the scan; the out-parameter is a zeroed local of the named type.
+    let info = unsafe {
+        let mut info: nvml_wrapper_sys::bindings::nvmlGpuFabricInfo_t = std::mem::zeroed();
+        let r = nvml_wrapper::error::nvml_try(get(dev.handle(), &mut info));
+        optional("fabric info", r.map(|()| info), w)?
+    };
+    let attached =
+        info.state == FABRIC_STATE_COMPLETED && info.status == 0 && info.clusterUuid != [0; 16];
+    attached.then(|| NvmlFabric {
+        cluster_uuid: uuid_text(&info.clusterUuid),
+        clique_id: info.cliqueId,
+    })
+}
+
+/// 16 bytes as a UUID's text (`8-4-4-4-12` lower-case hex digits).
+fn uuid_text(b: &[u8; 16]) -> String {
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }
 
 /// `NVML_GPU_INSTANCE_PROFILE_COUNT` of current drivers: profile indices are `0..18`.
 pub const GPU_INSTANCE_PROFILE_COUNT: u32 = 18;
+/// `NVML_COMPUTE_INSTANCE_PROFILE_COUNT` and `NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT`.
+const COMPUTE_INSTANCE_PROFILE_COUNT: u32 = 8;
+const COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT: u32 = 1;
 
-/// The GPU instance profile (an `NVML_GPU_INSTANCE_PROFILE_*` index) of a MIG device, found
-/// as go-nvlib's `MigDevice.GetProfile` finds it: the GPU instance's profile id, matched
-/// against the parent's profile table. nvml-wrapper does not wrap these calls; the library's
-/// own symbols are used, each checked for presence first. `None` when any step fails (an older
-/// driver, no MIG monitor permission): the name is then built from the slice counts alone.
-fn gpu_instance_profile(
+/// The GPU instance profile and compute instance profile (`NVML_GPU_INSTANCE_PROFILE_*` and
+/// `NVML_COMPUTE_INSTANCE_PROFILE_*` indices) of a MIG device, found as go-nvlib's
+/// `MigDevice.GetProfile` finds them: the GPU and compute instances by id, their profile ids,
+/// matched against the parent's GPU instance profile table and that instance's compute instance
+/// profile table. nvml-wrapper does not wrap these calls; the library's own symbols are used,
+/// each checked for presence first (`nvmlComputeInstanceGetInfo_v2`, else the v1 symbol, as
+/// go-nvml falls back). `None` when the GPU instance's profile cannot be found (an older driver,
+/// no MIG monitor permission): the name is then built from the device's attributes alone; the
+/// compute instance's profile is `None` on its own when only its steps fail, and its slice
+/// count then comes from the attributes.
+fn mig_profile_ids(
     nvml: &Nvml,
     parent: &nvml_wrapper::Device,
     mig: &nvml_wrapper::Device,
-) -> Option<u32> {
+) -> Option<(u32, Option<u32>)> {
     const SUCCESS: u32 = 0;
     let lib = nvml.lib();
     let instance_id = lib.nvmlDeviceGetGpuInstanceId.as_ref().ok()?;
@@ -427,9 +517,55 @@ fn gpu_instance_profile(
             return None;
         }
         let profile_id: u32 = info.profileId;
-        (0..GPU_INSTANCE_PROFILE_COUNT).find(|&p| {
+        let gi_profile = (0..GPU_INSTANCE_PROFILE_COUNT).find(|&p| {
             let mut pi = std::mem::zeroed();
             profile_info(parent, p, &mut pi) == SUCCESS && pi.id == profile_id
+        })?;
+        Some((gi_profile, compute_instance_profile(lib, gi, mig)))
+    }
+}
+
+/// The compute instance profile index of MIG device `mig` in GPU instance `gi`.
+///
+/// # Safety
+/// `gi` and `mig` are live handles of the loaded library.
+unsafe fn compute_instance_profile(
+    lib: &nvml_wrapper_sys::bindings::NvmlLib,
+    gi: nvml_wrapper_sys::bindings::nvmlGpuInstance_t,
+    mig: nvml_wrapper_sys::bindings::nvmlDevice_t,
+) -> Option<u32> {
+    const SUCCESS: u32 = 0;
+    let ci_id_of = lib.nvmlDeviceGetComputeInstanceId.as_ref().ok()?;
+    let ci_by_id = lib.nvmlGpuInstanceGetComputeInstanceById.as_ref().ok()?;
+    let ci_info = lib
+        .nvmlComputeInstanceGetInfo_v2
+        .as_ref()
+        .or(lib.nvmlComputeInstanceGetInfo.as_ref())
+        .ok()?;
+    let ci_profile_info = lib
+        .nvmlGpuInstanceGetComputeInstanceProfileInfo
+        .as_ref()
+        .ok()?;
+    // SAFETY: as in `mig_profile_ids`: the library's own symbols, live handles, zeroed locals.
+    unsafe {
+        let mut ci_id = 0;
+        if ci_id_of(mig, &mut ci_id) != SUCCESS {
+            return None;
+        }
+        let mut ci = std::ptr::null_mut();
+        if ci_by_id(gi, ci_id, &mut ci) != SUCCESS || ci.is_null() {
+            return None;
+        }
+        let mut info = std::mem::zeroed();
+        if ci_info(ci, &mut info) != SUCCESS {
+            return None;
+        }
+        let profile_id: u32 = info.profileId;
+        (0..COMPUTE_INSTANCE_PROFILE_COUNT).find(|&p| {
+            (0..COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT).any(|e| {
+                let mut pi = std::mem::zeroed();
+                ci_profile_info(gi, p, e, &mut pi) == SUCCESS && pi.id == profile_id
+            })
         })
     }
 }

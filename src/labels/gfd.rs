@@ -16,6 +16,7 @@
 //! | `/sys/class/dmi/id/product_name` | `system.dmiid` `product_name` |
 //! | sharing config (`sharing.timeSlicing`/`sharing.mps`) | `gpu.sharing` |
 //! | vGPU PCI capability | `gpu.device` `vgpu_capability`, `vgpu_host_driver_*` |
+//! | `GetGpuFabricInfo` (cluster UUID, clique id) | `gpu.node` `clique` |
 //!
 //! Deliberate deviations (docs/nvidia-gfd.md): no `gfd.timestamp`; where GFD lets Go's map order
 //! pick which GPU model's labels win on a heterogeneous node, the most numerous model wins (ties:
@@ -190,6 +191,10 @@ pub fn labels(features: &FeatureSet, config: &Config) -> LabelMap {
         let mps = sharing.strategy == Strategy::Mps && !gpus.iter().any(|g| g.mig_enabled);
         out.insert(format!("{NS}mps.capable"), mps.to_string());
         out.insert(format!("{NS}gpu.mode"), gpu_mode(&gpus).to_string());
+        // GFD's imex labeler: the one cluster UUID and clique id of the fabric-attached GPUs.
+        if let Some(c) = features.attribute(crate::discover::gpu::GPU_NODE, "clique") {
+            out.insert(format!("{NS}gpu.clique"), c.to_string());
+        }
         full_gpu_labels(&gpus, &sharing, &mut out);
         match config.mig_strategy {
             MigStrategy::None => {}
