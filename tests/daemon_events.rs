@@ -320,6 +320,68 @@ fn a_mig_reconfiguration_under_the_running_nvml_child_relabels_within_seconds() 
     );
 }
 
+/// On a GB200 tray the fabric manager registers the GPUs with the NVLink fabric after boot: the
+/// agent started while registration was in progress gets the clique from the NVML check once
+/// it completes, without a restart.
+#[test]
+fn the_nvlink_clique_appears_when_the_fabric_finishes_registering() {
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = apiserver::write_kubeconfig(dir.path(), &server.url());
+    let sys = dir.path().join("sys");
+    let buses = [
+        "0008:01:00.0",
+        "0009:01:00.0",
+        "0018:01:00.0",
+        "0019:01:00.0",
+    ];
+    let gpus: Vec<(&str, &str)> = buses.iter().map(|b| (*b, "0x2941")).collect();
+    common::nvidia_sysfs(&sys, &gpus);
+    let mut discovery: Vec<OsString> = common::discovery_args(&sys, &dir.path().join("proc"));
+    discovery.retain(|a| a != "--no-nvml");
+    discovery.extend([
+        "--nvml-lib".into(),
+        common::fake_nvml_lib("nvidia_ml").into(),
+    ]);
+    std::fs::create_dir(dir.path().join("driver")).unwrap();
+    let live = dir.path().join("driver/nvml.json");
+    let done: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(common::nvml_fixture("gb200-4x-clique")).unwrap(),
+    )
+    .unwrap();
+    let mut registering = done.clone();
+    for d in registering["devices"].as_array_mut().unwrap() {
+        d["fabric"]["state"] = serde_json::json!(2);
+    }
+    std::fs::write(&live, registering.to_string()).unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "sources:\n  nvml:\n    checkInterval: 500ms\n").unwrap();
+    let cfg = config.display().to_string();
+    let env = [("FAKE_NVML_FIXTURE", live.as_path())];
+    let agent = start(&kubeconfig, &discovery, &["--config", &cfg], &env);
+    std::fs::write(&config, "sources:\n  nvml:\n    checkInterval: 500ms\n\n").unwrap();
+    let before = expected(&discovery, &["--config", &cfg], &env);
+    assert_eq!(before.get("feature.node.kubernetes.io/gpu.clique"), None);
+    labels_within(&server, &agent, &before, DEADLINE);
+
+    let tmp = dir.path().join("driver/nvml.json.tmp");
+    std::fs::write(&tmp, done.to_string()).unwrap();
+    std::fs::rename(&tmp, &live).unwrap();
+    let after = expected(&discovery, &["--config", &cfg], &env);
+    let mut want = before.clone();
+    want.insert(
+        "feature.node.kubernetes.io/gpu.clique".into(),
+        "9277d399-0674-44a9-b64e-d85bb19ce2b0.32766".into(),
+    );
+    assert_eq!(after, want);
+    labels_within(
+        &server,
+        &agent,
+        &after,
+        DEADLINE + Duration::from_millis(500),
+    );
+}
+
 #[test]
 fn a_gpu_bound_late_is_labelled_within_seconds_of_its_uevent() {
     let server = server();

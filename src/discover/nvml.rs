@@ -200,8 +200,9 @@ impl NvmlProbe for NvmlLibrary {
 
 impl NvmlLibrary {
     /// The light check: only the state that changes while a node runs (how many GPUs answer,
-    /// each one's MIG mode, its MIG devices' slices and memory), as one line of text to compare
-    /// with the last. A few calls per GPU, against a whole scan's dozens.
+    /// each one's MIG mode, its MIG devices' slices and memory, its fabric registration), as one
+    /// line of text to compare with the last. A few calls per GPU, against a whole scan's
+    /// dozens.
     pub fn check(&mut self) -> String {
         let nvml = match self.init() {
             Ok(n) => n,
@@ -239,6 +240,16 @@ impl NvmlLibrary {
                 }
                 Ok(m) => out.push_str(&format!("mig-off(pending {})", m.pending)),
                 Err(_) => out.push('-'),
+            }
+            // The fabric registers after boot (the fabric manager): the clique appears then.
+            if let Some(Ok(f)) = fabric_info(nvml, &dev) {
+                out.push_str(&format!(
+                    " fabric {}/{}/{}.{}",
+                    f.state,
+                    f.status,
+                    uuid_text(&f.clusterUuid),
+                    f.cliqueId
+                ));
             }
         }
         out
@@ -439,18 +450,24 @@ fn nvlinks_active(dev: &nvml_wrapper::Device, w: &mut Vec<String>) -> Option<u32
 /// `NVML_GPU_FABRIC_STATE_COMPLETED`.
 const FABRIC_STATE_COMPLETED: u8 = 3;
 
-/// The GPU's fabric, when it is attached to a multi-node NVLink domain. nvml-wrapper does not
-/// wrap `nvmlDeviceGetGpuFabricInfo` (R530 and later); the library's symbol is used when
-/// present.
-fn fabric(nvml: &Nvml, dev: &nvml_wrapper::Device, w: &mut Vec<String>) -> Option<NvmlFabric> {
+/// `nvmlDeviceGetGpuFabricInfo` (R530 and later; nvml-wrapper does not wrap it): `None` when
+/// the library lacks the symbol.
+fn fabric_info(
+    nvml: &Nvml,
+    dev: &nvml_wrapper::Device,
+) -> Option<Result<nvml_wrapper_sys::bindings::nvmlGpuFabricInfo_t, NvmlError>> {
     let get = nvml.lib().nvmlDeviceGetGpuFabricInfo.as_ref().ok()?;
     // SAFETY: the symbol comes from the loaded library with nvml.h's signature (bindgen); the
     // handle is live for the scan; the out-parameter is a zeroed local of the named type.
-    let info = unsafe {
+    Some(unsafe {
         let mut info: nvml_wrapper_sys::bindings::nvmlGpuFabricInfo_t = std::mem::zeroed();
-        let r = nvml_wrapper::error::nvml_try(get(dev.handle(), &mut info));
-        optional("fabric info", r.map(|()| info), w)?
-    };
+        nvml_wrapper::error::nvml_try(get(dev.handle(), &mut info)).map(|()| info)
+    })
+}
+
+/// The GPU's fabric, when it is attached to a multi-node NVLink domain.
+fn fabric(nvml: &Nvml, dev: &nvml_wrapper::Device, w: &mut Vec<String>) -> Option<NvmlFabric> {
+    let info = optional("fabric info", fabric_info(nvml, dev)?, w)?;
     let attached =
         info.state == FABRIC_STATE_COMPLETED && info.status == 0 && info.clusterUuid != [0; 16];
     attached.then(|| NvmlFabric {
