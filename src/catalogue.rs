@@ -47,6 +47,9 @@ impl Unit {
     }
 }
 
+/// A `names` key: a device id, and the subsystem `(vendor, device)` it is for, if only one.
+pub type NameKey = (u16, Option<(u16, u16)>);
+
 /// One kind of device of a vendor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceEntry {
@@ -58,8 +61,9 @@ pub struct DeviceEntry {
     pub classes: Vec<(u32, u8)>,
     /// Product names for device ids the PCI ID database lacks.
     pub products: Vec<(u16, String)>,
-    /// The vendor's own names (NVML's), taken before the PCI ID database's.
-    pub names: Vec<(u16, String)>,
+    /// The vendor's own names (NVML's), taken before the PCI ID database's: by device id, or by
+    /// device id and subsystem (`(vendor, device)`) where one device id has several names.
+    pub names: Vec<(NameKey, String)>,
     pub memory: Option<Source>,
     pub version: Option<Source>,
     /// The kernel driver (as `/sys/bus/pci/devices/*/driver` names it), where the entry says.
@@ -93,12 +97,18 @@ impl DeviceEntry {
             .map(|(_, n)| n.as_str())
     }
 
-    /// The vendor's own name for `device_id` (NVML's), when the catalogue has it.
-    pub fn name(&self, device_id: u16) -> Option<&str> {
-        self.names
-            .iter()
-            .find(|(id, _)| *id == device_id)
-            .map(|(_, n)| n.as_str())
+    /// The vendor's own name for `device_id` (NVML's), when the catalogue has it: the one for
+    /// its `subsystem` first, else the one for the device id alone.
+    pub fn name(&self, device_id: u16, subsystem: Option<(u16, u16)>) -> Option<&str> {
+        let find = |key: NameKey| {
+            self.names
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, n)| n.as_str())
+        };
+        subsystem
+            .and_then(|s| find((device_id, Some(s))))
+            .or_else(|| find((device_id, None)))
     }
 }
 
@@ -248,9 +258,12 @@ impl Catalogue {
                     .names
                     .iter()
                     .map(|(k, n)| {
-                        hex16(k)
-                            .map(|id| (id, n.clone()))
-                            .ok_or_else(|| at(&format!("names: {k:?} is not 4 hex digits")))
+                        name_key(k).map(|key| (key, n.clone())).ok_or_else(|| {
+                            at(&format!(
+                                "names: {k:?} is not a device id (4 hex digits), optionally \
+                                 followed by a subsystem (\"1db8 10de:131d\")"
+                            ))
+                        })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 let version = d
@@ -283,6 +296,18 @@ impl Catalogue {
             });
         }
         Ok(Catalogue { vendors })
+    }
+}
+
+/// A `names` key: `1db8`, or `1db8 10de:131d` (device id, subsystem vendor:device, as pci.ids
+/// lays out a subsystem's name).
+fn name_key(s: &str) -> Option<NameKey> {
+    match s.split_once(' ') {
+        None => Some((hex16(s)?, None)),
+        Some((device, subsystem)) => {
+            let (vendor, sub_device) = subsystem.split_once(':')?;
+            Some((hex16(device)?, Some((hex16(vendor)?, hex16(sub_device)?))))
+        }
     }
 }
 
@@ -408,6 +433,24 @@ mod tests {
         assert_eq!(kind(0x1fc9, 0x0001, 0x118000, false), None);
     }
 
+    /// A name for a device id and subsystem comes before the device id's own name; another
+    /// subsystem, or none known, gets the device id's.
+    #[test]
+    fn names_by_subsystem_then_by_device_id() {
+        let c = Catalogue::parse(
+            "- {vendor: \"10de\", name: nvidia, source: x, devices: [{kind: gpu, source: y, \
+             names: {\"1db8\": A, \"1db8 10de:131d\": B, \"1db9 10de:0001\": C}}]}\n",
+        )
+        .unwrap();
+        let e = &c.vendors[0].devices[0];
+        assert_eq!(e.name(0x1db8, Some((0x10de, 0x131d))), Some("B"));
+        assert_eq!(e.name(0x1db8, Some((0x10de, 0x12ab))), Some("A"));
+        assert_eq!(e.name(0x1db8, None), Some("A"));
+        assert_eq!(e.name(0x1db9, Some((0x10de, 0x0001))), Some("C"));
+        assert_eq!(e.name(0x1db9, Some((0x10de, 0x0002))), None);
+        assert_eq!(e.name(0x1db9, None), None);
+    }
+
     #[test]
     fn bad_entries_are_refused_with_their_place() {
         let bad = [
@@ -434,6 +477,10 @@ mod tests {
             (
                 "- {vendor: \"1da3\", name: habana, source: x, devices: [{kind: hpu, source: y, classes: [\"1\"]}]}\n",
                 "entry 1 (habana): classes: \"1\" is not 2, 4 or 6 hex digits",
+            ),
+            (
+                "- {vendor: \"10de\", name: nvidia, source: x, devices: [{kind: gpu, source: y, names: {\"1db8 10de-131d\": V}}]}\n",
+                "entry 1 (nvidia): names: \"1db8 10de-131d\" is not a device id (4 hex digits), optionally followed by a subsystem (\"1db8 10de:131d\")",
             ),
         ];
         for (text, want) in bad {

@@ -125,6 +125,32 @@ fn intel_tigerlake_integrated_has_unknown_memory() {
 
 #[test]
 fn amd_mi300x_labels() {
+    // The GPU at e5:00.0 has 7 of 8 partitions in the capture, so SIMDs differ but nothing
+    // labelled here depends on them; memory is the same on all eight.
+    assert_eq!(
+        labels_of(&repo().join("tests/fixtures/sysfs/amd-mi300x-cpx")),
+        label_map(&[
+            ("gpu-amd.count", "8"),
+            ("gpu.count", "8"),
+            ("gpu.family", "gfx942"),
+            ("gpu.memory", "196592"),
+            ("gpu.memory.max", "196592"),
+            ("gpu.memory.total", "1572736"),
+            ("gpu.numa.gpus.max", "4"),
+            ("gpu.numa.nodes", "2"),
+            ("gpu.pcie.roots", "8"),
+            ("gpu.present", "true"),
+            ("gpu.product", "Aqua-Vanjaram-Instinct-MI300X"),
+            ("gpu.vendor", "amd"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+            ("pci-1200_1002.present", "true"),
+        ])
+    );
+}
+
+/// `labels -o json` of a sysfs tree with the shipped rules, no NVML; no warning expected.
+fn labels_of(root: &std::path::Path) -> BTreeMap<String, String> {
     let out = Command::new(BIN)
         .args([
             "labels",
@@ -135,38 +161,27 @@ fn amd_mi300x_labels() {
             "/nonexistent",
             "--sysfs-root",
         ])
-        .arg(repo().join("tests/fixtures/sysfs/amd-mi300x-cpx"))
+        .arg(root)
         .arg("--pci-ids")
         .arg(repo().join("tests/fixtures/pci.ids"))
         .output()
         .unwrap();
-    assert!(out.status.success());
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).as_ref()
+        ),
+        (Some(0), "")
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let p = "feature.node.kubernetes.io/";
-    // The GPU at e5:00.0 has 7 of 8 partitions in the capture, so SIMDs differ but nothing
-    // labelled here depends on them; memory is the same on all eight.
-    let want: BTreeMap<String, String> = [
-        ("gpu-amd.count", "8"),
-        ("gpu.count", "8"),
-        ("gpu.family", "gfx942"),
-        ("gpu.memory", "196592"),
-        ("gpu.memory.max", "196592"),
-        ("gpu.memory.total", "1572736"),
-        ("gpu.numa.gpus.max", "4"),
-        ("gpu.numa.nodes", "2"),
-        ("gpu.pcie.roots", "8"),
-        ("gpu.present", "true"),
-        ("gpu.product", "Aqua-Vanjaram-Instinct-MI300X"),
-        ("gpu.vendor", "amd"),
-        ("gpu.vgpu.present", "false"),
-        ("gpu.virtual", "false"),
-        ("pci-1200_1002.present", "true"),
-    ]
-    .iter()
-    .map(|(k, v)| (format!("{p}{k}"), v.to_string()))
-    .collect();
-    let got: BTreeMap<String, String> = serde_json::from_value(v["labels"].clone()).unwrap();
-    assert_eq!(got, want);
+    serde_json::from_value(v["labels"].clone()).unwrap()
+}
+
+fn label_map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (format!("feature.node.kubernetes.io/{k}"), v.to_string()))
+        .collect()
 }
 
 /// A copy of a fixture tree (symlinks kept) to break one thing in.
@@ -307,6 +322,7 @@ fn an_invalid_utf8_product_name_is_reported_with_its_path() {
 /// The GPU interconnect on real trees (#15, topology): NVSwitch functions (the XE9680's four
 /// H100 NVSwitches `22a3`, the ND A100 v4's six A100 NVSwitches `1af1`) give `nvlink`; the
 /// MI210 server's KFD io_links of type 11 give `xgmi`, 3 links per GPU (two hives of four);
+/// the DGX-2H's eleven readable V100 NVSwitches `1ac2` give `nvlink` too;
 /// a Vega 10 whose io_links are all PCIe gives `pcie`; the MI300X capture whose KFD nodes list
 /// no io_links says nothing (and does not claim zero links either).
 #[test]
@@ -330,6 +346,7 @@ fn the_interconnect_comes_from_nvswitch_functions_and_kfd_io_links() {
     assert_eq!(seen("amd-mi210-8x"), (s("xgmi"), vec![s("3"); 8]));
     assert_eq!(seen("amd-vega10"), (s("pcie"), vec![s("0")]));
     assert_eq!(seen("amd-mi300x-cpx"), (None, vec![None; 8]));
+    assert_eq!(seen("nvidia-dgx2h"), (s("nvlink"), vec![None; 16]));
 }
 
 /// An RDMA NIC next to every GPU (#15, topology): the XE9680's ConnectX functions (`mlx5_core`)
@@ -345,4 +362,108 @@ fn an_rdma_nic_on_every_gpus_numa_node() {
     assert_eq!(local("dell-xe9680-8xh100"), Some("true".to_string()));
     assert_eq!(local("amd-mi210-8x"), None);
     assert_eq!(local("azure-nd-a100-v4"), None);
+}
+
+/// The MI210 server alone (#15, xGMI): eight MI210s in two XGMI hives of four, one root bus
+/// each, four per socket; the whole label map.
+#[test]
+fn mi210_8x_labels() {
+    assert_eq!(
+        labels_of(&repo().join("tests/fixtures/sysfs/amd-mi210-8x")),
+        label_map(&[
+            ("gpu-amd.count", "8"),
+            ("gpu.count", "8"),
+            ("gpu.family", "gfx90a"),
+            ("gpu.interconnect", "xgmi"),
+            ("gpu.numa.gpus.max", "4"),
+            ("gpu.numa.nodes", "2"),
+            ("gpu.pcie.roots", "8"),
+            ("gpu.present", "true"),
+            ("gpu.product", "Aldebaran-MI200-Instinct-MI210"),
+            ("gpu.vendor", "amd"),
+            ("gpu.vgpu.present", "false"),
+            ("gpu.virtual", "false"),
+            ("pci-0380_1002.present", "true"),
+        ])
+    );
+}
+
+/// The DGX-2H tree's labels, its GPUs named `product`.
+fn dgx2h_labels(product: &str) -> BTreeMap<String, String> {
+    label_map(&[
+        ("gpu-nvidia.count", "16"),
+        ("gpu.count", "16"),
+        ("gpu.interconnect", "nvlink"),
+        ("gpu.numa.gpus.max", "8"),
+        ("gpu.numa.nodes", "2"),
+        ("gpu.pcie.roots", "4"),
+        ("gpu.present", "true"),
+        ("gpu.product", product),
+        ("gpu.vendor", "nvidia"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+        ("pci-0302_10de.present", "true"),
+    ])
+}
+
+/// A DGX with NVSwitch (#15): the DGX-2H of hwloc's nvidiaDGX2.xml (GPU_PROVENANCE.md,
+/// nvidia-dgx2h). Sixteen V100 SXM3 behind PLX switches, four under each of four root ports,
+/// eight per socket, and NVSwitch functions (`10de:1ac2`, class 0680) on two of those root
+/// ports. Expected values read off the XML: every GPU's NUMA node and root port, NVML's name
+/// for the board (subsystem `10de:131d`), and the whole label map.
+#[test]
+fn dgx2h_sixteen_v100_behind_nvswitches() {
+    let root = repo().join("tests/fixtures/sysfs/nvidia-dgx2h");
+    assert_eq!(labels_of(&root), dgx2h_labels("Tesla-V100-SXM3-32GB-H"));
+    let (f, stderr) = features_of(&root);
+    assert_eq!(stderr, "");
+    let placement = |g: &Value| {
+        let a = &g["attributes"];
+        ["address", "numa_node", "pcie_root", "product"].map(|k| a[k].as_str().unwrap().to_string())
+    };
+    let got: Vec<_> = f["instances"]["gpu.device"]["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(placement)
+        .collect();
+    let name = "Tesla V100-SXM3-32GB-H";
+    let want: Vec<_> = [
+        ("0000:34:00.0", "0", "0000:2b"),
+        ("0000:36:00.0", "0", "0000:2b"),
+        ("0000:39:00.0", "0", "0000:2b"),
+        ("0000:3b:00.0", "0", "0000:2b"),
+        ("0000:57:00.0", "0", "0000:4e"),
+        ("0000:59:00.0", "0", "0000:4e"),
+        ("0000:5c:00.0", "0", "0000:4e"),
+        ("0000:5e:00.0", "0", "0000:4e"),
+        ("0000:b7:00.0", "1", "0000:ae"),
+        ("0000:b9:00.0", "1", "0000:ae"),
+        ("0000:bc:00.0", "1", "0000:ae"),
+        ("0000:be:00.0", "1", "0000:ae"),
+        ("0000:e0:00.0", "1", "0000:d7"),
+        ("0000:e2:00.0", "1", "0000:d7"),
+        ("0000:e5:00.0", "1", "0000:d7"),
+        ("0000:e7:00.0", "1", "0000:d7"),
+    ]
+    .iter()
+    .map(|(a, n, r)| [a, n, r, &name].map(|s| s.to_string()))
+    .collect();
+    assert_eq!(got, want);
+}
+
+/// NVML's name is per board where one device id has several: `1db8` with the DGX-2H's
+/// subsystem `10de:131d` is "Tesla V100-SXM3-32GB-H"; the same device id on another board keeps
+/// the PCI ID database's name rather than be given the DGX-2H's.
+#[test]
+fn a_device_ids_nvml_name_follows_its_subsystem() {
+    let tree = copy_of("nvidia-dgx2h");
+    for dev in std::fs::read_dir(tree.path().join("bus/pci/drivers/nvidia")).unwrap() {
+        let dev = dev.unwrap().path();
+        std::fs::write(dev.join("subsystem_device"), "0x12ab\n").unwrap();
+    }
+    assert_eq!(
+        labels_of(tree.path()),
+        dgx2h_labels("GV100GL-Tesla-V100-SXM3-32GB")
+    );
 }

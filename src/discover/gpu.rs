@@ -250,8 +250,14 @@ pub fn discover(
             Err(e) => warnings.push(format!("{e}; pcie_root left out")),
         }
         // The vendor's own name first (NVML's, for NVIDIA): one name whichever source answers.
+        let subsystem = ["subsystem_vendor", "subsystem_device"]
+            .map(|k| dev.attr(k).and_then(|v| u16::from_str_radix(v, 16).ok()));
+        let subsystem = match subsystem {
+            [Some(v), Some(d)] => Some((v, d)),
+            _ => None,
+        };
         let product = entry
-            .name(dev.device_id)
+            .name(dev.device_id, subsystem)
             .or_else(|| ids.device_name(dev.vendor_id, dev.device_id))
             .or_else(|| entry.product(dev.device_id));
         if let Some(n) = product {
@@ -1033,7 +1039,8 @@ mod tests {
         assert!(from_db > 15_000, "{from_db} device names");
         for v in &crate::catalogue::catalogue().vendors {
             for d in &v.devices {
-                names.extend(d.names.iter().chain(&d.products).map(|(_, n)| n.clone()));
+                names.extend(d.names.iter().map(|(_, n)| n.clone()));
+                names.extend(d.products.iter().map(|(_, n)| n.clone()));
             }
         }
         assert!(names.len() > from_db);
