@@ -4,9 +4,9 @@
 //! the diff said.
 
 mod apiserver;
+mod common;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use apiserver::*;
 
@@ -52,17 +52,7 @@ fn migrating_cluster() -> FakeApiServer {
 }
 
 fn gpu_labeler(args: &[String]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-labeler"))
-        .args(args)
-        .env_remove("NODE_NAME")
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    common::run(args).parts()
 }
 
 fn diff_args(extra: &[&str]) -> Vec<String> {

@@ -9,11 +9,8 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::repo;
 
-const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 const DELL: [&str; 7] = [
     "--sysfs-root",
     "tests/fixtures/sysfs/dell-xe9680-8xh100",
@@ -25,19 +22,8 @@ const DELL: [&str; 7] = [
 ];
 
 fn explain(args: &[&str], env: &[(&str, String)]) -> (i32, String) {
-    let out = Command::new(BIN)
-        .current_dir(repo())
-        .arg("explain")
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env_remove("GPU_LABELER_CONFIG")
-        .env_remove("GPU_LABELER_RULES")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-    )
+    let r = common::run_env(["explain"].iter().chain(args), env);
+    (r.code, r.stdout)
 }
 
 fn expected(name: &str) -> String {

@@ -9,26 +9,13 @@ mod apiserver;
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use apiserver::*;
 
 const NODE: &str = "gpu-node-1";
 
 fn gpu_labeler(args: &[String], env: &[(&str, String)]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-labeler"))
-        .current_dir(repo())
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env_remove("NODE_NAME")
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    common::run_env(args, env).parts()
 }
 
 /// GFD's labels on the XE9680 (tests/fixtures/gfd/captures, k8s-device-plugin#1501), less the

@@ -6,9 +6,9 @@
 //! nothing to do.
 
 mod apiserver;
+mod common;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use apiserver::*;
 use serde_json::json;
@@ -71,18 +71,7 @@ fn cluster() -> FakeApiServer {
 }
 
 fn gpu_labeler(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-labeler"))
-        .args(args)
-        .env_remove("NODE_NAME")
-        .env_remove("KUBECONFIG")
-        .env_remove("GPU_LABELER_KUBECONFIG")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    common::run(args).parts()
 }
 
 fn methods(server: &FakeApiServer) -> Vec<String> {

@@ -1,21 +1,14 @@
 //! `gpu-labeler rules check` and `explain` as an operator who made typos meets them: every problem
 //! in one run, each naming file:line:column and the rule, exit 1 on any error.
 
+mod common;
+
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    common::run(args).parts()
 }
 
 #[test]

@@ -110,6 +110,11 @@ impl Run {
         parse_log(&self.stderr)
     }
 
+    /// `(exit code, stdout, stderr)`.
+    pub fn parts(self) -> (i32, String, String) {
+        (self.code, self.stdout, self.stderr)
+    }
+
     /// Asserts exit 0 and returns stdout.
     pub fn ok(&self) -> &str {
         assert_eq!(self.code, 0, "exit code; stderr:\n{}", self.stderr);
@@ -138,17 +143,21 @@ pub fn parse_log(stderr: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Runs `gpu-labeler ARGS` with `env` added to an environment cleared of every
-/// `GPU_LABELER_*` variable (so the caller's shell cannot change the result). A panic is a
-/// failure whatever the test checks next.
-pub fn run_env<A, S>(args: A, env: &[(&str, &OsStr)]) -> Run
+/// Runs `gpu-labeler ARGS` in the repository root with `env` added to an environment cleared of
+/// every `GPU_LABELER_*` variable, `NODE_NAME` and `KUBECONFIG` (so the caller's shell cannot
+/// change the result). A panic is a failure whatever the test checks next.
+pub fn run_env<A, S, K, V>(args: A, env: &[(K, V)]) -> Run
 where
     A: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
+    K: AsRef<OsStr>,
+    V: AsRef<OsStr>,
 {
     let mut cmd = Command::new(binary());
+    cmd.current_dir(repo());
     for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("GPU_LABELER_") || k == "NODE_NAME" {
+        if k.to_string_lossy().starts_with("GPU_LABELER_") || k == "NODE_NAME" || k == "KUBECONFIG"
+        {
             cmd.env_remove(k);
         }
     }
@@ -175,7 +184,7 @@ where
     A: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    run_env(args, &[])
+    run_env::<_, _, &str, &str>(args, &[])
 }
 
 /// `--sysfs-root ROOT --proc-root PROC --pci-ids tests/fixtures/pci.ids --no-nvml`.
