@@ -19,6 +19,28 @@ pub async fn kube_client(
     build(kubeconfig, timeout, timeout, max_response_bytes).await
 }
 
+/// Runs `f` with a [`kube_client`] on a runtime of its own, for the one-shot commands that ask
+/// the API server something and exit (`diff`, `prune`, `match`/`inventory`).
+pub fn block_on_client<T, F, Fut>(
+    kubeconfig: Option<&Path>,
+    timeout: Duration,
+    max_response_bytes: usize,
+    f: F,
+) -> Result<T, Error>
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Runtime(format!("cannot start the client's runtime: {e}")))?;
+    rt.block_on(async {
+        let client = kube_client(kubeconfig, timeout, max_response_bytes).await?;
+        f(client).await
+    })
+}
+
 /// A client for a watch: `timeout` to connect and write, but a read may wait `read_timeout`
 /// (longer than the watch's own server-side timeout), so that a quiet watch is not cut short.
 pub async fn kube_watch_client(

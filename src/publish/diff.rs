@@ -256,12 +256,7 @@ pub fn read_node_file(path: &Path) -> Result<Node, Error> {
 
 /// Reads the Node `name` from the API server (`get nodes`), bounded by `timeout`.
 pub fn fetch_node(kubeconfig: Option<&Path>, name: &str, timeout: Duration) -> Result<Node, Error> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Runtime(format!("cannot start the client's runtime: {e}")))?;
-    rt.block_on(async {
-        let client = super::client::kube_client(kubeconfig, timeout, 16 << 20).await?;
+    super::client::block_on_client(kubeconfig, timeout, 16 << 20, |client| async move {
         let api: Api<Node> = Api::all(client);
         tokio::time::timeout(timeout, api.get(name))
             .await

@@ -112,12 +112,7 @@ pub struct Request {
 /// Runs the prune; errors of single Nodes are in their `NodePrune`, an error here (no client,
 /// the Node list unreadable) means nothing was done.
 pub fn run(kubeconfig: Option<&Path>, req: &Request) -> Result<Vec<NodePrune>, Error> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Runtime(format!("cannot start the client's runtime: {e}")))?;
-    rt.block_on(async {
-        let client = super::client::kube_client(kubeconfig, req.timeout, 16 << 20).await?;
+    super::client::block_on_client(kubeconfig, req.timeout, 16 << 20, |client| async move {
         let names = match &req.nodes {
             Nodes::One(n) => vec![n.clone()],
             Nodes::All => list_nodes(&client, req.timeout).await?,

@@ -10,7 +10,7 @@ use kube::api::ListParams;
 
 use super::objects::{NodeInfo, nodes_of};
 use crate::error::Error;
-use crate::publish::client::kube_client;
+use crate::publish::client::block_on_client;
 use crate::yaml::document::from_json;
 
 /// Nodes a page; kubectl's own chunk size.
@@ -20,12 +20,7 @@ const MAX_PAGE_BYTES: usize = 64 << 20;
 
 /// Lists every Node. Errors are runtime errors naming the server's answer.
 pub fn list_nodes(kubeconfig: Option<&Path>, timeout: Duration) -> Result<Vec<NodeInfo>, Error> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Runtime(format!("cannot start the client's runtime: {e}")))?;
-    rt.block_on(async {
-        let client = kube_client(kubeconfig, timeout, MAX_PAGE_BYTES).await?;
+    block_on_client(kubeconfig, timeout, MAX_PAGE_BYTES, |client| async move {
         let api: Api<Node> = Api::all(client);
         let mut out = Vec::new();
         let mut token: Option<String> = None;
