@@ -14,7 +14,7 @@ pub fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Opt
 }
 
 /// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
-fn edit_distance(a: &str, b: &str) -> usize {
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
     let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
@@ -37,4 +37,22 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     d[a.len()][b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edits_and_transpositions() {
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("enabled", "enabld"), 1);
+        assert_eq!(edit_distance("memroy", "memory"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(
+            closest("enabld", ["enabled", "labels"].into_iter()),
+            Some("enabled")
+        );
+        assert_eq!(closest("xyz", ["enabled"].into_iter()), None);
+    }
 }

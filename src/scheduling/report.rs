@@ -240,27 +240,12 @@ fn near_misses(seen: &[Seen]) -> String {
 fn closest_key<'a>(key: &str, keys: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let mut best: Option<(usize, &str)> = None;
     for k in keys {
-        let d = edit_distance(key, k);
+        let d = crate::names::edit_distance(key, k);
         if d <= 2 && best.is_none_or(|(bd, bk)| (d, k) < (bd, bk)) {
             best = Some((d, k));
         }
     }
     best.map(|(_, k)| k)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 fn title(w: &Workload) -> String {
@@ -409,6 +394,10 @@ mod tests {
             Some("a/gpu.memory")
         );
         assert_eq!(closest_key("a/cpu.model", keys.iter().copied()), None);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        // A transposition is one edit (names::edit_distance).
+        assert_eq!(
+            closest_key("a/gpu.famliy", keys.iter().copied()),
+            Some("a/gpu.family")
+        );
     }
 }
