@@ -406,7 +406,7 @@ fn template_field_typos_are_found_before_the_rule_runs() {
             0,
             want,
             format!(
-                "warning: rule \"typos\" (NodeFeatureRule \"template-fields\", {f}:26:7) failed: failed to expand template at line 28, column 39: map has no entry for key \"Attributes\": while evaluating\n"
+                "warning: rule \"typos\" (NodeFeatureRule \"template-fields\", {f}:26:7) failed: failed to expand template at line 28, column 39: map has no entry for key \"Attributes\"\n"
             )
         )
     );

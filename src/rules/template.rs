@@ -257,11 +257,13 @@ fn exec_message(e: &ExecError) -> (Option<(usize, usize)>, String) {
     }
 }
 
+/// The engine's chain is the failing action's own message, then one "while evaluating" per
+/// enclosing action (`range`, `if`, `with`): the position already says where, so those go.
 fn structured_message(s: &StructuredError) -> (Option<(usize, usize)>, String) {
     let messages: Vec<&str> = s
         .chain()
         .map(|c| c.message.trim())
-        .filter(|m| !m.is_empty())
+        .filter(|m| !m.is_empty() && *m != "while evaluating")
         .collect();
     (Some((s.context.line, s.context.col)), messages.join(": "))
 }
