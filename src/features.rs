@@ -54,8 +54,135 @@ pub struct InstanceFeature {
 /// (BENCHMARKS.md, "What was changed to meet the target").
 pub type Text = compact_str::CompactString;
 
-/// An instance's attributes, by name.
-pub type Attributes = BTreeMap<Text, Text>;
+/// An instance's attributes, by name: a map kept as a vector sorted by name, allocated to its
+/// size. A PCI function has 8 to 16 attributes; as a B-tree that was one 544-byte node up to 11
+/// and three nodes (1.7 KB) above, which a host of thousands of functions holds until the
+/// rules have run (BENCHMARKS.md, "Memory per PCI function").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Attributes(Vec<(Text, Text)>);
+
+impl Attributes {
+    pub fn new() -> Self {
+        Attributes(Vec::new())
+    }
+
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key))
+    }
+
+    pub fn get<Q: AsRef<str> + ?Sized>(&self, key: &Q) -> Option<&Text> {
+        self.find(key.as_ref()).ok().map(|i| &self.0[i].1)
+    }
+
+    pub fn contains_key<Q: AsRef<str> + ?Sized>(&self, key: &Q) -> bool {
+        self.find(key.as_ref()).is_ok()
+    }
+
+    /// Sets `key` to `value`; the value it had, if any.
+    pub fn insert(&mut self, key: Text, value: Text) -> Option<Text> {
+        match self.find(&key) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
+            Err(i) => {
+                self.0.insert(i, (key, value));
+                None
+            }
+        }
+    }
+
+    pub fn remove<Q: AsRef<str> + ?Sized>(&mut self, key: &Q) -> Option<Text> {
+        self.find(key.as_ref()).ok().map(|i| self.0.remove(i).1)
+    }
+
+    /// In name order, as a `BTreeMap` would give them.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&Text, &Text)> + ExactSizeIterator {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &Text> + ExactSizeIterator {
+        self.0.iter().map(|(k, _)| k)
+    }
+
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &Text> + ExactSizeIterator {
+        self.0.iter().map(|(_, v)| v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Room for `n` attributes before the vector grows.
+    pub fn with_capacity(n: usize) -> Self {
+        Attributes(Vec::with_capacity(n))
+    }
+
+    /// Gives back the room past `extra` more attributes.
+    pub fn shrink_to(&mut self, extra: usize) {
+        self.0.shrink_to(self.0.len() + extra);
+    }
+}
+
+impl Extend<(Text, Text)> for Attributes {
+    fn extend<I: IntoIterator<Item = (Text, Text)>>(&mut self, iter: I) {
+        for (k, v) in iter {
+            self.insert(k, v);
+        }
+    }
+}
+
+impl FromIterator<(Text, Text)> for Attributes {
+    /// Sorted by name; of two pairs with one name the later wins, as in a `BTreeMap`.
+    fn from_iter<I: IntoIterator<Item = (Text, Text)>>(iter: I) -> Self {
+        let mut v: Vec<(Text, Text)> = iter.into_iter().collect();
+        // Stable: equal names keep their order, and the last of them is kept below.
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out: Vec<(Text, Text)> = Vec::with_capacity(v.len());
+        for pair in v {
+            match out.last_mut() {
+                Some(last) if last.0 == pair.0 => *last = pair,
+                _ => out.push(pair),
+            }
+        }
+        out.shrink_to_fit();
+        Attributes(out)
+    }
+}
+
+impl IntoIterator for Attributes {
+    type Item = (Text, Text);
+    type IntoIter = std::vec::IntoIter<(Text, Text)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Attributes {
+    type Item = (&'a Text, &'a Text);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (Text, Text)>,
+        fn(&'a (Text, Text)) -> (&'a Text, &'a Text),
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+}
+
+impl Serialize for Attributes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Attributes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(BTreeMap::<Text, Text>::deserialize(d)?
+            .into_iter()
+            .collect())
+    }
+}
 
 /// One instance: a bag of attributes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -560,6 +687,40 @@ fn stringify(m: &mut serde_json::Map<String, serde_json::Value>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attributes behave as the `BTreeMap` they replaced: name order, one value per name (the
+    /// last one set), the same JSON.
+    #[test]
+    fn attributes_are_a_map_in_name_order() {
+        let t = |s: &str| Text::from(s);
+        let mut a: Attributes = [("vendor", "10de"), ("class", "0302"), ("vendor", "1002")]
+            .iter()
+            .map(|(k, v)| (t(k), t(v)))
+            .collect();
+        assert_eq!(
+            a.iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect::<Vec<_>>(),
+            [("class", "0302"), ("vendor", "1002")]
+        );
+        assert_eq!(a.insert(t("device"), t("2330")), None);
+        assert_eq!(a.insert(t("class"), t("0300")), Some(t("0302")));
+        assert_eq!(a.get("class").map(Text::as_str), Some("0300"));
+        assert!(a.contains_key("device") && !a.contains_key("driver"));
+        assert_eq!(a.remove("vendor"), Some(t("1002")));
+        assert_eq!(a.remove("vendor"), None);
+        a.extend([(t("address"), t("0000:19:00.0"))]);
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(
+            json,
+            r#"{"address":"0000:19:00.0","class":"0300","device":"2330"}"#
+        );
+        let back: Attributes = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, a);
+        let map: BTreeMap<Text, Text> = a.clone().into_iter().collect();
+        assert_eq!(serde_json::to_string(&map).unwrap(), json);
+        assert_eq!((a.len(), a.is_empty()), (3, false));
+    }
 
     /// `rules check` knows the per-vendor counts and the catalogue's drivers, and still catches
     /// a typo in them.

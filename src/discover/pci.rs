@@ -122,6 +122,7 @@ impl PciDevice {
         if let Some(n) = ids.device_name(self.vendor_id, self.device_id) {
             attributes.insert(Text::const_new("device_name"), n.into());
         }
+        attributes.shrink_to(0);
         Instance { attributes }
     }
 }
@@ -230,7 +231,8 @@ fn read_device(parent: &DirHandle, name: &str) -> Result<(PciDevice, Vec<SysfsEr
         .ok_or_else(|| SysfsError::invalid(path, "not a PCI address (dddd:bb:dd.f)"))?;
     let dir = open_dir_at(parent.fd(), Path::new(name), path, DEVICE_ENTRIES)?;
 
-    let mut attributes = Attributes::new();
+    // Every attribute below fits without the vector growing; it gives back the rest at the end.
+    let mut attributes = Attributes::with_capacity(MANDATORY.len() + NFD_OPTIONAL.len() + 10);
     let mut ids = [0u32; 5];
     let mut class_digits = 0;
     for (i, attr) in MANDATORY.iter().enumerate() {
@@ -292,6 +294,8 @@ fn read_device(parent: &DirHandle, name: &str) -> Result<(PciDevice, Vec<SysfsEr
         optional(key, dir.read_u64(file).map(|v| v.map(|n| n.to_string())));
     }
 
+    // Room for the two names `into_instance` adds.
+    attributes.shrink_to(2);
     let device = PciDevice {
         address: name.to_string(),
         sort_key,
