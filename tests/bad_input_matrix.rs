@@ -1781,7 +1781,7 @@ fn api_rows() -> Vec<Row> {
                 let e = expect(
                     0,
                     vec![warn(format!(
-                        "this node has 517 PCI functions: the agent needs about 13 MiB, more than its memory limit of 8 MiB ({}); raise resources.limits.memory to at least 16Mi",
+                        "this node has 517 PCI functions: the agent needs about 15 MiB, more than its memory limit of 8 MiB ({}); raise resources.limits.memory to at least 19Mi",
                         max.display()
                     ))],
                     apiserver::union(&[&kubelet(), &ours()]),
