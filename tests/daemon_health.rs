@@ -9,33 +9,6 @@ use apiserver::*;
 const NODE: &str = "gpu-node-1";
 const WAIT: Duration = Duration::from_secs(20);
 
-/// Rules with one good label, one rejected label and one rule that fails at evaluation.
-const RULES: &str = r#"apiVersion: nfd.k8s-sigs.io/v1alpha1
-kind: NodeFeatureRule
-metadata:
-  name: health
-spec:
-  rules:
-    - name: good
-      labels: {test.nvidia: "true"}
-      matchFeatures:
-        - feature: pci.device
-          matchExpressions:
-            vendor: {op: In, value: ["10de"]}
-    - name: rejected
-      labels: {test.bad: "not a valid value!"}
-      matchFeatures:
-        - feature: pci.device
-          matchExpressions:
-            vendor: {op: In, value: ["10de"]}
-    - name: failing
-      labels: {test.never: "true"}
-      matchFeatures:
-        - feature: pci.device
-          matchExpressions:
-            vendor: {op: Gt, value: ["5"]}
-"#;
-
 #[test]
 fn health_readiness_and_metrics_tell_what_happened() {
     let server = FakeApiServer::start();
@@ -43,7 +16,7 @@ fn health_readiness_and_metrics_tell_what_happened() {
     let dir = tempfile::tempdir().unwrap();
     let kc = write_kubeconfig(dir.path(), &server.url());
     let rules = dir.path().join("rules.yaml");
-    std::fs::write(&rules, RULES).unwrap();
+    std::fs::write(&rules, OUTCOME_RULES).unwrap();
     let mut agent = Agent::start(
         &run_args(&kc, NODE, &["--rules", rules.to_str().unwrap()]),
         &[],

@@ -28,33 +28,6 @@ const WAIT: Duration = Duration::from_secs(30);
 // ---------------------------------------------------------------------------------------------
 // The scrape.
 
-/// The rules: one good label, one the validation rejects, one rule that fails at evaluation.
-const RULES: &str = r#"apiVersion: nfd.k8s-sigs.io/v1alpha1
-kind: NodeFeatureRule
-metadata:
-  name: monitoring
-spec:
-  rules:
-    - name: good
-      labels: {test.nvidia: "true"}
-      matchFeatures:
-        - feature: pci.device
-          matchExpressions:
-            vendor: {op: In, value: ["10de"]}
-    - name: rejected
-      labels: {test.bad: "not a valid value!"}
-      matchFeatures:
-        - feature: pci.device
-          matchExpressions:
-            vendor: {op: In, value: ["10de"]}
-    - name: failing
-      labels: {test.never: "true"}
-      matchFeatures:
-        - feature: pci.device
-          matchExpressions:
-            vendor: {op: Gt, value: ["5"]}
-"#;
-
 /// Replaces `path` atomically (as an editor or kubelet would), so no reload reads half a file.
 fn replace_file(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp");
@@ -116,7 +89,7 @@ fn scrape() -> &'static str {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = write_kubeconfig(dir.path(), &server.url());
         let rules = dir.path().join("rules.yaml");
-        std::fs::write(&rules, RULES).unwrap();
+        std::fs::write(&rules, OUTCOME_RULES).unwrap();
         let lib = common::fake_nvml_lib("nvidia_ml");
         let mut args: Vec<String> =
             run_args(&kubeconfig, NODE, &["--rules", rules.to_str().unwrap()])
@@ -143,7 +116,10 @@ fn scrape() -> &'static str {
             .unwrap();
         wait_sample(&agent, addr, "gpu_labeler_nvml_failures_total", 1.0);
         // A rules edit wakes the agent (an event) and is published (event-to-publish).
-        replace_file(&rules, &RULES.replace("test.nvidia", "test.nvidia2"));
+        replace_file(
+            &rules,
+            &OUTCOME_RULES.replace("test.nvidia", "test.nvidia2"),
+        );
         wait_sample(&agent, addr, "gpu_labeler_events_total", 1.0);
         wait_sample(
             &agent,

@@ -1223,6 +1223,35 @@ pub fn fixture_args() -> Vec<String> {
     ]
 }
 
+/// Rules that make the agent report each kind of outcome on the fixture: one good label
+/// (`test.nvidia`), one the validation rejects (`test.bad`), one rule that fails at evaluation
+/// (`Gt` on a hex id). `tests/daemon_health.rs` and `tests/monitoring.rs` run the agent on them.
+pub const OUTCOME_RULES: &str = r#"apiVersion: nfd.k8s-sigs.io/v1alpha1
+kind: NodeFeatureRule
+metadata:
+  name: outcomes
+spec:
+  rules:
+    - name: good
+      labels: {test.nvidia: "true"}
+      matchFeatures:
+        - feature: pci.device
+          matchExpressions:
+            vendor: {op: In, value: ["10de"]}
+    - name: rejected
+      labels: {test.bad: "not a valid value!"}
+      matchFeatures:
+        - feature: pci.device
+          matchExpressions:
+            vendor: {op: In, value: ["10de"]}
+    - name: failing
+      labels: {test.never: "true"}
+      matchFeatures:
+        - feature: pci.device
+          matchExpressions:
+            vendor: {op: Gt, value: ["5"]}
+"#;
+
 /// NFD's built-in PCI labels of that fixture.
 pub fn fixture_pci_labels() -> BTreeMap<String, String> {
     [
