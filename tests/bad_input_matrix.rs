@@ -1192,14 +1192,14 @@ fn nvml_rows() -> Vec<Row> {
                     vec![warn(
                         "NVML GPU 3: device fell off the bus or has otherwise become inacessible; left to sysfs",
                     )],
-                    // The lost GPU keeps its product: sysfs names it as NVML does.
+                    // The lost GPU keeps its product and its family: sysfs names it as NVML
+                    // does, and its chip (GH100) gives the family its compute capability does.
                     without(
                         h100(),
                         &[
                             "gpu.memory",
                             "gpu.memory.max",
                             "gpu.memory.total",
-                            "gpu.family",
                             "gpu.compute.major",
                             "gpu.compute.minor",
                         ],

@@ -62,9 +62,10 @@ fn diff_args(extra: &[&str]) -> Vec<String> {
     a
 }
 
-const BEFORE: &str = "node gpu-node-1: 11 to add, 1 to change, 1 to remove, 1 in conflict, 2 unchanged; 2 written only by other managers\n\
+const BEFORE: &str = "node gpu-node-1: 12 to add, 1 to change, 1 to remove, 1 in conflict, 2 unchanged; 2 written only by other managers\n\
     + label feature.node.kubernetes.io/gpu-nvidia.count=8\n\
     ! label feature.node.kubernetes.io/gpu.count=4: wanted 8, but field manager \"nfd-master\" owns it: not applied\n\
+    + label feature.node.kubernetes.io/gpu.family=hopper\n\
     + label feature.node.kubernetes.io/gpu.interconnect=nvlink\n\
     + label feature.node.kubernetes.io/gpu.numa.gpus.max=4\n\
     + label feature.node.kubernetes.io/gpu.numa.nodes=2\n\
@@ -129,6 +130,7 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
         vec![
             (fnk("gpu-nvidia.count"), "add".into()),
             (fnk("gpu.count"), "conflict".into()),
+            (fnk("gpu.family"), "add".into()),
             (fnk("gpu.interconnect"), "add".into()),
             (fnk("gpu.numa.gpus.max"), "add".into()),
             (fnk("gpu.numa.nodes"), "add".into()),
@@ -164,6 +166,7 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
             ("kubernetes.io/hostname", NODE),
             ("feature.node.kubernetes.io/gpu-nvidia.count", "8"),
             ("feature.node.kubernetes.io/gpu.count", "4"),
+            ("feature.node.kubernetes.io/gpu.family", "hopper"),
             ("feature.node.kubernetes.io/gpu.interconnect", "nvlink"),
             ("feature.node.kubernetes.io/gpu.numa.gpus.max", "4"),
             ("feature.node.kubernetes.io/gpu.numa.nodes", "2"),
@@ -193,7 +196,7 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
         (code, stdout.as_str()),
         (
             4,
-            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 1 in conflict, 14 unchanged; 2 written only by other managers\n\
+            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 1 in conflict, 15 unchanged; 2 written only by other managers\n\
              ! label feature.node.kubernetes.io/gpu.count=4: wanted 8, but field manager \"nfd-master\" owns it: not applied\n\
              = label feature.node.kubernetes.io/pci-0302_10de.present=true: also owned by \"nfd-master\"; stays when it stops writing it\n\
              ? label feature.node.kubernetes.io/pci-10de.present=true: written only by \"nfd-master\"; goes when it stops writing it\n\
@@ -224,7 +227,7 @@ fn a_node_file_without_managed_fields_and_bad_files() {
         (code, stdout.as_str()),
         (
             0,
-            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 15 unchanged; 0 written only by other managers\n\
+            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 16 unchanged; 0 written only by other managers\n\
              note: the Node has no managedFields (`kubectl get node NAME -o yaml --show-managed-fields`): no key is known to be owned, so none shows as removed or in conflict\n"
         )
     );
@@ -247,4 +250,14 @@ fn a_node_file_without_managed_fields_and_bad_files() {
             "error: diff needs a Node: --node FILE, or --node-name (NODE_NAME) to read it from the cluster\n"
         )
     );
+}
+
+/// README's "Migrating" shows this test's diff: the block is the real output, whole.
+#[test]
+fn the_readme_shows_this_diff() {
+    let readme = std::fs::read_to_string(common::repo().join("README.md")).unwrap();
+    let start = "$ gpu-labeler diff --node-name gpu-node-1\n";
+    let at = readme.find(start).expect("README shows the diff") + start.len();
+    let block = &readme[at..at + readme[at..].find("```").unwrap()];
+    assert_eq!(block, BEFORE);
 }

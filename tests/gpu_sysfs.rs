@@ -393,6 +393,7 @@ fn dgx2h_labels(product: &str) -> BTreeMap<String, String> {
     label_map(&[
         ("gpu-nvidia.count", "16"),
         ("gpu.count", "16"),
+        ("gpu.family", "volta"),
         ("gpu.interconnect", "nvlink"),
         ("gpu.numa.gpus.max", "8"),
         ("gpu.numa.nodes", "2"),

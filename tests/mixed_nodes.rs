@@ -290,11 +290,14 @@ fn h100_l40s_from_sysfs_alone() {
     let l = labels("h100-l40s", Nvml::Off);
     assert_groups_cover(&l);
     // Both models are named as NVML names them (the `names` table of data/accelerators.yaml),
-    // so the count keys are the NVML run's: a selector on them survives an NVML outage. No
-    // family without NVML's compute capability.
+    // so the count keys are the NVML run's: a selector on them survives an NVML outage. The
+    // families come from the chips the PCI ID database names (GH100, AD102GL), the ones NVML's
+    // compute capability gives (9.0, 8.9).
     assert_eq!(
         counts(&l),
         label_map(&[
+            ("gpu-family-ada-lovelace.count", "4"),
+            ("gpu-family-hopper.count", "4"),
             ("gpu-model-NVIDIA-H100-80GB-HBM3.count", "4"),
             ("gpu-model-NVIDIA-L40S.count", "4"),
             ("gpu-nvidia.count", "8"),
@@ -360,14 +363,18 @@ fn h100_l40s_nvml_gpus_are_matched_to_their_functions_by_address() {
 #[test]
 fn the_names_do_not_depend_on_the_pci_id_database() {
     // tests/fixtures/pci.ids covers tests/fixtures/sysfs/ only and has no L40S line; the names
-    // table names both models all the same, so the labels are the full database's.
+    // table names both models all the same, so the model labels are the full database's. The
+    // family is the database's (the chip, AD102GL): unknown for the L40S here, so no GPU's
+    // family counts, rather than a count of the H100s alone.
     let stdout = run_on(
         "labels",
         "h100-l40s",
         Nvml::Off,
         repo().join("tests/fixtures/pci.ids"),
     );
-    assert_eq!(labels_of(&stdout), labels("h100-l40s", Nvml::Off));
+    let mut want = labels("h100-l40s", Nvml::Off);
+    want.retain(|k, _| !k.starts_with(&format!("{PREFIX}gpu-family-")));
+    assert_eq!(labels_of(&stdout), want);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -432,11 +439,13 @@ fn nvidia_amd_through_nvml() {
 fn nvidia_amd_from_sysfs_alone() {
     let l = labels("nvidia-amd", Nvml::Off);
     assert_groups_cover(&l);
-    // No family counts: the H100s' family needs NVML.
+    // The H100s' family from their chip (GH100), the MI210s' from KFD's gfx target.
     assert_eq!(
         counts(&l),
         label_map(&[
             ("gpu-amd.count", "2"),
+            ("gpu-family-gfx90a.count", "2"),
+            ("gpu-family-hopper.count", "2"),
             ("gpu-model-Aldebaran-MI200-Instinct-MI210.count", "2"),
             ("gpu-model-NVIDIA-H100-80GB-HBM3.count", "2"),
             ("gpu-nvidia.count", "2"),

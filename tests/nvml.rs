@@ -195,12 +195,12 @@ fn a_lost_gpu_drops_only_the_labels_that_need_every_gpu() {
     let mut expected = h100_labels();
     // GPU 3's memory and compute capability are unknown: no value describes all GPUs. Its
     // product is known from sysfs, by the same name NVML gives the others (one name whichever
-    // source answers), so `gpu.product` stays.
+    // source answers), and so is its family (its chip, GH100), so `gpu.product` and
+    // `gpu.family` stay.
     for k in [
         "gpu.memory",
         "gpu.memory.max",
         "gpu.memory.total",
-        "gpu.family",
         "gpu.compute.major",
         "gpu.compute.minor",
     ] {
@@ -219,7 +219,8 @@ fn driver_not_loaded_is_unavailable_and_sysfs_still_labels() {
     assert_eq!(
         v["attributes"]["gpu.node"]["elements"],
         serde_json::json!({
-            "count": "8", "count_nvidia": "8", "homogeneous": "true", "interconnect": "nvlink",
+            "count": "8", "count_nvidia": "8", "family": "hopper", "homogeneous": "true",
+            "interconnect": "nvlink",
             "numa_gpus_max": "4", "numa_nodes": "2", "nvml": "unavailable", "pcie_roots": "8",
             "product": "NVIDIA-H100-80GB-HBM3", "rdma_nic_local": "true", "vendor": "nvidia",
             "vendors": "nvidia",
@@ -676,7 +677,6 @@ fn sysfs_and_nvml_name_and_label_the_gpus_alike() {
             "gpu.driver.major",
             "gpu.driver.minor",
             "gpu.driver.version",
-            "gpu.family",
             "gpu.memory",
             "gpu.memory.max",
             "gpu.memory.total",
@@ -765,6 +765,7 @@ fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
         map(&[
             ("gpu-nvidia.count", "8"),
             ("gpu.count", "8"),
+            ("gpu.family", "ampere"),
             ("gpu.pcie.roots", "8"),
             ("gpu.present", "true"),
             ("gpu.product", "NVIDIA-A100-SXM4-80GB"),

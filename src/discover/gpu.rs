@@ -101,6 +101,38 @@ pub fn nvidia_family(major: i32, minor: i32) -> &'static str {
     }
 }
 
+/// An NVIDIA GPU's family from its chip, as the PCI ID database names it (`GH100 [H100 SXM5
+/// 80GB]`, `AD102GL [L40S]`): the chip's letters name its architecture, the one its compute
+/// capability gives (`nvidia_family`), so a GPU found through sysfs alone has the family NVML
+/// would give. `None` for a name without a known chip prefix (parts older than Fermi, parts the
+/// database names otherwise).
+pub fn nvidia_family_of_chip(pci_name: &str) -> Option<&'static str> {
+    let letters: String = pci_name
+        .chars()
+        .take_while(char::is_ascii_uppercase)
+        .collect();
+    let digits = pci_name[letters.len()..]
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_digit());
+    if !digits {
+        return None;
+    }
+    Some(match letters.as_str() {
+        "GF" => "fermi",
+        "GK" => "kepler",
+        "GM" => "maxwell",
+        "GP" => "pascal",
+        "GV" => "volta",
+        "TU" => "turing",
+        "GA" => "ampere",
+        "AD" => "ada-lovelace",
+        "GH" => "hopper",
+        "GB" => "blackwell",
+        _ => return None,
+    })
+}
+
 /// SR-IOV virtual functions as a guest sees them: no `physfn`, only the device id says VF.
 /// From the PCI ID database (data/pci.ids, 2025.07.11): AMD MxGPU functions, named `... VF`
 /// or `MxGPU`.
@@ -262,6 +294,13 @@ pub fn discover(
             .or_else(|| entry.product(dev.device_id));
         if let Some(n) = product {
             a.insert("product".into(), n.to_string());
+        }
+        if vendor == Vendor::Nvidia
+            && let Some(f) = ids
+                .device_name(dev.vendor_id, dev.device_id)
+                .and_then(nvidia_family_of_chip)
+        {
+            a.insert("family".into(), f.into());
         }
         a.insert("source".into(), "sysfs".into());
         let mut gpu = Gpu {
@@ -1084,6 +1123,45 @@ mod tests {
             crate::validate::sanitize_to("NVIDIA H100 80GB HBM3", MODEL_KEY_MAX),
             "NVIDIA-H100-80GB-HBM3"
         );
+    }
+
+    /// The chip prefixes of the PCI ID database's NVIDIA names give the family the compute
+    /// capability would: each pair is a database name and the capability NVML reports for it.
+    #[test]
+    fn families_from_chip_names() {
+        for (name, (major, minor)) in [
+            ("GF100GL [Tesla C2050 / C2070]", (2, 0)),
+            ("GK110BGL [Tesla K40m]", (3, 5)),
+            ("GM204GL [Tesla M60]", (5, 2)),
+            ("GP100GL [Tesla P100 PCIe 16GB]", (6, 0)),
+            ("GP107GL [Quadro P400]", (6, 1)),
+            ("GV100GL [Tesla V100 SXM3 32GB]", (7, 0)),
+            ("TU104GL [Tesla T4]", (7, 5)),
+            ("GA100 [A100 SXM4 80GB]", (8, 0)),
+            ("GA102GL [A10]", (8, 6)),
+            ("AD102GL [L40S]", (8, 9)),
+            ("GH100 [H100 SXM5 80GB]", (9, 0)),
+            ("GB100 [B200]", (10, 0)),
+            (
+                "GB202GL [RTX PRO 6000 Blackwell Max-Q Workstation Edition]",
+                (12, 0),
+            ),
+        ] {
+            assert_eq!(
+                nvidia_family_of_chip(name),
+                Some(nvidia_family(major, minor)),
+                "{name}"
+            );
+        }
+        for name in [
+            "GT200b [GeForce GTX 275]",
+            "G92 [GeForce 9800 GT]",
+            "NV40",
+            "",
+            "GH",
+        ] {
+            assert_eq!(nvidia_family_of_chip(name), None, "{name}");
+        }
     }
 
     #[test]

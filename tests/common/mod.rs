@@ -552,6 +552,7 @@ pub fn dell_sysfs_default_labels() -> std::collections::BTreeMap<String, String>
     label_map(&[
         ("gpu-nvidia.count", "8"),
         ("gpu.count", "8"),
+        ("gpu.family", "hopper"),
         ("gpu.interconnect", "nvlink"),
         ("gpu.numa.gpus.max", "4"),
         ("gpu.numa.nodes", "2"),
