@@ -468,3 +468,48 @@ fn a_device_ids_nvml_name_follows_its_subsystem() {
         dgx2h_labels("GV100GL-Tesla-V100-SXM3-32GB")
     );
 }
+
+/// `i40e` drives the X710 family, which has no RDMA, and the X722, which has (iWARP through
+/// `irdma`): on the XE9680 with socket 1's ConnectX functions turned into `i40e` functions,
+/// X710 ids (`1572`) leave socket 1's GPUs without a local RDMA NIC, X722 ids (`37d2`) give them
+/// one.
+#[test]
+fn an_x722_counts_as_an_rdma_nic_and_an_x710_does_not() {
+    let local = |device: &str| {
+        let tree = copy_of("dell-xe9680-8xh100");
+        let drivers = tree.path().join("bus/pci/drivers");
+        std::fs::create_dir_all(drivers.join("i40e")).unwrap();
+        for entry in std::fs::read_dir(drivers.join("mlx5_core")).unwrap() {
+            let link = entry.unwrap().path();
+            let dev = std::fs::canonicalize(&link).unwrap();
+            if std::fs::read_to_string(dev.join("numa_node"))
+                .unwrap()
+                .trim()
+                != "1"
+            {
+                continue;
+            }
+            std::fs::write(dev.join("vendor"), "0x8086\n").unwrap();
+            std::fs::write(dev.join("device"), format!("0x{device}\n")).unwrap();
+            let target = std::fs::read_link(dev.join("driver")).unwrap();
+            let target = target.to_str().unwrap().replace("mlx5_core", "i40e");
+            std::fs::remove_file(dev.join("driver")).unwrap();
+            std::os::unix::fs::symlink(target, dev.join("driver")).unwrap();
+            std::fs::rename(&link, drivers.join("i40e").join(link.file_name().unwrap())).unwrap();
+        }
+        let (f, stderr) = features_of(tree.path());
+        assert_eq!(stderr, "");
+        let node = &f["attributes"]["gpu.node"]["elements"];
+        (
+            node["rdma_nic_local"].as_str().map(str::to_string),
+            f["instances"]["pci.device"]["elements"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["attributes"]["driver"] == "i40e")
+                .count(),
+        )
+    };
+    assert_eq!(local("1572"), (None, 6));
+    assert_eq!(local("37d2"), (Some("true".to_string()), 6));
+}

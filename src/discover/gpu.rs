@@ -422,7 +422,8 @@ pub fn discover(
 /// The kernel drivers of RDMA-capable NICs: NVIDIA/Mellanox ConnectX (`mlx5_core`,
 /// `mlx4_core`), Broadcom NetXtreme-E (`bnxt_en`, RoCE through `bnxt_re`), Intel E810 (`ice`,
 /// RDMA through `irdma`), Marvell/QLogic (`qede`), Chelsio (`cxgb4`), Cornelis Omni-Path
-/// (`hfi1`). Not `i40e`: it drives the X722 (iWARP) and the X710 (no RDMA) alike.
+/// (`hfi1`). `i40e` drives the X710 family (no RDMA) and the X722 (iWARP through `irdma`):
+/// only the X722's device ids count (`X722_DEVICE_IDS`).
 const RDMA_NIC_DRIVERS: [&str; 7] = [
     "mlx5_core",
     "mlx4_core",
@@ -433,18 +434,29 @@ const RDMA_NIC_DRIVERS: [&str; 7] = [
     "hfi1",
 ];
 
-/// Whether every GPU's NUMA node holds an RDMA-capable NIC: a network function (class 02)
-/// of one of those drivers, or an InfiniBand controller (class 0207). A NUMA node of -1 (no
+/// The Intel X722's physical functions (torvalds/linux `i40e_devids.h`: KX, QSFP, SFP, 1G and
+/// 10G BASE-T, SFP-I), the `i40e` parts with RDMA.
+const X722_DEVICE_IDS: [u16; 6] = [0x37ce, 0x37cf, 0x37d0, 0x37d1, 0x37d2, 0x37d3];
+
+/// A network function that can do RDMA: an InfiniBand controller (class 0207), a function of
+/// an RDMA NIC driver, or an X722 under `i40e`.
+fn is_rdma_nic(d: &PciDevice) -> bool {
+    d.base_class() == 0x02
+        && (d.class_code >> 8 == 0x0207
+            || d.driver().is_some_and(|drv| {
+                RDMA_NIC_DRIVERS.contains(&drv)
+                    || (drv == "i40e"
+                        && d.vendor_id == 0x8086
+                        && X722_DEVICE_IDS.contains(&d.device_id))
+            }))
+}
+
+/// Whether every GPU's NUMA node holds an RDMA-capable NIC (`is_rdma_nic`). A NUMA node of -1 (no
 /// NUMA information, as in most VMs) only matches -1; a GPU without one matches nothing.
 fn every_gpu_has_a_local_rdma_nic(devices: &[PciDevice], gpus: &[Gpu]) -> bool {
     let nics: BTreeSet<&str> = devices
         .iter()
-        .filter(|d| {
-            d.base_class() == 0x02
-                && (d.class_code >> 8 == 0x0207
-                    || d.driver()
-                        .is_some_and(|drv| RDMA_NIC_DRIVERS.contains(&drv)))
-        })
+        .filter(|d| is_rdma_nic(d))
         .filter_map(|d| d.attr("numa_node"))
         .collect();
     gpus.iter().all(|g| {
