@@ -97,18 +97,16 @@ impl DeviceEntry {
             .map(|(_, n)| n.as_str())
     }
 
-    /// The vendor's own name for `device_id` (NVML's), when the catalogue has it: the one for
-    /// its `subsystem` first, else the one for the device id alone.
-    pub fn name(&self, device_id: u16, subsystem: Option<(u16, u16)>) -> Option<&str> {
+    /// The vendor's own name for `device_id` on the board `subsystem` (NVML's), when the
+    /// catalogue has it: the one for that subsystem first, else the one for the device id alone.
+    pub fn name(&self, device_id: u16, subsystem: (u16, u16)) -> Option<&str> {
         let find = |key: NameKey| {
             self.names
                 .iter()
                 .find(|(k, _)| *k == key)
                 .map(|(_, n)| n.as_str())
         };
-        subsystem
-            .and_then(|s| find((device_id, Some(s))))
-            .or_else(|| find((device_id, None)))
+        find((device_id, Some(subsystem))).or_else(|| find((device_id, None)))
     }
 }
 
@@ -434,7 +432,7 @@ mod tests {
     }
 
     /// A name for a device id and subsystem comes before the device id's own name; another
-    /// subsystem, or none known, gets the device id's.
+    /// subsystem gets the device id's.
     #[test]
     fn names_by_subsystem_then_by_device_id() {
         let c = Catalogue::parse(
@@ -443,12 +441,10 @@ mod tests {
         )
         .unwrap();
         let e = &c.vendors[0].devices[0];
-        assert_eq!(e.name(0x1db8, Some((0x10de, 0x131d))), Some("B"));
-        assert_eq!(e.name(0x1db8, Some((0x10de, 0x12ab))), Some("A"));
-        assert_eq!(e.name(0x1db8, None), Some("A"));
-        assert_eq!(e.name(0x1db9, Some((0x10de, 0x0001))), Some("C"));
-        assert_eq!(e.name(0x1db9, Some((0x10de, 0x0002))), None);
-        assert_eq!(e.name(0x1db9, None), None);
+        assert_eq!(e.name(0x1db8, (0x10de, 0x131d)), Some("B"));
+        assert_eq!(e.name(0x1db8, (0x10de, 0x12ab)), Some("A"));
+        assert_eq!(e.name(0x1db9, (0x10de, 0x0001)), Some("C"));
+        assert_eq!(e.name(0x1db9, (0x10de, 0x0002)), None);
     }
 
     #[test]

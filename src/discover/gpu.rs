@@ -107,18 +107,14 @@ pub fn nvidia_family(major: i32, minor: i32) -> &'static str {
 /// would give. `None` for a name without a known chip prefix (parts older than Fermi, parts the
 /// database names otherwise).
 pub fn nvidia_family_of_chip(pci_name: &str) -> Option<&'static str> {
-    let letters: String = pci_name
-        .chars()
-        .take_while(char::is_ascii_uppercase)
-        .collect();
-    let digits = pci_name[letters.len()..]
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_digit());
-    if !digits {
+    let end = pci_name
+        .find(|c: char| !c.is_ascii_uppercase())
+        .unwrap_or(pci_name.len());
+    let (letters, rest) = pci_name.split_at(end);
+    if !rest.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
     }
-    Some(match letters.as_str() {
+    Some(match letters {
         "GF" => "fermi",
         "GK" => "kepler",
         "GM" => "maxwell",
@@ -282,23 +278,16 @@ pub fn discover(
             Err(e) => warnings.push(format!("{e}; pcie_root left out")),
         }
         // The vendor's own name first (NVML's, for NVIDIA): one name whichever source answers.
-        let subsystem = ["subsystem_vendor", "subsystem_device"]
-            .map(|k| dev.attr(k).and_then(|v| u16::from_str_radix(v, 16).ok()));
-        let subsystem = match subsystem {
-            [Some(v), Some(d)] => Some((v, d)),
-            _ => None,
-        };
+        let db_name = ids.device_name(dev.vendor_id, dev.device_id);
         let product = entry
-            .name(dev.device_id, subsystem)
-            .or_else(|| ids.device_name(dev.vendor_id, dev.device_id))
+            .name(dev.device_id, dev.subsystem)
+            .or(db_name)
             .or_else(|| entry.product(dev.device_id));
         if let Some(n) = product {
             a.insert("product".into(), n.to_string());
         }
         if vendor == Vendor::Nvidia
-            && let Some(f) = ids
-                .device_name(dev.vendor_id, dev.device_id)
-                .and_then(nvidia_family_of_chip)
+            && let Some(f) = db_name.and_then(nvidia_family_of_chip)
         {
             a.insert("family".into(), f.into());
         }

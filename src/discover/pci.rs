@@ -93,6 +93,8 @@ pub struct PciDevice {
     pub path: PathBuf,
     pub vendor_id: u16,
     pub device_id: u16,
+    /// `(subsystem_vendor, subsystem_device)`: the board the chip sits on.
+    pub subsystem: (u16, u16),
     /// The full 24-bit class code (`0x030200`); NFD's `class` attribute is its first 4 hex digits.
     pub class_code: u32,
     /// The `pci.device` attributes, without the names from the ID database.
@@ -122,7 +124,7 @@ impl PciDevice {
         if let Some(n) = ids.device_name(self.vendor_id, self.device_id) {
             attributes.insert(Text::const_new("device_name"), n.into());
         }
-        attributes.shrink_to(0);
+        attributes.shrink_to_len_plus(0);
         Instance { attributes }
     }
 }
@@ -295,13 +297,14 @@ fn read_device(parent: &DirHandle, name: &str) -> Result<(PciDevice, Vec<SysfsEr
     }
 
     // Room for the two names `into_instance` adds.
-    attributes.shrink_to(2);
+    attributes.shrink_to_len_plus(2);
     let device = PciDevice {
         address: name.to_string(),
         sort_key,
         path: path.to_path_buf(),
         vendor_id: ids[1] as u16,
         device_id: ids[2] as u16,
+        subsystem: (ids[3] as u16, ids[4] as u16),
         class_code,
         attributes,
     };
