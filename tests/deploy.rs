@@ -432,10 +432,14 @@ fn admit(p: &Policy, r: &Request, object: Value, old_object: Value) -> Result<()
     if let Some(node) = r.node_claim {
         user_info["extra"] = json!({"authentication.kubernetes.io/node-name": [node]});
     }
-    let request = json!({
-        "operation": r.operation, "name": r.name, "subResource": sub_resource,
-        "userInfo": user_info,
-    });
+    // The admission plugin builds `request` from the AdmissionRequest with its empty fields
+    // left out (`omitempty`): a main-resource request has no `subResource` key at all.
+    let mut request = json!({"operation": r.operation, "userInfo": user_info});
+    for (key, value) in [("name", r.name), ("subResource", sub_resource)] {
+        if !value.is_empty() {
+            request[key] = json!(value);
+        }
+    }
     let mut ctx = cel_interpreter::Context::default();
     ctx.add_variable("request", request).unwrap();
     ctx.add_variable("object", object).unwrap();
