@@ -1,0 +1,538 @@
+//! A test API server built from Kubernetes' own code (tests/kube-apiserver): `k8s.io/apiserver`'s
+//! request handlers, server-side apply field manager and ValidatingAdmissionPolicy plugin on etcd,
+//! built once from Debian's Go packages and cached under `target/kube-apiserver/`.
+//!
+//! [`KubeApiServer::start`] fetches and builds it when needed (tests/kube-apiserver/fetch.sh and
+//! build.sh, under a file lock so that parallel tests build it once), starts etcd and the server
+//! on free loopback ports in a temporary directory, and hands out kubeconfigs and a small HTTP
+//! client for identities it mints: an admin, the agent's service account with a token bound to a
+//! node (`authentication.kubernetes.io/node-name`, as the kubelet binds it), any other user.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+
+/// The agent's service account, as the base installs it.
+pub const SA: &str = "system:serviceaccount:gpu-labeler:gpu-labeler";
+
+/// Where the fetched packages, the Go cache and the server binary are kept between runs.
+pub fn cache_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target dir")
+        .join("kube-apiserver")
+}
+
+fn sources() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kube-apiserver")
+}
+
+/// A stamp of the files a step depends on: the step is done again when one of them changes.
+fn stamp(files: &[&str]) -> String {
+    let mut text = String::new();
+    for f in files {
+        text.push_str(f);
+        text.push('\0');
+        text.push_str(&fs::read_to_string(sources().join(f)).expect("tests/kube-apiserver file"));
+        text.push('\0');
+    }
+    format!("{:016x}", fnv1a(text.as_bytes()))
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
+    })
+}
+
+fn run_step(script: &str, kapi: &Path, log: &Path) {
+    let out = File::create(log).unwrap();
+    let status = Command::new("sh")
+        .arg(sources().join(script))
+        .env("KAPI", kapi)
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run tests/kube-apiserver/{script}: {e}"));
+    if !status.success() {
+        let text = fs::read_to_string(log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(30).collect::<Vec<_>>();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        panic!(
+            "tests/kube-apiserver/{script} failed ({status}); the test API server cannot be built:\n{}",
+            tail.join("\n")
+        );
+    }
+}
+
+/// The server binary, fetched and built on first use and when its sources change.
+pub fn server_binary() -> PathBuf {
+    static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.as_ref() {
+        return p.clone();
+    }
+    let kapi = cache_dir();
+    fs::create_dir_all(&kapi).unwrap();
+    // Other test binaries may be building it at the same time: one at a time.
+    let lock = File::create(kapi.join("lock")).unwrap();
+    lock.lock().unwrap();
+    let fetched = stamp(&["fetch.sh", "packages.txt"]);
+    if fs::read_to_string(kapi.join("fetched.stamp")).ok().as_deref() != Some(fetched.as_str()) {
+        let t = Instant::now();
+        run_step("fetch.sh", &kapi, &kapi.join("fetch.log"));
+        fs::write(kapi.join("fetched.stamp"), &fetched).unwrap();
+        eprintln!("test API server: fetched in {:.0?}", t.elapsed());
+    }
+    let binary = kapi.join("bin/testapiserver");
+    let want = format!("{fetched}+{}", stamp(&["build.sh", "main.go"]));
+    if !binary.exists()
+        || fs::read_to_string(kapi.join("built.stamp")).ok().as_deref() != Some(want.as_str())
+    {
+        let t = Instant::now();
+        run_step("build.sh", &kapi, &kapi.join("build.log"));
+        fs::write(kapi.join("built.stamp"), &want).unwrap();
+        eprintln!("test API server: built in {:.0?}", t.elapsed());
+    }
+    lock.unlock().unwrap();
+    *built = Some(binary.clone());
+    binary
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One identity the server knows: its bearer token is its key in the token file.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Who {
+    pub user: String,
+    pub groups: Vec<String>,
+    /// The node bound into a service-account token (`authentication.kubernetes.io/node-name`).
+    pub node: Option<String>,
+}
+
+impl Who {
+    pub fn admin() -> Who {
+        Who {
+            user: "admin".into(),
+            groups: vec!["system:masters".into()],
+            node: None,
+        }
+    }
+
+    /// A service account's token, bound to `node` when given (as a projected token in a pod).
+    pub fn service_account(user: &str, node: Option<&str>) -> Who {
+        let namespace = user.split(':').nth(2).unwrap_or("default");
+        Who {
+            user: user.into(),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{namespace}"),
+            ],
+            node: node.map(str::to_string),
+        }
+    }
+
+    /// The agent's token in its pod on `node`.
+    pub fn agent(node: &str) -> Who {
+        Who::service_account(SA, Some(node))
+    }
+
+    pub fn user(name: &str) -> Who {
+        Who {
+            user: name.into(),
+            groups: Vec::new(),
+            node: None,
+        }
+    }
+
+    fn token(&self) -> String {
+        let text = format!("{}|{}|{}", self.user, self.groups.join(","), self.node.as_deref().unwrap_or(""));
+        format!("t{:016x}", fnv1a(text.as_bytes()))
+    }
+}
+
+/// An answer: status code and body (JSON, or a string when it is not JSON).
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub code: u16,
+    pub body: Value,
+}
+
+impl Answer {
+    pub fn ok(&self) -> bool {
+        (200..300).contains(&self.code)
+    }
+
+    /// The message of a `Status` answer.
+    pub fn message(&self) -> String {
+        self.body["message"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// The message an admission policy denied the request with, or `None` when the answer is
+    /// not a policy denial.
+    pub fn denial(&self) -> Option<String> {
+        let m = self.message();
+        m.split_once(" denied request: ").map(|(_, why)| why.to_string())
+    }
+
+    /// `Ok(())` when the request went through, `Err(denial)` when a policy denied it; panics on
+    /// any other answer (the test's request was wrong, not the policy).
+    pub fn decision(&self) -> Result<(), String> {
+        if self.ok() {
+            return Ok(());
+        }
+        match self.denial() {
+            Some(why) => Err(why),
+            None => panic!("neither admitted nor denied by a policy: {} {}", self.code, self.body),
+        }
+    }
+}
+
+pub struct KubeApiServer {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    etcd: Child,
+    server: Child,
+    tokens: Mutex<BTreeMap<String, Value>>,
+    ca: String,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl KubeApiServer {
+    /// A fresh etcd and API server with nothing in them but what the server creates itself.
+    pub fn start() -> KubeApiServer {
+        let binary = server_binary();
+        let etcd_bin = cache_dir().join("root/usr/bin/etcd");
+        let dir = tempfile::tempdir().unwrap();
+        let (client, peer, port) = (free_port(), free_port(), free_port());
+        let log = |name: &str| File::create(dir.path().join(name)).unwrap();
+        let etcd = Command::new(&etcd_bin)
+            .args(["--data-dir", dir.path().join("etcd").to_str().unwrap()])
+            .arg("--unsafe-no-fsync")
+            .args(["--listen-client-urls", &format!("http://127.0.0.1:{client}")])
+            .args(["--advertise-client-urls", &format!("http://127.0.0.1:{client}")])
+            .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
+            .args(["--initial-advertise-peer-urls", &format!("http://127.0.0.1:{peer}")])
+            .args(["--initial-cluster", &format!("default=http://127.0.0.1:{peer}")])
+            .args(["--log-level", "warn"])
+            .stdout(Stdio::null())
+            .stderr(log("etcd.log"))
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", etcd_bin.display()));
+        let tokens_path = dir.path().join("tokens.json");
+        fs::write(&tokens_path, "{}").unwrap();
+        let server = Command::new(&binary)
+            .args(["--port", &port.to_string()])
+            .args(["--etcd-servers", &format!("http://127.0.0.1:{client}")])
+            .args(["--token-file", tokens_path.to_str().unwrap()])
+            .args(["--cert-dir", dir.path().join("certs").to_str().unwrap()])
+            .arg("-v=1")
+            .stdout(Stdio::null())
+            .stderr(log("apiserver.log"))
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut s = KubeApiServer {
+            dir,
+            port,
+            etcd,
+            server,
+            tokens: Mutex::new(BTreeMap::new()),
+            ca: String::new(),
+            runtime,
+        };
+        let cert = s.dir.path().join("certs/apiserver.crt");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(pem) = fs::read(&cert) {
+                s.ca = base64(&pem);
+                if let Ok(a) = s.try_request(&Who::admin(), "GET", "/readyz", None)
+                    && a.code == 200
+                {
+                    break;
+                }
+            }
+            if let Ok(Some(status)) = s.server.try_wait() {
+                panic!("the test API server exited ({status}):\n{}", s.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the test API server was not ready in 60 s:\n{}",
+                s.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        s
+    }
+
+    /// The server's log (for a failure message).
+    pub fn log(&self) -> String {
+        let text = fs::read_to_string(self.dir.path().join("apiserver.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    fn register(&self, who: &Who) -> String {
+        let token = who.token();
+        let mut tokens = self.tokens.lock().unwrap();
+        if !tokens.contains_key(&token) {
+            let mut entry = json!({"username": who.user, "uid": format!("uid-{token}"), "groups": who.groups});
+            if let Some(node) = &who.node {
+                entry["extra"] = json!({"authentication.kubernetes.io/node-name": [node]});
+            }
+            tokens.insert(token.clone(), entry);
+            let path = self.dir.path().join("tokens.json");
+            let tmp = path.with_extension("tmp");
+            fs::write(&tmp, serde_json::to_vec(&*tokens).unwrap()).unwrap();
+            fs::rename(tmp, path).unwrap();
+        }
+        token
+    }
+
+    /// A kubeconfig for `who` (written once, in the server's directory).
+    pub fn kubeconfig(&self, who: &Who) -> PathBuf {
+        let token = self.register(who);
+        let path = self.dir.path().join(format!("kubeconfig-{token}"));
+        if !path.exists() {
+            let mut f = File::create(&path).unwrap();
+            write!(
+                f,
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: t, cluster: {{server: \"{}\", certificate-authority-data: \"{}\"}}}}]\n\
+                 users: [{{name: u, user: {{token: {token}}}}}]\ncontexts: [{{name: t, context: {{cluster: t, user: u}}}}]\ncurrent-context: t\n",
+                self.url(),
+                self.ca
+            )
+            .unwrap();
+        }
+        path
+    }
+
+    fn client(&self, who: &Who) -> kube::Client {
+        let path = self.kubeconfig(who);
+        self.runtime.block_on(async {
+            let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
+            let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .unwrap();
+            kube::Client::try_from(config).unwrap()
+        })
+    }
+
+    fn try_request(
+        &self,
+        who: &Who,
+        method: &str,
+        path: &str,
+        body: Option<(&str, &Value)>,
+    ) -> Result<Answer, kube::Error> {
+        let client = self.client(who);
+        let mut req = http::Request::builder().method(method).uri(path);
+        let bytes = match body {
+            Some((content_type, value)) => {
+                req = req.header("content-type", content_type);
+                serde_json::to_vec(value).unwrap()
+            }
+            None => Vec::new(),
+        };
+        let req = req.body(kube::client::Body::from(bytes)).unwrap();
+        self.runtime.block_on(async {
+            let response = client.send(req).await?;
+            let code = response.status().as_u16();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| kube::Error::Service(e.into()))?
+                .to_bytes();
+            let body = serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+            Ok(Answer { code, body })
+        })
+    }
+
+    /// One request as `who`; `body` is sent with its content type.
+    pub fn request(&self, who: &Who, method: &str, path: &str, body: Option<(&str, &Value)>) -> Answer {
+        self.try_request(who, method, path, body)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}\n{}", self.log()))
+    }
+
+    /// Server-side apply of `object` by field manager `manager` as `who`.
+    pub fn apply(&self, who: &Who, manager: &str, path: &str, object: &Value, force: bool) -> Answer {
+        let force = if force { "&force=true" } else { "" };
+        self.request(
+            who,
+            "PATCH",
+            &format!("{path}?fieldManager={manager}{force}"),
+            Some(("application/apply-patch+yaml", object)),
+        )
+    }
+
+    /// A JSON merge patch by field manager `manager` as `who` (recorded as an `Update`).
+    pub fn merge_patch(&self, who: &Who, manager: &str, path: &str, patch: &Value) -> Answer {
+        self.request(
+            who,
+            "PATCH",
+            &format!("{path}?fieldManager={manager}"),
+            Some(("application/merge-patch+json", patch)),
+        )
+    }
+
+    pub fn get(&self, path: &str) -> Value {
+        let a = self.request(&Who::admin(), "GET", path, None);
+        assert_eq!(a.code, 200, "GET {path}: {}", a.body);
+        a.body
+    }
+
+    pub fn node(&self, name: &str) -> Value {
+        self.get(&format!("/api/v1/nodes/{name}"))
+    }
+
+    pub fn labels(&self, name: &str) -> BTreeMap<String, String> {
+        let node = self.node(name);
+        node["metadata"]["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The label keys each field manager owns on the Node (from the real managedFields), with
+    /// the manager's operation and subresource: `manager/Operation[/subresource]` -> keys.
+    pub fn label_owners(&self, name: &str) -> BTreeMap<String, Vec<String>> {
+        let node = self.node(name);
+        let mut owners = BTreeMap::new();
+        for m in node["metadata"]["managedFields"].as_array().into_iter().flatten() {
+            let mut who = format!("{}/{}", m["manager"].as_str().unwrap(), m["operation"].as_str().unwrap());
+            if let Some(sub) = m["subresource"].as_str() {
+                who = format!("{who}/{sub}");
+            }
+            let keys: Vec<String> = m["fieldsV1"]["f:metadata"]["f:labels"]
+                .as_object()
+                .map(|o| o.keys().filter(|k| *k != ".").map(|k| k.trim_start_matches("f:").to_string()).collect())
+                .unwrap_or_default();
+            if !keys.is_empty() {
+                owners.insert(who, keys);
+            }
+        }
+        owners
+    }
+
+    /// Creates a Node as the kubelet registers it: its labels owned by manager `kubelet`.
+    pub fn create_node(&self, name: &str, labels: &[(&str, &str)]) {
+        let labels: serde_json::Map<String, Value> =
+            labels.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        let a = self.request(
+            &Who::admin(),
+            "POST",
+            "/api/v1/nodes?fieldManager=kubelet",
+            Some((
+                "application/json",
+                &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}),
+            )),
+        );
+        assert!(a.ok(), "create node {name}: {} {}", a.code, a.body);
+    }
+
+    pub fn delete(&self, path: &str) {
+        let a = self.request(&Who::admin(), "DELETE", path, None);
+        assert!(a.ok() || a.code == 404, "DELETE {path}: {} {}", a.code, a.body);
+    }
+
+    /// Creates (or replaces) every object of a YAML stream as the admin, and for each
+    /// ValidatingAdmissionPolicy waits until the admission plugin enforces it.
+    pub fn apply_yaml(&self, text: &str) {
+        let docs: Vec<Value> = text
+            .split("\n---\n")
+            .map(|doc| serde_saphyr::from_str::<Value>(doc).expect("YAML document"))
+            .collect();
+        for doc in docs.into_iter().filter(|d| !d.is_null()) {
+            let path = object_path(&doc);
+            let a = self.apply(&Who::admin(), "kubectl", &path, &doc, true);
+            assert!(a.ok(), "apply {path}: {} {}", a.code, a.body);
+        }
+    }
+
+    /// Waits until `probe` gets a denial from a policy (the plugin loads policies and bindings
+    /// through informers, a moment after they are created).
+    pub fn wait_enforced(&self, mut probe: impl FnMut() -> Answer) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if probe().denial().is_some() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the policy is not enforced after 30 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The REST path of an object (core/v1, admissionregistration, nfd; cluster or namespaced).
+pub fn object_path(doc: &Value) -> String {
+    let api_version = doc["apiVersion"].as_str().expect("apiVersion");
+    let kind = doc["kind"].as_str().expect("kind");
+    let name = doc["metadata"]["name"].as_str().expect("metadata.name");
+    let resource = match kind {
+        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies".to_string(),
+        other => format!("{}s", other.to_lowercase()),
+    };
+    let root = if api_version.contains('/') {
+        format!("/apis/{api_version}")
+    } else {
+        format!("/api/{api_version}")
+    };
+    match doc["metadata"]["namespace"].as_str() {
+        Some(ns) => format!("{root}/namespaces/{ns}/{resource}/{name}"),
+        None => format!("{root}/{resource}/{name}"),
+    }
+}
+
+impl Drop for KubeApiServer {
+    fn drop(&mut self) {
+        for child in [&mut self.server, &mut self.etcd] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
