@@ -180,6 +180,11 @@ pub struct LabelPolicy {
     /// where it defaults to the shipped admission policy's (`POLICY_NAMESPACES`).
     #[serde(default)]
     pub allowed_ns: Option<Vec<String>>,
+    /// Within `nvidia.com`, only the keys the `nvidia-gfd` profile writes ([`GFD_KEYS`]): what
+    /// deploy/components/nvidia-gfd's policy admits. Set by the daemon for the node sink with
+    /// that profile, never read from a file.
+    #[serde(skip)]
+    pub gfd_keys_only: bool,
 }
 
 /// The label namespaces the shipped admission policy (deploy/base/admission-policy.yaml,
@@ -191,6 +196,13 @@ pub const POLICY_NAMESPACES: [&str; 4] = [
     "profile.node.kubernetes.io",
     "*.profile.node.kubernetes.io",
 ];
+
+/// Every `nvidia.com/` key the `nvidia-gfd` profile can write (src/labels/gfd.rs), as a regular
+/// expression over the whole key (RE2 syntax, as the admission policy's CEL `matches` takes it).
+/// The one list: deploy/components/nvidia-gfd's `allowedKey` is this pattern after NFD's
+/// namespaces (tests/deploy.rs holds them equal, and runs the profile on every fixture,
+/// strategy and sharing mode against the real admission plugin).
+pub const GFD_KEYS: &str = r"nvidia\.com/(gpu\.(product|count|memory|family|machine|mode|replicas|sharing-strategy|clique|compute\.(major|minor)|multiprocessors|slices\.(gi|ci)|engines\.(copy|decoder|encoder|jpeg|ofa))|cuda\.(driver|runtime|driver-version|runtime-version)\.(major|minor|rev|revision|full)|mig\.(capable|strategy)|mps\.capable|vgpu\.(present|host-driver-version|host-driver-branch)|mig-[a-z0-9.]+\.(count|memory|multiprocessors|product|replicas|sharing-strategy|slices\.(gi|ci)|engines\.(copy|decoder|encoder|jpeg|ofa))|gfd\.timestamp)";
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -336,6 +336,7 @@ pub fn with_defaults(mut config: Config, node_sink: bool) -> Config {
         let mut ns = config::POLICY_NAMESPACES.map(String::from).to_vec();
         if config.profiles.contains(&config::Profile::NvidiaGfd) {
             ns.push("nvidia.com".into());
+            config.labels.gfd_keys_only = true;
         }
         config.labels.allowed_ns = Some(ns);
     }

@@ -99,8 +99,22 @@ pub fn validate_label(key: &str, value: &str, policy: &LabelPolicy) -> Result<St
             allowed.join(", ")
         ));
     }
+    if policy.gfd_keys_only && ns == "nvidia.com" && !is_gfd_key(&full) {
+        return Err(format!(
+            "{full:?} is not a key the nvidia-gfd profile writes (the nvidia-gfd component's admission policy admits only those)"
+        ));
+    }
     label_value(value).map_err(|e| format!("invalid value {:?}: {e}", elide(value, 100)))?;
     Ok(full)
+}
+
+/// Whether `key` is one the `nvidia-gfd` profile writes ([`crate::config::GFD_KEYS`]).
+pub fn is_gfd_key(key: &str) -> bool {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        regex::Regex::new(&format!("^(?:{})$", crate::config::GFD_KEYS)).expect("GFD_KEYS")
+    })
+    .is_match(key)
 }
 
 /// `ns` is `pattern`, or for `*.x`, a sub-domain of `x`.
@@ -367,6 +381,7 @@ mod tests {
             extra_label_ns: extra.iter().map(|s| s.to_string()).collect(),
             deny_label_ns: deny.iter().map(|s| s.to_string()).collect(),
             allowed_ns: None,
+            gfd_keys_only: false,
         }
     }
 

@@ -5,19 +5,23 @@
 //! - The DaemonSet's container, run as the kubelet would run it (its args, its env with the
 //!   downward API filled in, its ConfigMaps mounted at their paths), labels its Node on the
 //!   test API server with exactly the labels the README promises, plus the example-rules component's rule.
-//! - The ValidatingAdmissionPolicy's CEL (matchConditions, variables, validations and messages,
-//!   evaluated with the `cel-interpreter` crate) admits the agent's own patches and refuses a
-//!   patch of another Node, of a foreign label or annotation, of the spec, and a token without
-//!   a node.
+//! - The ValidatingAdmissionPolicies, installed on a test API server built from Kubernetes' own
+//!   code (tests/kube-apiserver: the real admission plugin, field manager and handlers), admit
+//!   the agent's own writes and refuse a write of another Node, of a foreign label or
+//!   annotation, of the spec, and a token without a node. Each row of the tables is a real
+//!   request, by the agent's token or another user's, on a Node its managers made through
+//!   their own requests (the managedFields are the real field manager's).
 
 mod apiserver;
 mod common;
+mod kube;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use apiserver::{Agent, FakeApiServer, write_kubeconfig};
+use apiserver::Agent;
+use kube::{KubeApiServer, Who};
 use serde_json::{Value, json};
 
 fn docs(rel: &str) -> Vec<Value> {
@@ -143,32 +147,20 @@ fn the_daemonset_as_deployed_labels_its_own_node() {
     // What the test adds: the API server (in a pod: the service account), the NVML library that
     // the NVIDIA runtime mounts (the fake one, with the Dell's 8x H100), the test's pci.ids, and
     // one cycle.
-    // The Node as kubelet and NFD left it; the shipped Node policy's CEL decides each of the
-    // agent's writes, as the API server would (with the node bound into the agent's token).
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[("kubernetes.io/hostname", NODE)]);
-    server.merge_patch_labels(
-        NODE,
+    // The Node as kubelet and NFD left it, on the test API server built from Kubernetes' own
+    // code with the shipped Node policy: the real admission plugin decides each of the agent's
+    // writes, made with a token bound to its node as the kubelet binds it.
+    let server = server_with(&node_policy());
+    let path = format!("/api/v1/nodes/{NODE}");
+    server.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+    let a = server.merge_patch(
+        &Who::admin(),
         "nfd-master",
-        &[(
-            "feature.node.kubernetes.io/cpu-model.vendor_id",
-            Some("Intel"),
-        )],
+        &path,
+        &json!({"metadata": {"labels": {"feature.node.kubernetes.io/cpu-model.vendor_id": "Intel"}}}),
     );
-    let policy = node_policy();
-    server.with(|s| {
-        s.admission = Some(apiserver::Admission(Box::new(move |before, after| {
-            let request = Request {
-                user: SA,
-                node_claim: Some(NODE),
-                operation: "UPDATE",
-                resource: "nodes",
-                name: NODE,
-            };
-            admit(&policy, &request, after.clone(), before.clone())
-        })))
-    });
-    let kubeconfig = write_kubeconfig(root.path(), &server.url());
+    assert!(a.ok(), "{}", a.body);
+    let kubeconfig = server.kubeconfig(&Who::agent(NODE));
     args.extend([
         format!("--kubeconfig={}", kubeconfig.display()),
         format!(
@@ -223,21 +215,16 @@ fn the_daemonset_as_deployed_labels_its_own_node() {
     assert_eq!(server.labels(NODE), expected);
 
     // A stolen token's apply of NFD's own label is refused whole.
-    let (code, body) = apiserver::http(
-        server.addr,
-        "PATCH",
-        &format!("/api/v1/nodes/{NODE}?fieldManager=gpu-labeler&force=true"),
-        Some((
-            "application/apply-patch+yaml",
-            &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE,
-                    "labels": {"feature.node.kubernetes.io/cpu-model.vendor_id": "AMD"}}})
-            .to_string(),
-        )),
-    )
-    .unwrap();
-    let body: Value = serde_json::from_str(&body).unwrap();
+    let a = server.apply(
+        &Who::agent(NODE),
+        "gpu-labeler",
+        &path,
+        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE,
+                "labels": {"feature.node.kubernetes.io/cpu-model.vendor_id": "AMD"}}}),
+        true,
+    );
     assert_eq!(
-        (code, body["message"].as_str().unwrap()),
+        (a.code, a.message().as_str()),
         (
             403,
             "nodes \"gpu-node-7\" is forbidden: ValidatingAdmissionPolicy 'gpu-labeler-own-node' with binding 'gpu-labeler-own-node' denied request: gpu-labeler may only add labels in its own namespaces, and change or remove only the labels it owns"
@@ -259,32 +246,11 @@ fn the_shipped_configuration_and_rules_check_clean() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The admission policy.
+// The admission policy, as the real ValidatingAdmissionPolicy plugin of the test API server
+// (tests/kube-apiserver) decides it.
 
-struct Policy {
-    operations: Vec<String>,
-    resources: Vec<String>,
-    match_conditions: Vec<String>,
-    variables: Vec<(String, String)>,
-    /// (expression, message or messageExpression)
-    validations: Vec<(String, Message)>,
-}
-
-enum Message {
-    Fixed(String),
-    Expression(String),
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap().to_string())
-        .collect()
-}
-
-/// The ValidatingAdmissionPolicy `name` of these documents, with its Deny binding.
-fn policy_of(docs: &[Value], name: &str) -> Policy {
+/// The ValidatingAdmissionPolicy `name` of these documents and its Deny binding, as shipped.
+fn policy_of(docs: &[Value], name: &str) -> Vec<Value> {
     let vap = docs
         .iter()
         .find(|d| d["kind"] == "ValidatingAdmissionPolicy" && d["metadata"]["name"] == name)
@@ -296,58 +262,11 @@ fn policy_of(docs: &[Value], name: &str) -> Policy {
         })
         .unwrap_or_else(|| panic!("no binding of {name}"));
     assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
-    let spec = &vap["spec"];
-    assert_eq!(spec["failurePolicy"], "Fail");
-    let (rule,) = match spec["matchConstraints"]["resourceRules"]
-        .as_array()
-        .unwrap()
-        .as_slice()
-    {
-        [r] => (r,),
-        other => panic!("one resource rule expected, got {other:?}"),
-    };
-    let group = rule["apiGroups"][0].as_str().unwrap();
-    let text = |v: &Value| v.as_str().unwrap().to_string();
-    Policy {
-        operations: strings(&rule["operations"]),
-        resources: strings(&rule["resources"])
-            .into_iter()
-            .map(|r| {
-                if group.is_empty() {
-                    r
-                } else {
-                    format!("{group}/{r}")
-                }
-            })
-            .collect(),
-        match_conditions: spec["matchConditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| text(&c["expression"]))
-            .collect(),
-        variables: spec["variables"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| (text(&v["name"]), text(&v["expression"])))
-            .collect(),
-        validations: spec["validations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| {
-                let message = match v["messageExpression"].as_str() {
-                    Some(e) => Message::Expression(e.to_string()),
-                    None => Message::Fixed(text(&v["message"])),
-                };
-                (text(&v["expression"]), message)
-            })
-            .collect(),
-    }
+    assert_eq!(vap["spec"]["failurePolicy"], "Fail");
+    vec![vap.clone(), binding.clone()]
 }
 
-fn node_policy() -> Policy {
+fn node_policy() -> Vec<Value> {
     policy_of(
         &docs("deploy/base/admission-policy.yaml"),
         "gpu-labeler-own-node",
@@ -356,7 +275,7 @@ fn node_policy() -> Policy {
 
 /// The Node policy as deploy/components/nvidia-gfd patches it: its JSON patch (a `test` of the
 /// variable's name, a `replace` of its expression) applied as kustomize applies it.
-fn gfd_node_policy() -> Policy {
+fn gfd_node_policy() -> Vec<Value> {
     let component = docs("deploy/components/nvidia-gfd/kustomization.yaml").remove(0);
     let patch = component["patches"]
         .as_array()
@@ -366,40 +285,71 @@ fn gfd_node_policy() -> Policy {
         .unwrap();
     let ops: Vec<Value> = serde_saphyr::from_str(patch["patch"].as_str().unwrap()).unwrap();
     let mut p = node_policy();
-    let index = |path: &str| -> usize {
-        path.strip_prefix("/spec/variables/")
-            .and_then(|r| r.split('/').next())
-            .and_then(|i| i.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected path {path}"))
-    };
+    let variables = &mut p[0]["spec"]["variables"];
     for op in ops {
-        let i = index(op["path"].as_str().unwrap());
-        match (op["op"].as_str().unwrap(), op["path"].as_str().unwrap()) {
-            ("test", path) if path.ends_with("/name") => {
-                assert_eq!(op["value"].as_str().unwrap(), p.variables[i].0)
-            }
-            ("replace", path) if path.ends_with("/expression") => {
-                p.variables[i].1 = op["value"].as_str().unwrap().to_string()
-            }
+        let path = op["path"].as_str().unwrap();
+        let rest = path
+            .strip_prefix("/spec/variables/")
+            .unwrap_or_else(|| panic!("unexpected path {path}"));
+        let (i, field) = rest.split_once('/').unwrap();
+        let i: usize = i.parse().unwrap();
+        match (op["op"].as_str().unwrap(), field) {
+            ("test", "name") => assert_eq!(op["value"], variables[i]["name"]),
+            ("replace", "expression") => variables[i]["expression"] = op["value"].clone(),
             other => panic!("unexpected op {other:?}"),
         }
     }
     p
 }
 
-fn nodefeature_policy() -> Policy {
+fn nodefeature_policy() -> Vec<Value> {
     policy_of(
         &docs("deploy/components/nodefeature/admission-policy.yaml"),
         "gpu-labeler-own-nodefeature",
     )
 }
 
-fn eval(expr: &str, ctx: &cel_interpreter::Context) -> cel_interpreter::Value {
-    let program = cel_interpreter::Program::compile(expr)
-        .unwrap_or_else(|e| panic!("does not compile: {expr}: {e}"));
-    program
-        .execute(ctx)
-        .unwrap_or_else(|e| panic!("evaluation error (the API server would deny): {expr}: {e}"))
+/// A test API server with `policy` installed and enforced by the admission plugin.
+fn server_with(policy: &[Value]) -> KubeApiServer {
+    let s = KubeApiServer::start();
+    s.create_namespace("gpu-labeler");
+    for doc in policy {
+        let path = kube::object_path(doc);
+        let doc = kube::without_namespace_if_cluster_scoped(doc.clone(), &path);
+        let a = s.apply(&Who::admin(), "kubectl", &path, &doc, true);
+        assert!(a.ok(), "{path}: {} {}", a.code, a.body);
+    }
+    // The plugin loads policies through informers: wait until a request it must refuse is
+    // refused (creating a Node is refused by the Node policy, another node's NodeFeature by the
+    // NodeFeature policy).
+    let agent = Who::agent("n1");
+    s.wait_enforced(|| {
+        if policy[0]["metadata"]["name"] == "gpu-labeler-own-nodefeature" {
+            let probe = nodefeature("probe", "probe", &[], "probe");
+            s.apply(
+                &agent,
+                "gpu-labeler",
+                &kube::object_path(&probe),
+                &probe,
+                true,
+            )
+        } else {
+            let a = s.request(
+                &agent,
+                "POST",
+                "/api/v1/nodes",
+                Some((
+                    "application/json",
+                    &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "probe"}}),
+                )),
+            );
+            if a.ok() {
+                s.delete("/api/v1/nodes/probe");
+            }
+            a
+        }
+    });
+    s
 }
 
 /// Who asks for what: user, the node bound into the token, operation, resource (`nodes`,
@@ -413,62 +363,16 @@ struct Request<'a> {
     name: &'a str,
 }
 
-/// The API server's decision for one request: `Ok` when admitted (or not matched), else the
-/// denial's message. `object` and `old_object` as the API server hands them to admission: the
-/// whole objects, `managedFields` included (after and before the request's field manager ran).
-fn admit(p: &Policy, r: &Request, object: Value, old_object: Value) -> Result<(), String> {
-    if !p.operations.iter().any(|o| o == r.operation)
-        || !p.resources.iter().any(|x| x == r.resource)
-    {
-        return Ok(());
-    }
-    let sub_resource = r.resource.split_once('/').map_or("", |(_, s)| s);
-    let sub_resource = if r.resource.contains('.') {
-        ""
-    } else {
-        sub_resource
-    };
-    let mut user_info = json!({"username": r.user});
-    if let Some(node) = r.node_claim {
-        user_info["extra"] = json!({"authentication.kubernetes.io/node-name": [node]});
-    }
-    // The admission plugin builds `request` from the AdmissionRequest with its empty fields
-    // left out (`omitempty`): a main-resource request has no `subResource` key at all.
-    let mut request = json!({"operation": r.operation, "userInfo": user_info});
-    for (key, value) in [("name", r.name), ("subResource", sub_resource)] {
-        if !value.is_empty() {
-            request[key] = json!(value);
+impl Request<'_> {
+    /// The token: a service account's bound to the node it claims, or another user's.
+    fn who(&self) -> Who {
+        if self.user.starts_with("system:serviceaccount:") {
+            Who::service_account(self.user, self.node_claim)
+        } else {
+            Who::user(self.user)
         }
     }
-    let mut ctx = cel_interpreter::Context::default();
-    ctx.add_variable("request", request).unwrap();
-    ctx.add_variable("object", object).unwrap();
-    ctx.add_variable("oldObject", old_object).unwrap();
-    for c in &p.match_conditions {
-        if eval(c, &ctx) != cel_interpreter::Value::Bool(true) {
-            return Ok(());
-        }
-    }
-    let mut variables: HashMap<String, cel_interpreter::Value> = HashMap::new();
-    for (name, expr) in &p.variables {
-        let v = eval(expr, &ctx);
-        variables.insert(name.clone(), v);
-        ctx.add_variable_from_value("variables", variables.clone());
-    }
-    for (expr, message) in &p.validations {
-        if eval(expr, &ctx) != cel_interpreter::Value::Bool(true) {
-            return Err(match message {
-                Message::Fixed(m) => m.clone(),
-                Message::Expression(e) => match eval(e, &ctx) {
-                    cel_interpreter::Value::String(s) => s.to_string(),
-                    other => panic!("message is not a string: {other:?}"),
-                },
-            });
-        }
-    }
-    Ok(())
 }
-
 const SA: &str = "system:serviceaccount:gpu-labeler:gpu-labeler";
 
 /// A Node as the API server holds it: labels and annotations with their owners in
@@ -482,6 +386,16 @@ struct NodeState {
     owner_references: Vec<Value>,
     spec: Value,
     status: Value,
+    /// The agent's request that made this state from the one before, when it is an apply or an
+    /// update of labels; `None` for a state changed by hand (the request then sends the
+    /// difference, and forged ownership as a `managedFields` of its own).
+    op: Option<Op>,
+}
+
+#[derive(Clone)]
+enum Op {
+    Apply(Vec<(String, String)>),
+    Update(Vec<(String, String)>, Vec<String>),
 }
 
 /// Each manager's operation, as the real field manager records it.
@@ -494,53 +408,6 @@ fn operation_of(manager: &str) -> &'static str {
 }
 
 impl NodeState {
-    fn to_json(&self, name: &str) -> Value {
-        let mut managers: BTreeMap<&str, (Vec<String>, Vec<String>)> = BTreeMap::new();
-        for (key, (_, owners)) in &self.labels {
-            for o in owners {
-                managers.entry(o).or_default().0.push(key.clone());
-            }
-        }
-        for (key, (_, owners)) in &self.annotations {
-            for o in owners {
-                managers.entry(o).or_default().1.push(key.clone());
-            }
-        }
-        let managed: Vec<Value> = managers
-            .iter()
-            .map(|(m, (labels, annotations))| {
-                let mut meta = serde_json::Map::new();
-                for (field, keys) in [("f:labels", labels), ("f:annotations", annotations)] {
-                    if !keys.is_empty() {
-                        let mut set: serde_json::Map<String, Value> =
-                            keys.iter().map(|k| (format!("f:{k}"), json!({}))).collect();
-                        set.insert(".".into(), json!({}));
-                        meta.insert(field.into(), Value::Object(set));
-                    }
-                }
-                json!({"manager": m, "operation": operation_of(m), "apiVersion": "v1",
-                       "time": "2026-12-01T00:00:00Z", "fieldsType": "FieldsV1",
-                       "fieldsV1": {"f:metadata": meta}})
-            })
-            .collect();
-        let values = |m: &BTreeMap<String, (String, Vec<&str>)>| -> BTreeMap<String, String> {
-            m.iter().map(|(k, (v, _))| (k.clone(), v.clone())).collect()
-        };
-        let mut meta = json!({
-            "name": name, "uid": "7d3c5f0e", "resourceVersion": "4711",
-            "labels": values(&self.labels), "annotations": values(&self.annotations),
-            "managedFields": managed,
-        });
-        if !self.finalizers.is_empty() {
-            meta["finalizers"] = json!(self.finalizers);
-        }
-        if !self.owner_references.is_empty() {
-            meta["ownerReferences"] = json!(self.owner_references);
-        }
-        json!({"apiVersion": "v1", "kind": "Node", "metadata": meta,
-               "spec": self.spec, "status": self.status})
-    }
-
     /// Server-side apply by gpu-labeler of exactly these labels (as the real field manager does
     /// it): each is set and owned by gpu-labeler; a label it owned and no longer applies loses its
     /// owner, and goes when nobody else owns it.
@@ -562,6 +429,12 @@ impl NodeState {
                 entry.1.push("gpu-labeler");
             }
         }
+        next.op = Some(Op::Apply(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ));
         next
     }
 
@@ -582,6 +455,12 @@ impl NodeState {
         for k in remove {
             next.labels.remove(*k);
         }
+        next.op = Some(Op::Update(
+            set.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            remove.iter().map(|k| k.to_string()).collect(),
+        ));
         next
     }
 }
@@ -632,6 +511,7 @@ fn gpu_node() -> NodeState {
         owner_references: Vec::new(),
         spec: json!({"podCIDR": "10.0.7.0/24"}),
         status: json!({"allocatable": {"nvidia.com/gpu": "8"}}),
+        op: None,
     }
 }
 
@@ -676,16 +556,232 @@ fn own_node(what: &'static str, after: NodeState, expected: Result<(), &'static 
     }
 }
 
-fn check_rows(p: &Policy, rows: Vec<Row>) {
+/// Puts `state` on the server as its managers made it, each through its own requests as the
+/// admin (the policy concerns only gpu-labeler's service accounts): kubelet creates the Node and
+/// its status, an `Apply` manager applies its keys, an `Update` manager merge-patches them.
+fn put_node(s: &KubeApiServer, name: &str, state: &NodeState) {
+    let admin = Who::admin();
+    let path = format!("/api/v1/nodes/{name}");
+    s.delete(&path);
+    let owned_by = |m: &BTreeMap<String, (String, Vec<&'static str>)>, manager: &str| {
+        m.iter()
+            .filter(|(_, (_, owners))| owners.contains(&manager))
+            .map(|(k, (v, _))| (k.clone(), json!(v)))
+            .collect::<serde_json::Map<String, Value>>()
+    };
+    let mut meta = json!({"name": name, "labels": owned_by(&state.labels, "kubelet")});
+    if !state.finalizers.is_empty() {
+        meta["finalizers"] = json!(state.finalizers);
+    }
+    if !state.owner_references.is_empty() {
+        meta["ownerReferences"] = json!(state.owner_references);
+    }
+    let a = s.request(
+        &admin,
+        "POST",
+        "/api/v1/nodes?fieldManager=kubelet",
+        Some((
+            "application/json",
+            &json!({"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": state.spec}),
+        )),
+    );
+    assert!(a.ok(), "create {name}: {}", a.body);
+    let a = s.merge_patch(
+        &admin,
+        "kubelet",
+        &format!("{path}/status"),
+        &json!({"status": state.status}),
+    );
+    assert!(a.ok(), "status of {name}: {}", a.body);
+    let mut managers: Vec<&str> = state
+        .labels
+        .values()
+        .chain(state.annotations.values())
+        .flat_map(|(_, owners)| owners.iter().copied())
+        .filter(|m| *m != "kubelet")
+        .collect();
+    managers.sort();
+    managers.dedup();
+    for m in managers {
+        let meta = json!({"name": name, "labels": owned_by(&state.labels, m),
+                          "annotations": owned_by(&state.annotations, m)});
+        let a = if operation_of(m) == "Apply" {
+            s.apply(
+                &admin,
+                m,
+                &path,
+                &json!({"apiVersion": "v1", "kind": "Node", "metadata": meta}),
+                false,
+            )
+        } else {
+            s.merge_patch(&admin, m, &path, &json!({"metadata": meta}))
+        };
+        assert!(a.ok(), "{m}'s keys on {name}: {}", a.body);
+    }
+}
+
+/// The managedFields of the Node on the server with the ownership of `before` changed to that
+/// of `after` (a key taken from or given to a manager), as a stolen token would forge them.
+fn forged_managed_fields(
+    s: &KubeApiServer,
+    name: &str,
+    before: &NodeState,
+    after: &NodeState,
+) -> Value {
+    let mut managed = s.node(name)["metadata"]["managedFields"].clone();
+    let entries = managed.as_array_mut().unwrap();
+    for (field, b, a) in [
+        ("f:labels", &before.labels, &after.labels),
+        ("f:annotations", &before.annotations, &after.annotations),
+    ] {
+        let keys: std::collections::BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+        for key in keys {
+            let was: Vec<&str> = b.get(key).map(|(_, o)| o.clone()).unwrap_or_default();
+            let now: Vec<&str> = a.get(key).map(|(_, o)| o.clone()).unwrap_or_default();
+            for m in was.iter().filter(|m| !now.contains(m)) {
+                for e in entries.iter_mut().filter(|e| e["manager"] == *m) {
+                    if let Some(set) = e["fieldsV1"]["f:metadata"][field].as_object_mut() {
+                        set.remove(&format!("f:{key}"));
+                    }
+                }
+            }
+            for m in now.iter().filter(|m| !was.contains(m)) {
+                let i = match entries.iter().position(|e| e["manager"] == *m) {
+                    Some(i) => i,
+                    None => {
+                        entries.push(json!({"manager": m, "operation": operation_of(m), "apiVersion": "v1",
+                                            "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}));
+                        entries.len() - 1
+                    }
+                };
+                let meta = &mut entries[i]["fieldsV1"]["f:metadata"];
+                if meta[field].is_null() {
+                    meta[field] = json!({".": {}});
+                }
+                meta[field][format!("f:{key}")] = json!({});
+            }
+        }
+    }
+    managed
+}
+
+/// Sends the row's request as its user: the agent's apply or update of labels, a create, a
+/// delete, a status change, or the difference between the states as a merge patch (forged
+/// ownership as managedFields built from the server's own).
+fn send(s: &KubeApiServer, row: &Row) -> kube::Answer {
+    let r = row.request;
+    let who = r.who();
+    let path = format!("/api/v1/nodes/{}", r.name);
+    let label_values = |st: &NodeState| -> serde_json::Map<String, Value> {
+        st.labels
+            .iter()
+            .map(|(k, (v, _))| (k.clone(), json!(v)))
+            .collect()
+    };
+    match (r.operation, r.resource) {
+        ("CREATE", "nodes") => {
+            let meta = json!({"name": r.name, "labels": label_values(row.after.as_ref().unwrap())});
+            s.request(
+                &who,
+                "POST",
+                "/api/v1/nodes?fieldManager=gpu-labeler",
+                Some((
+                    "application/json",
+                    &json!({"apiVersion": "v1", "kind": "Node", "metadata": meta}),
+                )),
+            )
+        }
+        ("DELETE", "nodes") => s.request(&who, "DELETE", &path, None),
+        ("UPDATE", "nodes/status") => s.merge_patch(
+            &who,
+            "gpu-labeler",
+            &format!("{path}/status"),
+            &json!({"status": row.after.as_ref().unwrap().status}),
+        ),
+        ("UPDATE", "nodes") => {
+            let after = row.after.as_ref().unwrap();
+            match &after.op {
+                Some(Op::Apply(labels)) => {
+                    let labels: serde_json::Map<String, Value> =
+                        labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+                    let body = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": r.name, "labels": labels}});
+                    s.apply(&who, "gpu-labeler", &path, &body, true)
+                }
+                Some(Op::Update(set, remove)) => {
+                    let mut labels: serde_json::Map<String, Value> =
+                        set.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+                    labels.extend(remove.iter().map(|k| (k.clone(), Value::Null)));
+                    s.merge_patch(
+                        &who,
+                        "gpu-labeler",
+                        &path,
+                        &json!({"metadata": {"labels": labels}}),
+                    )
+                }
+                None => {
+                    let b = &row.before;
+                    let mut meta = serde_json::Map::new();
+                    let values = |m: &BTreeMap<String, (String, Vec<&'static str>)>| -> BTreeMap<String, String> {
+                        m.iter().map(|(k, (v, _))| (k.clone(), v.clone())).collect()
+                    };
+                    if values(&after.annotations) != values(&b.annotations) {
+                        meta.insert("annotations".into(), json!(values(&after.annotations)));
+                    }
+                    if values(&after.labels) != values(&b.labels) {
+                        meta.insert("labels".into(), json!(values(&after.labels)));
+                    }
+                    let owners = |m: &BTreeMap<String, (String, Vec<&'static str>)>| -> Vec<(String, Vec<&'static str>)> {
+                        m.iter().map(|(k, (_, o))| (k.clone(), o.clone())).collect()
+                    };
+                    if meta.is_empty()
+                        && (owners(&after.labels) != owners(&b.labels)
+                            || owners(&after.annotations) != owners(&b.annotations))
+                    {
+                        meta.insert(
+                            "managedFields".into(),
+                            forged_managed_fields(s, r.name, b, after),
+                        );
+                    }
+                    if after.finalizers != b.finalizers {
+                        meta.insert("finalizers".into(), json!(after.finalizers));
+                    }
+                    if after.owner_references != b.owner_references {
+                        meta.insert("ownerReferences".into(), json!(after.owner_references));
+                    }
+                    let mut patch = json!({"metadata": meta});
+                    if after.spec != b.spec {
+                        patch["spec"] = after.spec.clone();
+                    }
+                    if after.status != b.status {
+                        patch["status"] = after.status.clone();
+                    }
+                    s.merge_patch(&who, "gpu-labeler", &path, &patch)
+                }
+            }
+        }
+        other => panic!("no request for {other:?}"),
+    }
+}
+
+/// Each row on the real server: the Node put as its managers made it, then the row's request
+/// as its user, decided by the real admission plugin with `policy` installed.
+fn check_rows(policy: &[Value], rows: Vec<Row>) {
+    let s = server_with(policy);
     let mut wrong = Vec::new();
     for row in rows {
-        let name = row.request.name;
-        let old = match row.request.operation {
-            "CREATE" => Value::Null,
-            _ => row.before.to_json(name),
-        };
-        let object = row.after.map_or(Value::Null, |a| a.to_json(name));
-        let got = admit(p, &row.request, object, old);
+        put_node(&s, "n1", &row.before);
+        put_node(&s, "n2", &row.before);
+        s.delete("/api/v1/nodes/n9");
+        let got = send(&s, &row).decision();
+        if row.request.resource == "nodes" && row.request.operation == "UPDATE" {
+            // (The server also shows the zero values of the status' other fields.)
+            let status = &s.node(row.request.name)["status"]["allocatable"];
+            assert_eq!(
+                status, &row.before.status["allocatable"],
+                "{}: the status changed",
+                row.what
+            );
+        }
         if got != row.expected.map_err(str::to_string) {
             wrong.push(format!(
                 "{}: got {got:?}, expected {:?}",
@@ -896,10 +992,13 @@ fn the_node_policy_admits_the_agents_own_writes_and_nothing_else() {
             tainted,
             Err("gpu-labeler never changes a Node's spec or status"),
         ),
+        // The API server drops a status change sent to the main resource before admission
+        // (the Node strategy keeps the old status), so the policy sees no change to refuse;
+        // check_rows checks that the status stayed as it was.
         own_node(
-            "the status, through the main resource",
+            "the status, through the main resource (dropped by the server)",
             status.clone(),
-            Err("gpu-labeler never changes a Node's spec or status"),
+            Ok(()),
         ),
         other(
             "the status subresource",
@@ -1014,66 +1113,175 @@ fn with_the_gfd_component_the_profiles_keys_and_only_those() {
     check_rows(&gfd_node_policy(), rows);
 }
 
-/// Every key the profile writes on the fixtures (H100 through NVML, MIG in the mixed strategy,
-/// time-slicing) is one the component's policy admits.
+/// Every key the profile writes on the fixtures (H100 through NVML, MIG in the mixed and the
+/// single strategy, uniform and mixed MIG layouts, time-slicing) is one the component's policy admits: the agent itself runs
+/// `run --oneshot` with the profile against the real server, as its own node's token, and its
+/// Node ends up with exactly the labels `labels` prints.
 #[test]
 fn the_gfd_component_admits_every_key_the_profile_writes() {
-    let p = gfd_node_policy();
-    let allowed = &p
-        .variables
-        .iter()
-        .find(|(n, _)| n == "allowedKey")
-        .unwrap()
-        .1;
+    let s = server_with(&gfd_node_policy());
     let lib = common::fake_nvml_lib("nvidia_ml");
     let tmp = tempfile::tempdir().unwrap();
-    let config = tmp.path().join("config.yaml");
     let sharing = common::repo().join("tests/fixtures/sharing/time-slicing.yaml");
+    let kubeconfig = s.kubeconfig(&Who::agent("n1"));
+    let mut keys = std::collections::BTreeSet::new();
+    let mut wrong = Vec::new();
+    for strategy in ["mixed", "single", "none"] {
+        let config = tmp.path().join(format!("config-{strategy}.yaml"));
+        std::fs::write(
+            &config,
+            format!(
+                "profiles: [nvidia-gfd]\nmigStrategy: {strategy}\nsources:\n  sharing:\n    configFile: {}\n",
+                sharing.display()
+            ),
+        )
+        .unwrap();
+        for fixture in [
+            "h100-8x",
+            "a100-pcie-40gb-mig-mixed",
+            "h200-mig-me",
+            "a100-80gb-mig-4x1g",
+            "a100-40gb-mig-ci",
+            "gb200-4x-clique",
+        ] {
+            let args = |command: &[&str]| {
+                let mut args = common::fixture_args(command, "dell-xe9680-8xh100", &[]);
+                args.retain(|a| a != "--no-nvml");
+                args.extend(["--nvml-lib".into(), lib.clone().into_os_string()]);
+                args.extend(["--config".into(), config.clone().into_os_string()]);
+                args
+            };
+            let env = [(
+                "FAKE_NVML_FIXTURE",
+                common::nvml_fixture(fixture).into_os_string(),
+            )];
+            let printed =
+                common::labels_of(common::run_env(args(&["labels", "-o", "json"]), &env).ok());
+            s.delete("/api/v1/nodes/n1");
+            s.create_node("n1", &[]);
+            let mut run = args(&[
+                "run",
+                "--oneshot",
+                "--node-name",
+                "n1",
+                "--listen",
+                "127.0.0.1:0",
+            ]);
+            run.extend(["--kubeconfig".into(), kubeconfig.clone().into_os_string()]);
+            let r = common::run_env(run, &env);
+            let on_node = s.labels("n1");
+            if r.code != 0 || on_node != printed {
+                wrong.push(format!(
+                    "{fixture}, migStrategy {strategy}: exit {}, on the Node but not printed {:?}, printed but not on the Node {:?}\n{}",
+                    r.code,
+                    on_node.keys().filter(|k| !printed.contains_key(*k)).collect::<Vec<_>>(),
+                    printed.keys().filter(|k| !on_node.contains_key(*k)).collect::<Vec<_>>(),
+                    r.stderr.lines().filter(|l| l.contains("denied")).take(1).collect::<String>(),
+                ));
+            }
+            keys.extend(printed.into_keys().filter(|k| k.starts_with("nvidia.com/")));
+        }
+    }
+    assert!(keys.len() > 30, "{keys:?}");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A site rule's `nvidia.com` key that is not one of GFD's costs only that key under the
+/// profile: the agent leaves it out and says why, and the rest of its labels reach the Node
+/// through the real admission plugin (before, the whole apply was refused).
+#[test]
+fn a_site_key_the_gfd_policy_refuses_costs_only_that_key() {
+    let s = server_with(&gfd_node_policy());
+    s.create_node("n1", &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config.yaml");
+    std::fs::write(&config, "profiles: [nvidia-gfd]\n").unwrap();
+    let rules = tmp.path().join("rules.yaml");
     std::fs::write(
-        &config,
-        format!(
-            "profiles: [nvidia-gfd]\nmigStrategy: mixed\nsources:\n  sharing:\n    configFile: {}\n",
-            sharing.display()
-        ),
+        &rules,
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata: {name: site}\nspec:\n  rules:\n    - name: site\n      labels: {nvidia.com/gpu.deploy.driver: \"false\", site.ok: \"true\"}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions: {vendor: {op: In, value: [\"10de\"]}}\n",
     )
     .unwrap();
-    let mut keys = std::collections::BTreeSet::new();
-    for fixture in [
-        "h100-8x",
-        "a100-pcie-40gb-mig-mixed",
-        "h200-mig-me",
-        "gb200-4x-clique",
-    ] {
-        let mut args = common::fixture_args(&["labels", "-o", "json"], "dell-xe9680-8xh100", &[]);
+    let lib = common::fake_nvml_lib("nvidia_ml");
+    let args = |command: &[&str]| {
+        let mut args = common::fixture_args(command, "dell-xe9680-8xh100", &[]);
         args.retain(|a| a != "--no-nvml");
-        args.extend(["--nvml-lib".into(), lib.clone().into_os_string()]);
-        args.extend(["--config".into(), config.clone().into_os_string()]);
-        let r = common::run_env(
-            args,
-            &[(
-                "FAKE_NVML_FIXTURE",
-                common::nvml_fixture(fixture).as_os_str(),
-            )],
-        );
-        keys.extend(
-            common::labels_of(r.ok())
-                .into_keys()
-                .filter(|k| k.starts_with("nvidia.com/")),
-        );
-    }
-    assert!(keys.len() > 20, "{keys:?}");
-    let mut ctx = cel_interpreter::Context::default();
-    let refused: Vec<&String> = keys
-        .iter()
-        .filter(|k| {
-            ctx.add_variable("k", k.as_str()).unwrap();
-            eval(
-                &format!("k.matches({allowed}) && ('f:' + k).matches({allowed})"),
-                &ctx,
-            ) != cel_interpreter::Value::Bool(true)
-        })
+        for (flag, value) in [
+            ("--nvml-lib", &lib),
+            ("--config", &config),
+            ("--rules", &rules),
+        ] {
+            args.extend([flag.into(), value.clone().into_os_string()]);
+        }
+        args
+    };
+    let env = [(
+        "FAKE_NVML_FIXTURE",
+        common::nvml_fixture("h100-8x").into_os_string(),
+    )];
+    let mut run = args(&[
+        "run",
+        "--oneshot",
+        "--node-name",
+        "n1",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    run.extend([
+        "--kubeconfig".into(),
+        s.kubeconfig(&Who::agent("n1")).into_os_string(),
+    ]);
+    let r = common::run_env(run, &env);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let mut expected =
+        common::labels_of(common::run_env(args(&["labels", "-o", "json"]), &env).ok());
+    assert_eq!(
+        expected.remove("nvidia.com/gpu.deploy.driver"),
+        Some("false".into())
+    );
+    assert_eq!(
+        expected
+            .get("feature.node.kubernetes.io/site.ok")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(s.labels("n1"), expected);
+    let refused: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("nvidia.com/gpu.deploy.driver"))
         .collect();
-    assert!(refused.is_empty(), "refused: {refused:?}");
+    assert_eq!(refused.len(), 1, "{}", r.stderr);
+    assert_eq!(
+        refused[0],
+        format!(
+            " WARN label \"nvidia.com/gpu.deploy.driver=false\" from rule \"site\" (NodeFeatureRule \"site\", {}:6:7) rejected: \"nvidia.com/gpu.deploy.driver\" is not a key the nvidia-gfd profile writes (the nvidia-gfd component's admission policy admits only those)",
+            rules.display()
+        )
+    );
+}
+
+/// One list: the nvidia-gfd component's `allowedKey` is NFD's namespaces and then exactly the
+/// keys the agent filters `nvidia.com` with under the profile (`GFD_KEYS`).
+#[test]
+fn the_gfd_components_keys_are_the_agents_keys() {
+    let p = gfd_node_policy();
+    let allowed = p[0]["spec"]["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "allowedKey")
+        .unwrap()["expression"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        allowed,
+        format!(
+            "r'^(f:)?(([a-z0-9]([-a-z0-9]*[a-z0-9])?\\.)*(feature|profile)\\.node\\.kubernetes\\.io/|{}$)'",
+            gpu_labeler::config::GFD_KEYS
+        )
+    );
 }
 
 fn nodefeature(name: &str, node_label: &str, labels: &[(&str, &str)], owner: &str) -> Value {
@@ -1213,9 +1421,34 @@ fn the_nodefeature_policy_keeps_the_agent_to_its_own_nodes_object() {
             ),
         ),
     ];
+    let s = server_with(&p);
     let mut wrong = Vec::new();
     for (what, request, object, old, expected) in cases {
-        let got = admit(&p, &request, object, old);
+        for name in ["n1", "n2"] {
+            s.delete(&format!(
+                "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-labeler/nodefeatures/{name}"
+            ));
+        }
+        if !old.is_null() {
+            let a = s.apply(
+                &Who::admin(),
+                "gpu-labeler",
+                &kube::object_path(&old),
+                &old,
+                true,
+            );
+            assert!(a.ok(), "{what}: {}", a.body);
+        }
+        let path = format!(
+            "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-labeler/nodefeatures/{}",
+            request.name
+        );
+        // The agent applies its object (a create when there is none); a deletion is a DELETE.
+        let answer = match request.operation {
+            "DELETE" => s.request(&request.who(), "DELETE", &path, None),
+            _ => s.apply(&request.who(), "gpu-labeler", &path, &object, true),
+        };
+        let got = answer.decision();
         if got != expected.map_err(str::to_string) {
             wrong.push(format!("{what}: got {got:?}, expected {expected:?}"));
         }

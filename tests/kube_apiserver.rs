@@ -24,31 +24,64 @@ fn the_test_server_has_kubernetes_own_apply_semantics() {
     s.create_node("n1", &[("kubernetes.io/hostname", "n1")]);
     let admin = Who::admin();
     let path = "/api/v1/nodes/n1";
-    let a = s.apply(&admin, "gpu-labeler", path, &node_apply("n1", &[("feature.node.kubernetes.io/a", "1"), ("feature.node.kubernetes.io/b", "1")]), false);
+    let a = s.apply(
+        &admin,
+        "gpu-labeler",
+        path,
+        &node_apply(
+            "n1",
+            &[
+                ("feature.node.kubernetes.io/a", "1"),
+                ("feature.node.kubernetes.io/b", "1"),
+            ],
+        ),
+        false,
+    );
     assert!(a.ok(), "{}", a.body);
     // Another manager's different value: a conflict, with the real Status.
-    let a = s.apply(&admin, "nfd-master", path, &node_apply("n1", &[("feature.node.kubernetes.io/a", "2")]), false);
+    let a = s.apply(
+        &admin,
+        "nfd-master",
+        path,
+        &node_apply("n1", &[("feature.node.kubernetes.io/a", "2")]),
+        false,
+    );
     assert_eq!(a.code, 409, "{}", a.body);
     assert_eq!(
         a.message(),
         "Apply failed with 1 conflict: conflict with \"gpu-labeler\": .metadata.labels.feature.node.kubernetes.io/a"
     );
     // The same value: shared ownership.
-    let a = s.apply(&admin, "nfd-master", path, &node_apply("n1", &[("feature.node.kubernetes.io/a", "1")]), false);
+    let a = s.apply(
+        &admin,
+        "nfd-master",
+        path,
+        &node_apply("n1", &[("feature.node.kubernetes.io/a", "1")]),
+        false,
+    );
     assert!(a.ok(), "{}", a.body);
     // A key gpu-labeler stops applying goes unless another manager owns it too.
     let a = s.apply(&admin, "gpu-labeler", path, &node_apply("n1", &[]), false);
     assert!(a.ok(), "{}", a.body);
     assert_eq!(
         s.labels("n1"),
-        common::label_map(&[("feature.node.kubernetes.io/a", "1"), ("kubernetes.io/hostname", "n1")])
+        common::label_map(&[
+            ("feature.node.kubernetes.io/a", "1"),
+            ("kubernetes.io/hostname", "n1")
+        ])
     );
     let owners: BTreeMap<String, Vec<String>> = s.label_owners("n1");
     assert_eq!(
         owners,
         BTreeMap::from([
-            ("kubelet/Update".to_string(), vec!["kubernetes.io/hostname".to_string()]),
-            ("nfd-master/Apply".to_string(), vec!["feature.node.kubernetes.io/a".to_string()]),
+            (
+                "kubelet/Update".to_string(),
+                vec!["kubernetes.io/hostname".to_string()]
+            ),
+            (
+                "nfd-master/Apply".to_string(),
+                vec!["feature.node.kubernetes.io/a".to_string()]
+            ),
         ])
     );
 }
@@ -73,13 +106,25 @@ fn a_policy_that_does_not_compile_is_refused_at_create() {
             ],
         },
     });
-    let a = s.apply(&Who::admin(), "kubectl", &kube::object_path(&policy), &policy, true);
+    let a = s.apply(
+        &Who::admin(),
+        "kubectl",
+        &kube::object_path(&policy),
+        &policy,
+        true,
+    );
     assert_eq!(a.code, 422, "{}", a.body);
     let causes: Vec<String> = a.body["details"]["causes"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| format!("{}: {}", c["field"].as_str().unwrap(), c["message"].as_str().unwrap().lines().next().unwrap()))
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["field"].as_str().unwrap(),
+                c["message"].as_str().unwrap().lines().next().unwrap()
+            )
+        })
         .collect();
     assert_eq!(
         causes,

@@ -667,6 +667,7 @@ fn namespaces_and_policy() {
         extra_label_ns: vec!["allowed.kubernetes.io".into()],
         deny_label_ns: vec!["example.com".into()],
         allowed_ns: None,
+        gfd_keys_only: false,
     };
     let e = set.evaluate(&features(), &policy);
     assert_eq!(

@@ -29,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/conversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -133,6 +134,18 @@ func init() {
 	scheme.AddKnownTypes(schema.GroupVersion{Group: nfdGV.Group, Version: runtime.APIVersionInternal},
 		&NodeFeature{}, &NodeFeatureList{})
 	metav1.AddToGroupVersion(scheme, nfdGV)
+	// One Go type for the served and the internal version: converting is copying (the
+	// admission plugin converts the object to the version the policy matched).
+	utilruntime.Must(scheme.AddConversionFunc((*NodeFeature)(nil), (*NodeFeature)(nil),
+		func(a, b interface{}, _ conversion.Scope) error {
+			*b.(*NodeFeature) = *a.(*NodeFeature).deepCopy()
+			return nil
+		}))
+	utilruntime.Must(scheme.AddConversionFunc((*NodeFeatureList)(nil), (*NodeFeatureList)(nil),
+		func(a, b interface{}, _ conversion.Scope) error {
+			*b.(*NodeFeatureList) = *a.(*NodeFeatureList).DeepCopyObject().(*NodeFeatureList)
+			return nil
+		}))
 	// field selectors kube-apiserver accepts for nodes
 	utilruntime.Must(scheme.AddFieldLabelConversionFunc(corev1.SchemeGroupVersion.WithKind("Node"),
 		func(label, value string) (string, string, error) {

@@ -87,7 +87,11 @@ pub fn server_binary() -> PathBuf {
     let lock = File::create(kapi.join("lock")).unwrap();
     lock.lock().unwrap();
     let fetched = stamp(&["fetch.sh", "packages.txt"]);
-    if fs::read_to_string(kapi.join("fetched.stamp")).ok().as_deref() != Some(fetched.as_str()) {
+    if fs::read_to_string(kapi.join("fetched.stamp"))
+        .ok()
+        .as_deref()
+        != Some(fetched.as_str())
+    {
         let t = Instant::now();
         run_step("fetch.sh", &kapi, &kapi.join("fetch.log"));
         fs::write(kapi.join("fetched.stamp"), &fetched).unwrap();
@@ -161,7 +165,12 @@ impl Who {
     }
 
     fn token(&self) -> String {
-        let text = format!("{}|{}|{}", self.user, self.groups.join(","), self.node.as_deref().unwrap_or(""));
+        let text = format!(
+            "{}|{}|{}",
+            self.user,
+            self.groups.join(","),
+            self.node.as_deref().unwrap_or("")
+        );
         format!("t{:016x}", fnv1a(text.as_bytes()))
     }
 }
@@ -180,14 +189,18 @@ impl Answer {
 
     /// The message of a `Status` answer.
     pub fn message(&self) -> String {
-        self.body["message"].as_str().unwrap_or_default().to_string()
+        self.body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// The message an admission policy denied the request with, or `None` when the answer is
     /// not a policy denial.
     pub fn denial(&self) -> Option<String> {
         let m = self.message();
-        m.split_once(" denied request: ").map(|(_, why)| why.to_string())
+        m.split_once(" denied request: ")
+            .map(|(_, why)| why.to_string())
     }
 
     /// `Ok(())` when the request went through, `Err(denial)` when a policy denied it; panics on
@@ -198,7 +211,10 @@ impl Answer {
         }
         match self.denial() {
             Some(why) => Err(why),
-            None => panic!("neither admitted nor denied by a policy: {} {}", self.code, self.body),
+            None => panic!(
+                "neither admitted nor denied by a policy: {} {}",
+                self.code, self.body
+            ),
         }
     }
 }
@@ -224,11 +240,23 @@ impl KubeApiServer {
         let etcd = Command::new(&etcd_bin)
             .args(["--data-dir", dir.path().join("etcd").to_str().unwrap()])
             .arg("--unsafe-no-fsync")
-            .args(["--listen-client-urls", &format!("http://127.0.0.1:{client}")])
-            .args(["--advertise-client-urls", &format!("http://127.0.0.1:{client}")])
+            .args([
+                "--listen-client-urls",
+                &format!("http://127.0.0.1:{client}"),
+            ])
+            .args([
+                "--advertise-client-urls",
+                &format!("http://127.0.0.1:{client}"),
+            ])
             .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
-            .args(["--initial-advertise-peer-urls", &format!("http://127.0.0.1:{peer}")])
-            .args(["--initial-cluster", &format!("default=http://127.0.0.1:{peer}")])
+            .args([
+                "--initial-advertise-peer-urls",
+                &format!("http://127.0.0.1:{peer}"),
+            ])
+            .args([
+                "--initial-cluster",
+                &format!("default=http://127.0.0.1:{peer}"),
+            ])
             .args(["--log-level", "warn"])
             .stdout(Stdio::null())
             .stderr(log("etcd.log"))
@@ -298,7 +326,8 @@ impl KubeApiServer {
         let token = who.token();
         let mut tokens = self.tokens.lock().unwrap();
         if !tokens.contains_key(&token) {
-            let mut entry = json!({"username": who.user, "uid": format!("uid-{token}"), "groups": who.groups});
+            let mut entry =
+                json!({"username": who.user, "uid": format!("uid-{token}"), "groups": who.groups});
             if let Some(node) = &who.node {
                 entry["extra"] = json!({"authentication.kubernetes.io/node-name": [node]});
             }
@@ -373,13 +402,26 @@ impl KubeApiServer {
     }
 
     /// One request as `who`; `body` is sent with its content type.
-    pub fn request(&self, who: &Who, method: &str, path: &str, body: Option<(&str, &Value)>) -> Answer {
+    pub fn request(
+        &self,
+        who: &Who,
+        method: &str,
+        path: &str,
+        body: Option<(&str, &Value)>,
+    ) -> Answer {
         self.try_request(who, method, path, body)
             .unwrap_or_else(|e| panic!("{method} {path}: {e}\n{}", self.log()))
     }
 
     /// Server-side apply of `object` by field manager `manager` as `who`.
-    pub fn apply(&self, who: &Who, manager: &str, path: &str, object: &Value, force: bool) -> Answer {
+    pub fn apply(
+        &self,
+        who: &Who,
+        manager: &str,
+        path: &str,
+        object: &Value,
+        force: bool,
+    ) -> Answer {
         let force = if force { "&force=true" } else { "" };
         self.request(
             who,
@@ -426,14 +468,27 @@ impl KubeApiServer {
     pub fn label_owners(&self, name: &str) -> BTreeMap<String, Vec<String>> {
         let node = self.node(name);
         let mut owners = BTreeMap::new();
-        for m in node["metadata"]["managedFields"].as_array().into_iter().flatten() {
-            let mut who = format!("{}/{}", m["manager"].as_str().unwrap(), m["operation"].as_str().unwrap());
+        for m in node["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let mut who = format!(
+                "{}/{}",
+                m["manager"].as_str().unwrap(),
+                m["operation"].as_str().unwrap()
+            );
             if let Some(sub) = m["subresource"].as_str() {
                 who = format!("{who}/{sub}");
             }
             let keys: Vec<String> = m["fieldsV1"]["f:metadata"]["f:labels"]
                 .as_object()
-                .map(|o| o.keys().filter(|k| *k != ".").map(|k| k.trim_start_matches("f:").to_string()).collect())
+                .map(|o| {
+                    o.keys()
+                        .filter(|k| *k != ".")
+                        .map(|k| k.trim_start_matches("f:").to_string())
+                        .collect()
+                })
                 .unwrap_or_default();
             if !keys.is_empty() {
                 owners.insert(who, keys);
@@ -444,8 +499,10 @@ impl KubeApiServer {
 
     /// Creates a Node as the kubelet registers it: its labels owned by manager `kubelet`.
     pub fn create_node(&self, name: &str, labels: &[(&str, &str)]) {
-        let labels: serde_json::Map<String, Value> =
-            labels.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        let labels: serde_json::Map<String, Value> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
         let a = self.request(
             &Who::admin(),
             "POST",
@@ -458,9 +515,33 @@ impl KubeApiServer {
         assert!(a.ok(), "create node {name}: {} {}", a.code, a.body);
     }
 
+    /// Creates a Namespace (a NodeFeature's namespace must exist for the admission plugin).
+    pub fn create_namespace(&self, name: &str) {
+        let a = self.request(
+            &Who::admin(),
+            "POST",
+            "/api/v1/namespaces",
+            Some((
+                "application/json",
+                &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+            )),
+        );
+        assert!(
+            a.ok() || a.code == 409,
+            "create namespace {name}: {} {}",
+            a.code,
+            a.body
+        );
+    }
+
     pub fn delete(&self, path: &str) {
         let a = self.request(&Who::admin(), "DELETE", path, None);
-        assert!(a.ok() || a.code == 404, "DELETE {path}: {} {}", a.code, a.body);
+        assert!(
+            a.ok() || a.code == 404,
+            "DELETE {path}: {} {}",
+            a.code,
+            a.body
+        );
     }
 
     /// Creates (or replaces) every object of a YAML stream as the admin, and for each
@@ -472,6 +553,7 @@ impl KubeApiServer {
             .collect();
         for doc in docs.into_iter().filter(|d| !d.is_null()) {
             let path = object_path(&doc);
+            let doc = without_namespace_if_cluster_scoped(doc, &path);
             let a = self.apply(&Who::admin(), "kubectl", &path, &doc, true);
             assert!(a.ok(), "apply {path}: {} {}", a.code, a.body);
         }
@@ -485,7 +567,11 @@ impl KubeApiServer {
             if probe().denial().is_some() {
                 return;
             }
-            assert!(Instant::now() < deadline, "the policy is not enforced after 30 s");
+            assert!(
+                Instant::now() < deadline,
+                "the policy is not enforced after 30 s: {:?}",
+                probe()
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -505,10 +591,26 @@ pub fn object_path(doc: &Value) -> String {
     } else {
         format!("/api/{api_version}")
     };
+    // A cluster-scoped kind ignores a namespace in its metadata (kustomize's `namespace:` sets
+    // one on kinds it does not know, such as the admission policies), as kubectl does.
+    let cluster_scoped = matches!(
+        kind,
+        "Node" | "Namespace" | "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding"
+    );
     match doc["metadata"]["namespace"].as_str() {
-        Some(ns) => format!("{root}/namespaces/{ns}/{resource}/{name}"),
-        None => format!("{root}/{resource}/{name}"),
+        Some(ns) if !cluster_scoped => format!("{root}/namespaces/{ns}/{resource}/{name}"),
+        _ => format!("{root}/{resource}/{name}"),
     }
+}
+
+/// The object as kubectl sends it to a cluster-scoped path: without a namespace.
+pub fn without_namespace_if_cluster_scoped(mut doc: Value, path: &str) -> Value {
+    if !path.contains("/namespaces/")
+        && let Some(meta) = doc["metadata"].as_object_mut()
+    {
+        meta.remove("namespace");
+    }
+    doc
 }
 
 impl Drop for KubeApiServer {
@@ -524,7 +626,11 @@ fn base64(bytes: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
