@@ -309,47 +309,9 @@ fn nodefeature_policy() -> Vec<Value> {
     )
 }
 
-/// A test API server with `policy` installed and enforced by the admission plugin.
+/// A test API server with `policy` installed and enforced.
 fn server_with(policy: &[Value]) -> KubeApiServer {
-    let s = KubeApiServer::start();
-    s.create_namespace("gpu-labeler");
-    for doc in policy {
-        let path = kube::object_path(doc);
-        let doc = kube::without_namespace_if_cluster_scoped(doc.clone(), &path);
-        let a = s.apply(&Who::admin(), "kubectl", &path, &doc, true);
-        assert!(a.ok(), "{path}: {} {}", a.code, a.body);
-    }
-    // The plugin loads policies through informers: wait until a request it must refuse is
-    // refused (creating a Node is refused by the Node policy, another node's NodeFeature by the
-    // NodeFeature policy).
-    let agent = Who::agent("n1");
-    s.wait_enforced(|| {
-        if policy[0]["metadata"]["name"] == "gpu-labeler-own-nodefeature" {
-            let probe = nodefeature("probe", "probe", &[], "probe");
-            s.apply(
-                &agent,
-                "gpu-labeler",
-                &kube::object_path(&probe),
-                &probe,
-                true,
-            )
-        } else {
-            let a = s.request(
-                &agent,
-                "POST",
-                "/api/v1/nodes",
-                Some((
-                    "application/json",
-                    &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "probe"}}),
-                )),
-            );
-            if a.ok() {
-                s.delete("/api/v1/nodes/probe");
-            }
-            a
-        }
-    });
-    s
+    KubeApiServer::with_policy(policy)
 }
 
 /// Who asks for what: user, the node bound into the token, operation, resource (`nodes`,

@@ -10,13 +10,20 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::error::Error;
 
+/// What every request of the agent and its commands says it is: `gpu-labeler/<version>`.
+pub const USER_AGENT: &str = concat!("gpu-labeler/", env!("CARGO_PKG_VERSION"));
+
 /// The Kubernetes client of every command that talks to the API server: `--kubeconfig`, else in-cluster, else `$KUBECONFIG` / `~/.kube/config`.
 pub async fn kube_client(
     kubeconfig: Option<&Path>,
     timeout: Duration,
     max_response_bytes: usize,
 ) -> Result<Client, Error> {
-    build(kubeconfig, timeout, timeout, max_response_bytes).await
+    // No read timeout on the connection: every call is bounded by its own timeout
+    // (`tokio::time::timeout` around each request), and a read timeout on the socket closes
+    // an idle pooled connection after `timeout`, so that each cycle paid a new TCP and TLS
+    // handshake (seen on the test API server: one connection per cycle).
+    build(kubeconfig, timeout, None, max_response_bytes).await
 }
 
 /// Runs `f` with a [`kube_client`] on a runtime of its own, for the one-shot commands that ask
@@ -49,7 +56,7 @@ pub async fn kube_watch_client(
     read_timeout: Duration,
     max_response_bytes: usize,
 ) -> Result<Client, Error> {
-    build(kubeconfig, timeout, read_timeout, max_response_bytes).await
+    build(kubeconfig, timeout, Some(read_timeout), max_response_bytes).await
 }
 
 /// Whether `~/.kube/config` is there (kube's default when $KUBECONFIG is unset).
@@ -62,7 +69,7 @@ fn home_kubeconfig_exists() -> bool {
 async fn build(
     kubeconfig: Option<&Path>,
     timeout: Duration,
-    read_timeout: Duration,
+    read_timeout: Option<Duration>,
     max_response_bytes: usize,
 ) -> Result<Client, Error> {
     let invalid = |e: &dyn std::error::Error| {
@@ -93,13 +100,19 @@ async fn build(
             .await
             .map_err(|e| invalid(&e))?
     };
+    // Audit logs and API Priority and Fairness key on the User-Agent; kube sends none.
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
     config.connect_timeout = Some(timeout);
-    config.read_timeout = Some(read_timeout);
+    config.read_timeout = read_timeout;
     config.write_timeout = Some(timeout);
     // One retry policy, the agent's own (capped at the interval, honouring Retry-After): kube's
     // would retry 429/503 inside each attempt, multiplying the load on a struggling server.
     config.default_retry = false;
-    // An answer larger than a Node can be is cut off instead of buffered and parsed.
+    // An answer larger than a Node can be is cut off instead of buffered and parsed; every
+    // query is well formed.
     type Service = tower::util::BoxService<
         http::Request<kube::client::Body>,
         http::Response<Box<kube::client::DynBody>>,
@@ -107,7 +120,7 @@ async fn build(
     >;
     let limit = tower::layer::layer_fn(move |service: Service| {
         tower::ServiceExt::map_response(
-            service,
+            tower::ServiceExt::map_request(service, well_formed_query),
             move |r: http::Response<Box<kube::client::DynBody>>| {
                 r.map(|body| http_body_util::Limited::new(body, max_response_bytes))
             },
@@ -117,4 +130,62 @@ async fn build(
         .map_err(|e| invalid(&e))?
         .with_layer(&limit)
         .build())
+}
+
+/// kube-core builds a patch's URI as `name?` followed by form-encoded parameters that start
+/// with `&` (`/api/v1/nodes/n1?&fieldManager=gpu-labeler`): the API server tolerates it, audit
+/// logs and proxies see a malformed query. The `&` right after `?` is dropped.
+fn well_formed_query(
+    mut request: http::Request<kube::client::Body>,
+) -> http::Request<kube::client::Body> {
+    let uri = request.uri();
+    if let Some(q) = uri.query()
+        && (q.starts_with('&') || q.is_empty())
+    {
+        let fixed = match q.trim_start_matches('&') {
+            "" => uri.path().to_string(),
+            rest => format!("{}?{rest}", uri.path()),
+        };
+        let mut parts = uri.clone().into_parts();
+        if let Ok(pq) = http::uri::PathAndQuery::try_from(fixed) {
+            parts.path_and_query = Some(pq);
+            if let Ok(fixed) = http::Uri::from_parts(parts) {
+                *request.uri_mut() = fixed;
+            }
+        }
+    }
+    request
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_that_starts_with_an_ampersand_is_made_well_formed() {
+        for (given, sent) in [
+            (
+                "/api/v1/nodes/n1?&fieldManager=gpu-labeler",
+                "/api/v1/nodes/n1?fieldManager=gpu-labeler",
+            ),
+            ("/api/v1/nodes/n1?&&a=1&b=2", "/api/v1/nodes/n1?a=1&b=2"),
+            ("/api/v1/nodes/n1?", "/api/v1/nodes/n1"),
+            ("/api/v1/nodes/n1?&", "/api/v1/nodes/n1"),
+            (
+                "/api/v1/nodes?watch=true&fieldSelector=x",
+                "/api/v1/nodes?watch=true&fieldSelector=x",
+            ),
+            ("/api/v1/nodes/n1", "/api/v1/nodes/n1"),
+            (
+                "https://h:6443/api/v1/nodes/n1?&f=1",
+                "https://h:6443/api/v1/nodes/n1?f=1",
+            ),
+        ] {
+            let r = http::Request::builder()
+                .uri(given)
+                .body(kube::client::Body::empty())
+                .unwrap();
+            assert_eq!(well_formed_query(r).uri().to_string(), sent, "{given}");
+        }
+    }
 }

@@ -219,6 +219,49 @@ impl Answer {
     }
 }
 
+/// One request as the server's handlers logged it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Logged {
+    pub verb: String,
+    pub uri: String,
+    pub user_agent: String,
+    /// The client's address and port: one value per TCP connection.
+    pub src: String,
+    pub code: u16,
+}
+
+impl Logged {
+    fn parse(line: &str) -> Option<Logged> {
+        let field = |name: &str| -> Option<String> {
+            let start = line.find(&format!(" {name}=\""))? + name.len() + 3;
+            let end = start + line[start..].find('"')?;
+            Some(line[start..end].to_string())
+        };
+        let code = line
+            .split(" resp=")
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        Some(Logged {
+            verb: field("verb")?,
+            uri: field("URI")?,
+            user_agent: field("userAgent").unwrap_or_default(),
+            src: field("srcIP")?,
+            code,
+        })
+    }
+
+    /// A write: create, update, patch or delete.
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self.verb.as_str(),
+            "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE" | "CREATE" | "UPDATE"
+        )
+    }
+}
+
 pub struct KubeApiServer {
     pub dir: tempfile::TempDir,
     pub port: u16,
@@ -269,7 +312,9 @@ impl KubeApiServer {
             .args(["--etcd-servers", &format!("http://127.0.0.1:{client}")])
             .args(["--token-file", tokens_path.to_str().unwrap()])
             .args(["--cert-dir", dir.path().join("certs").to_str().unwrap()])
-            .arg("-v=1")
+            // -v=3: the handlers log every request (verb, URI, User-Agent, client address,
+            // answer), which the tests read as the server saw it.
+            .arg("-v=3")
             .stdout(Stdio::null())
             .stderr(log("apiserver.log"))
             .spawn()
@@ -311,11 +356,73 @@ impl KubeApiServer {
         s
     }
 
+    /// A fresh server with the `gpu-labeler` namespace and `policy` (a ValidatingAdmissionPolicy
+    /// and its binding, as deploy/ ships them) installed, and enforced by the admission plugin.
+    pub fn with_policy(policy: &[Value]) -> KubeApiServer {
+        let s = KubeApiServer::start();
+        s.create_namespace("gpu-labeler");
+        for doc in policy {
+            let path = object_path(doc);
+            let doc = without_namespace_if_cluster_scoped(doc.clone(), &path);
+            let a = s.apply(&Who::admin(), "kubectl", &path, &doc, true);
+            assert!(a.ok(), "{path}: {} {}", a.code, a.body);
+        }
+        // The plugin loads policies through informers: wait until a request it must refuse is
+        // refused (creating a Node is refused by the Node policy, another node's NodeFeature
+        // by the NodeFeature policy).
+        let agent = Who::agent("n1");
+        let nodefeature = policy[0]["metadata"]["name"] == "gpu-labeler-own-nodefeature";
+        s.wait_enforced(|| {
+            if nodefeature {
+                let probe = json!({"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
+                                   "metadata": {"name": "probe", "namespace": "gpu-labeler"}});
+                s.apply(&agent, "gpu-labeler", &object_path(&probe), &probe, true)
+            } else {
+                let probe =
+                    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "probe"}});
+                let a = s.request(
+                    &agent,
+                    "POST",
+                    "/api/v1/nodes",
+                    Some(("application/json", &probe)),
+                );
+                if a.ok() {
+                    s.delete("/api/v1/nodes/probe");
+                }
+                a
+            }
+        });
+        s
+    }
+
+    /// The shipped Node policy (deploy/base/admission-policy.yaml).
+    pub fn with_shipped_node_policy() -> KubeApiServer {
+        let text = fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/admission-policy.yaml"),
+        )
+        .unwrap();
+        let docs: Vec<Value> = text
+            .split("\n---\n")
+            .map(|d| serde_saphyr::from_str::<Value>(d).unwrap())
+            .collect();
+        KubeApiServer::with_policy(&docs)
+    }
+
     /// The server's log (for a failure message).
     pub fn log(&self) -> String {
         let text = fs::read_to_string(self.dir.path().join("apiserver.log")).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// Every request the server logged (its own loopback client's aside), in order.
+    pub fn requests(&self) -> Vec<Logged> {
+        let text = fs::read_to_string(self.dir.path().join("apiserver.log")).unwrap_or_default();
+        text.lines()
+            .filter(|l| l.contains("httplog.go") && l.contains("\"HTTP\""))
+            .filter_map(Logged::parse)
+            .filter(|r| !r.user_agent.starts_with("testapiserver/"))
+            .collect()
     }
 
     pub fn url(&self) -> String {

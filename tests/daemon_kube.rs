@@ -1,0 +1,335 @@
+//! `gpu-labeler run` with the node sink against a test API server built from Kubernetes' own
+//! code (tests/kube-apiserver), under the shipped admission policy, with the agent's token bound
+//! to its node: each promise of docs/catalog.md#publishing met by the real field manager,
+//! handlers, watch and admission plugin. (Faults are injected by tests/apiserver's server, which
+//! can be made to misbehave: daemon_node.rs, daemon_recovery.rs.)
+
+mod apiserver;
+mod kube;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use apiserver::{
+    Agent, fixture_pci_labels, map, rule_file, rule_labels, run_args, union, wait_for,
+};
+use kube::{KubeApiServer, Who};
+use serde_json::json;
+
+const NODE: &str = "gpu-node-1";
+const WAIT: Duration = Duration::from_secs(20);
+const UA: &str = concat!("gpu-labeler/", env!("CARGO_PKG_VERSION"));
+
+fn kubelet_labels() -> BTreeMap<String, String> {
+    map(&[
+        ("kubernetes.io/hostname", NODE),
+        ("kubernetes.io/os", "linux"),
+    ])
+}
+
+fn foreign() -> BTreeMap<String, String> {
+    union(&[&kubelet_labels(), &map(&[("team", "ml")])])
+}
+
+/// The shipped policy; our Node as the kubelet registered it, and an admin's label.
+fn cluster() -> KubeApiServer {
+    let s = KubeApiServer::with_shipped_node_policy();
+    s.create_node(
+        NODE,
+        &[
+            ("kubernetes.io/hostname", NODE),
+            ("kubernetes.io/os", "linux"),
+        ],
+    );
+    let a = s.merge_patch(
+        &Who::admin(),
+        "kubectl-label",
+        &format!("/api/v1/nodes/{NODE}"),
+        &json!({"metadata": {"labels": {"team": "ml"}}}),
+    );
+    assert!(a.ok(), "{}", a.body);
+    s
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    kubeconfig: std::path::PathBuf,
+    rules: std::path::PathBuf,
+}
+
+fn setup(server: &KubeApiServer, rules: &[(&str, &str)]) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let rules_path = dir.path().join("rules.yaml");
+    std::fs::write(&rules_path, rule_file(rules)).unwrap();
+    Setup {
+        kubeconfig: server.kubeconfig(&Who::agent(NODE)),
+        rules: rules_path,
+        _dir: dir,
+    }
+}
+
+fn start(s: &Setup, extra: &[&str]) -> Agent {
+    let mut extra_all = vec!["--rules", s.rules.to_str().unwrap()];
+    extra_all.extend_from_slice(extra);
+    Agent::start(&run_args(&s.kubeconfig, NODE, &extra_all), &[])
+}
+
+fn wait_labels(server: &KubeApiServer, agent: &Agent, want: &BTreeMap<String, String>) {
+    let ok = wait_for(WAIT, || (server.labels(NODE) == *want).then_some(()));
+    assert!(
+        ok.is_some(),
+        "labels never became {want:#?}\nthey are {:#?}\nlog:\n{}",
+        server.labels(NODE),
+        agent.log_text()
+    );
+}
+
+/// The agent's requests as the server logged them: (verb, URI) in order.
+fn agent_requests(server: &KubeApiServer) -> Vec<kube::Logged> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.user_agent == UA)
+        .collect()
+}
+
+fn keys(m: &BTreeMap<String, String>) -> Vec<String> {
+    m.keys().cloned().collect()
+}
+
+#[test]
+fn applies_labels_as_gpu_labeler_once_and_reuses_its_connection() {
+    let server = cluster();
+    let s = setup(&server, &[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
+    let mut agent = start(&s, &[]);
+    let ours = union(&[
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia", "test.h100"]),
+    ]);
+    wait_labels(&server, &agent, &union(&[&foreign(), &ours]));
+
+    // The real field manager's record: the agent's Apply owns exactly its keys, the others'
+    // entries are as they were.
+    assert_eq!(
+        server.label_owners(NODE),
+        BTreeMap::from([
+            ("gpu-labeler/Apply".to_string(), keys(&ours)),
+            ("kubectl-label/Update".to_string(), vec!["team".to_string()]),
+            ("kubelet/Update".to_string(), keys(&kubelet_labels())),
+        ])
+    );
+
+    // Steady state: three more cycles at 1 s, no more reads or writes (the watch, open until
+    // it ends, is logged by the server when it ends).
+    std::thread::sleep(Duration::from_millis(3500));
+    let calls = |reqs: &[kube::Logged]| -> Vec<(String, String, u16)> {
+        reqs.iter()
+            .filter(|r| r.verb != "WATCH")
+            .map(|r| (r.verb.clone(), r.uri.clone(), r.code))
+            .collect()
+    };
+    let node = format!("/api/v1/nodes/{NODE}");
+    let apply = format!("{node}?fieldManager=gpu-labeler");
+    assert_eq!(
+        calls(&agent_requests(&server)),
+        [
+            ("GET".to_string(), node.clone(), 200),
+            ("APPLY".to_string(), apply.clone(), 200)
+        ]
+    );
+    // A change: one more apply, on the connection the first cycle opened.
+    std::fs::write(&s.rules, rule_file(&[("nvidia", "test.nvidia")])).unwrap();
+    let ours = union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])]);
+    wait_labels(&server, &agent, &union(&[&foreign(), &ours]));
+    let reqs = agent_requests(&server);
+    assert_eq!(
+        calls(&reqs),
+        [
+            ("GET".to_string(), node, 200),
+            ("APPLY".to_string(), apply.clone(), 200),
+            ("APPLY".to_string(), apply, 200),
+        ]
+    );
+    let connections: BTreeSet<&str> = reqs
+        .iter()
+        .filter(|r| r.verb != "WATCH")
+        .map(|r| r.src.as_str())
+        .collect();
+    assert_eq!(connections.len(), 1, "{reqs:#?}");
+    assert!(reqs.iter().all(|r| r.user_agent == UA));
+
+    assert_eq!(agent.stop(), 0);
+    assert_eq!(server.labels(NODE), union(&[&foreign(), &ours]));
+}
+
+#[test]
+fn a_rule_removed_from_the_file_removes_its_label_and_its_ownership() {
+    let server = cluster();
+    let s = setup(&server, &[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
+    let agent = start(&s, &[]);
+    let both = union(&[
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia", "test.h100"]),
+    ]);
+    wait_labels(&server, &agent, &union(&[&foreign(), &both]));
+
+    std::fs::write(&s.rules, rule_file(&[("nvidia", "test.nvidia")])).unwrap();
+    let one = union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])]);
+    wait_labels(&server, &agent, &union(&[&foreign(), &one]));
+    assert_eq!(server.label_owners(NODE)["gpu-labeler/Apply"], keys(&one));
+    agent.wait_log("rules reloaded", WAIT);
+    agent.wait_log("-feature.node.kubernetes.io/test.h100", WAIT);
+}
+
+#[test]
+fn a_restart_with_nothing_changed_reads_the_node_once_and_writes_nothing() {
+    let server = cluster();
+    let s = setup(&server, &[("nvidia", "test.nvidia")]);
+    let mut agent = start(&s, &[]);
+    let want = union(&[
+        &foreign(),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    wait_labels(&server, &agent, &want);
+    assert_eq!(agent.stop(), 0);
+    let rv = server.node(NODE)["metadata"]["resourceVersion"].clone();
+    let before = agent_requests(&server).len();
+
+    let agent = start(&s, &[]);
+    agent.wait_log("ready", WAIT);
+    std::thread::sleep(Duration::from_millis(2500));
+    let after: Vec<(String, String)> = agent_requests(&server)[before..]
+        .iter()
+        .filter(|r| r.verb != "WATCH")
+        .map(|r| (r.verb.clone(), r.uri.clone()))
+        .collect();
+    assert_eq!(
+        after,
+        [("GET".to_string(), format!("/api/v1/nodes/{NODE}"))]
+    );
+    assert_eq!(server.node(NODE)["metadata"]["resourceVersion"], rv);
+    assert_eq!(server.labels(NODE), want);
+}
+
+/// The Node watch (field selector, resourceVersion, bookmarks) as the real server serves it: an
+/// admin who removes one of the agent's labels sees it back within a second or two, not an
+/// interval later.
+#[test]
+fn a_label_removed_by_someone_else_comes_back_through_the_watch() {
+    let server = cluster();
+    let s = setup(&server, &[("nvidia", "test.nvidia")]);
+    let mut args = run_args(&s.kubeconfig, NODE, &["--rules", s.rules.to_str().unwrap()]);
+    let i = args.iter().position(|a| a == "--interval").unwrap();
+    args[i + 1] = "1h".into();
+    let agent = Agent::start(&args, &[]);
+    // An hour's interval: the first cycle now (SIGHUP), then only the watch brings a relabel.
+    agent.wait_log("first cycle in", WAIT);
+    agent.signal("HUP");
+    let want = union(&[
+        &foreign(),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    wait_labels(&server, &agent, &want);
+    let t = Instant::now();
+    let a = server.merge_patch(
+        &Who::admin(),
+        "kubectl-label",
+        &format!("/api/v1/nodes/{NODE}"),
+        &json!({"metadata": {"labels": {"feature.node.kubernetes.io/test.nvidia": null}}}),
+    );
+    assert!(a.ok(), "{}", a.body);
+    wait_labels(&server, &agent, &want);
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    agent.wait_log(
+        "node gpu-node-1: some of our labels were removed or changed by someone else",
+        WAIT,
+    );
+    // The server logs a watch when it ends: stop the agent.
+    let mut agent = agent;
+    assert_eq!(agent.stop(), 0);
+    wait_for(WAIT, || {
+        agent_requests(&server)
+            .iter()
+            .any(|r| r.verb == "WATCH")
+            .then_some(())
+    });
+    let watches: Vec<String> = agent_requests(&server)
+        .iter()
+        .filter(|r| r.verb == "WATCH")
+        .map(|r| {
+            r.uri
+                .split('&')
+                .filter(|p| !p.starts_with("resourceVersion=") && !p.starts_with("timeoutSeconds="))
+                .collect::<Vec<_>>()
+                .join("&")
+        })
+        .collect();
+    assert!(!watches.is_empty());
+    for w in &watches {
+        assert_eq!(
+            w,
+            "/api/v1/nodes?watch=true&fieldSelector=metadata.name%3Dgpu-node-1&allowWatchBookmarks=true"
+        );
+    }
+}
+
+/// A key another controller owns with another value: the real server's 409 (its own message
+/// and causes) is understood, that key left to its owner and reported, the rest applied.
+#[test]
+fn a_key_owned_by_another_manager_is_reported_and_the_rest_applied() {
+    let server = cluster();
+    let s = setup(&server, &[("nvidia", "test.nvidia")]);
+    let agent = start(&s, &["--no-events"]);
+    let mut want = union(&[
+        &foreign(),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    wait_labels(&server, &agent, &want);
+    // Another controller takes over one of our keys after we read the Node.
+    let a = server.merge_patch(
+        &Who::admin(),
+        "ops-controller",
+        &format!("/api/v1/nodes/{NODE}"),
+        &json!({"metadata": {"labels": {"feature.node.kubernetes.io/test.nvidia": "no"}}}),
+    );
+    assert!(a.ok(), "{}", a.body);
+    std::fs::write(
+        &s.rules,
+        rule_file(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]),
+    )
+    .unwrap();
+    want.insert("feature.node.kubernetes.io/test.nvidia".into(), "no".into());
+    want.insert("feature.node.kubernetes.io/test.h100".into(), "true".into());
+    wait_labels(&server, &agent, &want);
+    agent.wait_log(
+        "label feature.node.kubernetes.io/test.nvidia is owned by field manager \"ops-controller\"",
+        WAIT,
+    );
+    let owners = server.label_owners(NODE);
+    assert_eq!(
+        owners["ops-controller/Update"],
+        ["feature.node.kubernetes.io/test.nvidia"]
+    );
+}
+
+#[test]
+fn a_label_no_longer_produced_is_removed_across_a_restart() {
+    let server = cluster();
+    let s = setup(&server, &[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
+    let mut agent = start(&s, &[]);
+    let both = union(&[
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia", "test.h100"]),
+    ]);
+    wait_labels(&server, &agent, &union(&[&foreign(), &both]));
+    assert_eq!(agent.stop(), 0);
+
+    std::fs::write(&s.rules, rule_file(&[("nvidia", "test.nvidia")])).unwrap();
+    let agent = start(&s, &[]);
+    let one = union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])]);
+    wait_labels(&server, &agent, &union(&[&foreign(), &one]));
+    assert_eq!(server.label_owners(NODE)["gpu-labeler/Apply"], keys(&one));
+}
