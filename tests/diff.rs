@@ -1,53 +1,52 @@
 //! `gpu-labeler diff` as an operator migrating from NFD and GFD meets it: the real binary against
-//! the fake API server's Node (labels from kubelet, nfd-master, GFD and an earlier gpu-labeler,
+//! Kubernetes' own API server (tests/kube-apiserver) and a Node (labels from kubelet, nfd-master, GFD and an earlier gpu-labeler,
 //! with their managedFields), then the same Node as a file; the publish that follows does what
 //! the diff said.
 
 mod apiserver;
 mod common;
-
-use std::collections::BTreeMap;
+mod kube;
 
 use apiserver::*;
+use kube::{KubeApiServer, Who};
+use serde_json::json;
 
 const NODE: &str = "gpu-node-1";
 
-/// A Node as a cluster that ran NFD and GFD, and an older gpu-labeler, leaves it.
-fn migrating_cluster() -> FakeApiServer {
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[("kubernetes.io/hostname", NODE)]);
-    server.merge_patch_labels(
-        NODE,
+/// A Node as a cluster that ran NFD and GFD, and an older gpu-labeler, leaves it: on the test
+/// API server built from Kubernetes' own code, each manager's labels set by its own requests,
+/// under the shipped admission policy.
+fn migrating_cluster() -> KubeApiServer {
+    let server = KubeApiServer::with_shipped_node_policy();
+    server.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+    let path = format!("/api/v1/nodes/{NODE}");
+    let admin = Who::admin();
+    let merge = |manager: &str, labels: serde_json::Value| {
+        let a = server.merge_patch(&admin, manager, &path, &json!({"metadata": {"labels": labels}}));
+        assert!(a.ok(), "{}", a.body);
+    };
+    merge(
         "nfd-master",
-        &[
+        json!({
             // NFD's vendor-only PCI label (the device plugin's chart selects on it).
-            ("feature.node.kubernetes.io/pci-10de.present", Some("true")),
+            "feature.node.kubernetes.io/pci-10de.present": "true",
             // The same label and value as ours: shared.
-            (
-                "feature.node.kubernetes.io/pci-0302_10de.present",
-                Some("true"),
-            ),
+            "feature.node.kubernetes.io/pci-0302_10de.present": "true",
             // Another value than ours: a conflict the sink will not force.
-            ("feature.node.kubernetes.io/gpu.count", Some("4")),
-        ],
+            "feature.node.kubernetes.io/gpu.count": "4",
+        }),
     );
-    server.merge_patch_labels(
-        NODE,
+    merge(
         "gpu-feature-discovery",
-        &[("nvidia.com/gpu.product", Some("NVIDIA-H100-80GB-HBM3"))],
+        json!({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
     );
-    let ours = map(&[
-        ("feature.node.kubernetes.io/gpu.product", "H100"),
-        ("feature.node.kubernetes.io/gpu.vendor", "nvidia"),
-        ("feature.node.kubernetes.io/old-rule", "true"),
-    ]);
-    server.with(|s| {
-        s.nodes
-            .get_mut(NODE)
-            .unwrap()
-            .apply("gpu-labeler", &ours, &BTreeMap::new(), false)
-            .unwrap()
-    });
+    let ours = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE, "labels": {
+        "feature.node.kubernetes.io/gpu.product": "H100",
+        "feature.node.kubernetes.io/gpu.vendor": "nvidia",
+        "feature.node.kubernetes.io/old-rule": "true",
+    }}});
+    let a = server.apply(&Who::agent(NODE), "gpu-labeler", &path, &ours, false);
+    assert!(a.ok(), "{}", a.body);
     server
 }
 
@@ -86,19 +85,25 @@ const BEFORE: &str = "node gpu-node-1: 12 to add, 1 to change, 1 to remove, 1 in
 fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
     let server = migrating_cluster();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+    let kubeconfig = server.kubeconfig(&Who::agent(NODE));
     let k = kubeconfig.to_str().unwrap();
-    server.clear_requests();
+    let from = server.requests().len();
     let live = diff_args(&["--kubeconfig", k, "--node-name", NODE]);
     let (code, stdout, stderr) = gpu_labeler(&live);
     assert_eq!((code, stdout.as_str(), stderr.as_str()), (4, BEFORE, ""));
     // Reading is all diff does: one GET, no write.
-    let methods: Vec<String> = server.requests().iter().map(|r| r.method.clone()).collect();
-    assert_eq!(methods, vec!["GET"]);
+    let requests: Vec<String> = server.requests()[from..]
+        .iter()
+        .map(|r| format!("{} {} {}", r.verb, r.uri, r.user_agent))
+        .collect();
+    assert_eq!(
+        requests,
+        [format!("GET /api/v1/nodes/{NODE} gpu-labeler/{}", env!("CARGO_PKG_VERSION"))]
+    );
 
     // The same Node saved by kubectl (with its managedFields) gives the same diff.
     let file = dir.path().join("node.json");
-    std::fs::write(&file, server.node(NODE).to_json(NODE).to_string()).unwrap();
+    std::fs::write(&file, server.node(NODE).to_string()).unwrap();
     let (code, stdout, _) = gpu_labeler(&diff_args(&["--node", file.to_str().unwrap()]));
     assert_eq!((code, stdout.as_str()), (4, BEFORE));
 

@@ -1,5 +1,6 @@
-//! `gpu-labeler prune` as an uninstall or a sink switch meets it: the real binary against the
-//! fake API server's Nodes (labels from kubelet, nfd-master, GFD and gpu-labeler, one shared
+//! `gpu-labeler prune` as an uninstall or a sink switch meets it: the real binary against
+//! Kubernetes' own API server (tests/kube-apiserver; the error cases against the suite's own,
+//! which can be made to fail), with Nodes (labels from kubelet, nfd-master, GFD and gpu-labeler, one shared
 //! with nfd-master) and NodeFeature objects (gpu-labeler's and nfd-worker's). It removes exactly
 //! what gpu-labeler's field manager owns alone, keeps what another manager owns too, deletes
 //! only gpu-labeler's NodeFeature, says so beforehand with `--dry-run`, and a second run finds
@@ -7,10 +8,12 @@
 
 mod apiserver;
 mod common;
+mod kube;
 
 use std::collections::BTreeMap;
 
 use apiserver::*;
+use kube::{KubeApiServer, Who};
 use serde_json::json;
 
 const NS: &str = "gpu-labeler";
@@ -93,11 +96,69 @@ const PLAN: &str = "node cpu-node:\n  nothing of gpu-labeler's\n\
     - label feature.node.kubernetes.io/gpu.present=true: would be removed\n\
     3 node(s), 2 with something of gpu-labeler's (dry run: nothing changed)\n";
 
+/// The cluster of [`cluster`] on the test API server built from Kubernetes' own code, each
+/// manager's keys set by its own requests (the managedFields are the real field manager's).
+fn real_cluster() -> KubeApiServer {
+    let s = KubeApiServer::start();
+    s.create_namespace(NS);
+    let admin = Who::admin();
+    for n in ["cpu-node", "gpu-node-1", "gpu-node-2"] {
+        s.create_node(n, &[("kubernetes.io/hostname", n)]);
+    }
+    let node = |n: &str| format!("/api/v1/nodes/{n}");
+    let merge = |n: &str, manager: &str, labels: serde_json::Value| {
+        let a = s.merge_patch(&admin, manager, &node(n), &json!({"metadata": {"labels": labels}}));
+        assert!(a.ok(), "{}", a.body);
+    };
+    merge(
+        "gpu-node-1",
+        "nfd-master",
+        json!({fnk("pci-10de.present"): "true", fnk("pci-0302_10de.present"): "true"}),
+    );
+    merge(
+        "gpu-node-1",
+        "gpu-feature-discovery",
+        json!({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+    );
+    let apply = |n: &str, metadata: serde_json::Value| {
+        let body = json!({"apiVersion": "v1", "kind": "Node", "metadata": metadata});
+        let a = s.apply(&admin, "gpu-labeler", &node(n), &body, false);
+        assert!(a.ok(), "{}", a.body);
+    };
+    apply(
+        "gpu-node-1",
+        json!({"name": "gpu-node-1",
+               "labels": {fnk("gpu.present"): "true", fnk("gpu.product"): "NVIDIA-H100-80GB-HBM3",
+                          fnk("pci-0302_10de.present"): "true"},
+               "annotations": {"feature.node.kubernetes.io/gpu.pool": "h100-a"}}),
+    );
+    apply("gpu-node-2", json!({"name": "gpu-node-2", "labels": {fnk("gpu.present"): "true"}}));
+    for (n, manager) in [("gpu-node-1", "gpu-labeler"), ("gpu-node-2", "nfd-worker")] {
+        let object = json!({
+            "apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
+            "metadata": {"name": n, "namespace": NS,
+                         "labels": {"nfd.node.kubernetes.io/node-name": n}},
+            "spec": {"features": {}, "labels": {}},
+        });
+        let a = s.apply(&admin, manager, &kube::object_path(&object), &object, false);
+        assert!(a.ok(), "{}", a.body);
+    }
+    s
+}
+
+/// Verb and URI of each request `prune` made, as the server logged them.
+fn prune_requests(server: &KubeApiServer, from: usize) -> Vec<String> {
+    server.requests()[from..]
+        .iter()
+        .filter(|r| r.user_agent.starts_with("gpu-labeler/"))
+        .map(|r| format!("{} {}", r.verb, r.uri))
+        .collect()
+}
+
 #[test]
 fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
-    let server = cluster();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+    let server = real_cluster();
+    let kubeconfig = server.kubeconfig(&Who::admin());
     let k = kubeconfig.to_str().unwrap();
     let all = ["prune", "--kubeconfig", k, "--all-nodes"];
     let with_nf = [&all[..], &["--nodefeature-namespace", NS]].concat();
@@ -107,15 +168,15 @@ fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
         .collect();
 
     // The dry run reads, and writes nothing.
-    server.clear_requests();
+    let from = server.requests().len();
     let dry = [&with_nf[..], &["--dry-run"]].concat();
     let (code, stdout, stderr) = gpu_labeler(&dry);
     assert_eq!((code, stdout.as_str(), stderr.as_str()), (4, PLAN, ""));
     let nf = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-labeler/nodefeatures";
     assert_eq!(
-        methods(&server),
+        prune_requests(&server, from),
         vec![
-            "GET /api/v1/nodes".to_string(),
+            "LIST /api/v1/nodes?limit=500".to_string(),
             "GET /api/v1/nodes/cpu-node".into(),
             format!("GET {nf}/cpu-node"),
             "GET /api/v1/nodes/gpu-node-1".into(),
@@ -131,7 +192,7 @@ fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
     assert_eq!(unchanged, before);
 
     // The prune does what the dry run said.
-    server.clear_requests();
+    let from = server.requests().len();
     let (code, stdout, stderr) = gpu_labeler(&with_nf);
     let done = PLAN
         .replace("would be removed", "removed")
@@ -143,17 +204,17 @@ fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
         (0, done.as_str(), "")
     );
     assert_eq!(
-        methods(&server),
+        prune_requests(&server, from),
         vec![
-            "GET /api/v1/nodes".to_string(),
+            "LIST /api/v1/nodes?limit=500".to_string(),
             "GET /api/v1/nodes/cpu-node".into(),
             format!("GET {nf}/cpu-node"),
             "GET /api/v1/nodes/gpu-node-1".into(),
-            "PATCH /api/v1/nodes/gpu-node-1".into(),
+            "APPLY /api/v1/nodes/gpu-node-1?fieldManager=gpu-labeler".into(),
             format!("GET {nf}/gpu-node-1"),
             format!("DELETE {nf}/gpu-node-1"),
             "GET /api/v1/nodes/gpu-node-2".into(),
-            "PATCH /api/v1/nodes/gpu-node-2".into(),
+            "APPLY /api/v1/nodes/gpu-node-2?fieldManager=gpu-labeler".into(),
             format!("GET {nf}/gpu-node-2"),
         ]
     );
@@ -172,21 +233,21 @@ fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
     );
     assert_eq!(server.labels("cpu-node"), before[0]);
     let n1 = server.node("gpu-node-1");
-    assert_eq!(n1.annotations, BTreeMap::new());
-    assert_eq!(n1.applied_by("gpu-labeler"), Default::default());
-    let left: Vec<(String, String, String)> = server.with(|s| {
-        s.nodefeatures
-            .iter()
-            .map(|((ns, n), o)| (ns.clone(), n.clone(), o.manager.clone()))
-            .collect()
-    });
-    assert_eq!(
-        left,
-        vec![(NS.into(), "gpu-node-2".into(), "nfd-worker".into())]
-    );
+    assert_eq!(n1["metadata"]["annotations"], serde_json::Value::Null);
+    assert!(!server.label_owners("gpu-node-1").keys().any(|m| m.starts_with("gpu-labeler/")));
+    let left: Vec<(String, String)> = server.get(nf)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            let m = &o["metadata"];
+            (m["name"].as_str().unwrap().to_string(), m["managedFields"][0]["manager"].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(left, vec![("gpu-node-2".into(), "nfd-worker".into())]);
 
     // Again: nothing of gpu-labeler's is left, and nothing is written.
-    server.clear_requests();
+    let from = server.requests().len();
     let (code, stdout, _) = gpu_labeler(&with_nf);
     assert_eq!(
         (code, stdout.as_str()),
@@ -198,7 +259,11 @@ fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
              3 node(s), 0 with something of gpu-labeler's\n"
         )
     );
-    assert!(server.requests().iter().all(|r| r.method == "GET"));
+    assert!(
+        server.requests()[from..].iter().all(|r| !r.is_write()),
+        "{:?}",
+        prune_requests(&server, from)
+    );
     let (code, stdout, _) = gpu_labeler(&[&all[..], &["--dry-run", "-o", "json"]].concat());
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(code, 0);
