@@ -2,6 +2,7 @@
 //! modes `--oneshot` and `--dry-run`, end to end with the real binary.
 
 mod apiserver;
+mod kube;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -46,22 +47,44 @@ fn nodefeature(server: &FakeApiServer, ns: &str) -> Option<Value> {
     })
 }
 
+/// On Kubernetes' own API server (tests/kube-apiserver) under the nodefeature component's
+/// admission policy, with the agent's token bound to its node.
 #[test]
 fn nodefeature_sink_writes_nfds_object_once_and_reads_it_after_a_restart() {
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[]);
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("deploy/components/nodefeature/admission-policy.yaml"),
+    )
+    .unwrap();
+    let policy: Vec<Value> = text
+        .split("\n---\n")
+        .map(|d| serde_saphyr::from_str(d).unwrap())
+        .collect();
+    let server = kube::KubeApiServer::with_policy(&policy);
+    server.create_namespace("gpu-system");
+    server.create_node(NODE, &[]);
     let dir = tempfile::tempdir().unwrap();
-    let kc = write_kubeconfig(dir.path(), &server.url());
+    let kc = server.kubeconfig(&kube::Who::agent(NODE));
     let rules = rules_file(dir.path(), &[("nvidia", "test.nvidia")]);
     let args = run_args(&kc, NODE, &["--sink", "nodefeature", "--rules", &rules]);
     let mut agent = Agent::start(&args, &[("POD_NAMESPACE", "gpu-system")]);
-    let obj = wait_for(WAIT, || nodefeature(&server, "gpu-system"));
+    let path = format!("/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-system/nodefeatures/{NODE}");
+    let get = |path: &str| {
+        let a = server.request(&kube::Who::admin(), "GET", path, None);
+        a.ok().then_some(a.body)
+    };
+    let obj = wait_for(WAIT, || get(&path));
     let obj = obj.unwrap_or_else(|| panic!("no NodeFeature; log:\n{}", agent.log_text()));
 
     let features: Value = serde_json::from_str(&gpu_labeler("features", &["-o", "json"])).unwrap();
     let labels = union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])]);
+    let uid = server.node(NODE)["metadata"]["uid"].clone();
+    let m = &obj["metadata"];
     assert_eq!(
-        obj,
+        json!({"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+               "metadata": {"name": m["name"], "namespace": m["namespace"], "labels": m["labels"],
+                            "ownerReferences": m["ownerReferences"]},
+               "spec": obj["spec"]}),
         json!({
             "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
             "kind": "NodeFeature",
@@ -70,48 +93,59 @@ fn nodefeature_sink_writes_nfds_object_once_and_reads_it_after_a_restart() {
                 "namespace": "gpu-system",
                 "labels": {"nfd.node.kubernetes.io/node-name": NODE},
                 // Owned by the Node, not the pod: replacing the pod never removes it.
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": NODE,
-                                     "uid": format!("uid-{NODE}")}]
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": uid}]
             },
             "spec": {"features": features, "labels": labels}
         })
     );
+    // The agent's Apply owns it (the real field manager's record).
+    let managers: Vec<(&str, &str)> = m["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap(),
+                e["operation"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(managers, [("gpu-labeler", "Apply")]);
     // The Node itself is not touched.
     assert_eq!(server.labels(NODE), BTreeMap::new());
 
     std::thread::sleep(Duration::from_millis(3000));
-    let reqs = server.requests();
-    let calls: Vec<(String, String)> = reqs
-        .iter()
-        .map(|r| (r.method.clone(), r.path.clone()))
-        .collect();
-    let path = format!("/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-system/nodefeatures/{NODE}");
+    let ua = format!("gpu-labeler/{}", env!("CARGO_PKG_VERSION"));
+    let calls = || -> Vec<(String, String)> {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.user_agent == ua && r.verb != "WATCH")
+            .map(|r| (r.verb.clone(), r.uri.clone()))
+            .collect()
+    };
     let node_path = format!("/api/v1/nodes/{NODE}");
     assert_eq!(
-        calls,
+        calls(),
         vec![
             ("GET".to_string(), node_path.clone()),
             ("GET".to_string(), path.clone()),
-            ("PATCH".to_string(), path.clone())
+            (
+                "APPLY".to_string(),
+                format!("{path}?fieldManager=gpu-labeler")
+            )
         ]
     );
-    assert_eq!(reqs[2].content_type, "application/apply-patch+yaml");
-    assert!(reqs[2].query.contains("fieldManager=gpu-labeler"));
     assert_eq!(agent.stop(), 0);
 
     // Restart, nothing changed: one read, no write.
-    server.clear_requests();
+    let before = calls().len();
     let agent = Agent::start(&args, &[("POD_NAMESPACE", "gpu-system")]);
     agent.wait_log("first cycle in", WAIT);
     std::thread::sleep(Duration::from_millis(2500));
-    let calls: Vec<(String, String)> = server
-        .requests()
-        .iter()
-        .map(|r| (r.method.clone(), r.path.clone()))
-        .collect();
     assert_eq!(
-        calls,
-        vec![("GET".to_string(), node_path), ("GET".to_string(), path)]
+        calls()[before..],
+        [("GET".to_string(), node_path), ("GET".to_string(), path)]
     );
 }
 

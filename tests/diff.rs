@@ -22,7 +22,12 @@ fn migrating_cluster() -> KubeApiServer {
     let path = format!("/api/v1/nodes/{NODE}");
     let admin = Who::admin();
     let merge = |manager: &str, labels: serde_json::Value| {
-        let a = server.merge_patch(&admin, manager, &path, &json!({"metadata": {"labels": labels}}));
+        let a = server.merge_patch(
+            &admin,
+            manager,
+            &path,
+            &json!({"metadata": {"labels": labels}}),
+        );
         assert!(a.ok(), "{}", a.body);
     };
     merge(
@@ -98,7 +103,10 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
         .collect();
     assert_eq!(
         requests,
-        [format!("GET /api/v1/nodes/{NODE} gpu-labeler/{}", env!("CARGO_PKG_VERSION"))]
+        [format!(
+            "GET /api/v1/nodes/{NODE} gpu-labeler/{}",
+            env!("CARGO_PKG_VERSION")
+        )]
     );
 
     // The same Node saved by kubectl (with its managedFields) gives the same diff.

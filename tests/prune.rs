@@ -107,7 +107,12 @@ fn real_cluster() -> KubeApiServer {
     }
     let node = |n: &str| format!("/api/v1/nodes/{n}");
     let merge = |n: &str, manager: &str, labels: serde_json::Value| {
-        let a = s.merge_patch(&admin, manager, &node(n), &json!({"metadata": {"labels": labels}}));
+        let a = s.merge_patch(
+            &admin,
+            manager,
+            &node(n),
+            &json!({"metadata": {"labels": labels}}),
+        );
         assert!(a.ok(), "{}", a.body);
     };
     merge(
@@ -132,7 +137,10 @@ fn real_cluster() -> KubeApiServer {
                           fnk("pci-0302_10de.present"): "true"},
                "annotations": {"feature.node.kubernetes.io/gpu.pool": "h100-a"}}),
     );
-    apply("gpu-node-2", json!({"name": "gpu-node-2", "labels": {fnk("gpu.present"): "true"}}));
+    apply(
+        "gpu-node-2",
+        json!({"name": "gpu-node-2", "labels": {fnk("gpu.present"): "true"}}),
+    );
     for (n, manager) in [("gpu-node-1", "gpu-labeler"), ("gpu-node-2", "nfd-worker")] {
         let object = json!({
             "apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
@@ -234,14 +242,25 @@ fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
     assert_eq!(server.labels("cpu-node"), before[0]);
     let n1 = server.node("gpu-node-1");
     assert_eq!(n1["metadata"]["annotations"], serde_json::Value::Null);
-    assert!(!server.label_owners("gpu-node-1").keys().any(|m| m.starts_with("gpu-labeler/")));
+    assert!(
+        !server
+            .label_owners("gpu-node-1")
+            .keys()
+            .any(|m| m.starts_with("gpu-labeler/"))
+    );
     let left: Vec<(String, String)> = server.get(nf)["items"]
         .as_array()
         .unwrap()
         .iter()
         .map(|o| {
             let m = &o["metadata"];
-            (m["name"].as_str().unwrap().to_string(), m["managedFields"][0]["manager"].as_str().unwrap().to_string())
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["managedFields"][0]["manager"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
         })
         .collect();
     assert_eq!(left, vec![("gpu-node-2".into(), "nfd-worker".into())]);

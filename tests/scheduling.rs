@@ -9,6 +9,7 @@
 
 mod apiserver;
 mod common;
+mod kube;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -458,40 +459,49 @@ fn bad_input_names_the_file_line_and_column() {
     );
 }
 
-/// The cluster path: nodes listed from the API server (500 a page, read-only), and the same
-/// answer as from the file; installed as a kubectl plugin (`kubectl gpu-labeler ...`).
+/// The cluster path: nodes listed from Kubernetes' own API server (tests/kube-apiserver; 500 a
+/// page, read-only), and the same answer as from the file; installed as a kubectl plugin
+/// (`kubectl gpu-labeler ...`).
 #[test]
 fn the_cluster_path_lists_nodes_page_by_page_as_a_kubectl_plugin() {
-    let server = apiserver::FakeApiServer::start();
+    let server = kube::KubeApiServer::start();
+    let admin = kube::Who::admin();
     let fleet: Value = serde_json::from_str(&std::fs::read_to_string(nodes()).unwrap()).unwrap();
+    let put = |name: &str, labels: &Value, spec: &Value, status: &Value| {
+        let node = json!({"apiVersion": "v1", "kind": "Node",
+                          "metadata": {"name": name, "labels": labels}, "spec": spec});
+        let a = server.request(
+            &admin,
+            "POST",
+            "/api/v1/nodes?fieldManager=kubelet",
+            Some(("application/json", &node)),
+        );
+        assert!(a.ok(), "{name}: {}", a.body);
+        let path = format!("/api/v1/nodes/{name}/status");
+        let a = server.merge_patch(&admin, "kubelet", &path, &json!({"status": status}));
+        assert!(a.ok(), "{name}: {}", a.body);
+    };
     // 501 nodes: the fleet, then CPU nodes, so that the list takes two pages.
-    let mut names = Vec::new();
     for item in fleet["items"].as_array().unwrap() {
-        let name = item["metadata"]["name"].as_str().unwrap().to_string();
-        let labels: Vec<(String, String)> =
-            serde_json::from_value::<BTreeMap<String, String>>(item["metadata"]["labels"].clone())
-                .unwrap()
-                .into_iter()
-                .collect();
-        let refs: Vec<(&str, &str)> = labels
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        server.add_node(&name, &refs);
-        server.set_spec_status(&name, item["spec"].clone(), item["status"].clone());
-        names.push(name);
+        let name = item["metadata"]["name"].as_str().unwrap();
+        put(
+            name,
+            &item["metadata"]["labels"],
+            &item["spec"],
+            &item["status"],
+        );
     }
     for i in 0..493 {
-        let name = format!("zz-cpu-{i:03}");
-        server.add_node(&name, &[("kubernetes.io/os", "linux")]);
-        server.set_spec_status(
-            &name,
-            json!({}),
-            json!({"allocatable": {"cpu": "2", "pods": "110"}}),
+        put(
+            &format!("zz-cpu-{i:03}"),
+            &json!({"kubernetes.io/os": "linux"}),
+            &json!({}),
+            &json!({"allocatable": {"cpu": "2", "pods": "110"}}),
         );
     }
     let tmp = tempfile::tempdir().unwrap();
-    let kubeconfig = apiserver::write_kubeconfig(tmp.path(), &server.url());
+    let kubeconfig = server.kubeconfig(&kube::Who::user("an-operator"));
+    let from = server.requests().len();
     let plugin = tmp.path().join("kubectl-gpu_labeler");
     std::os::unix::fs::symlink(common::binary(), &plugin).unwrap();
     let out = std::process::Command::new(&plugin)
@@ -515,19 +525,30 @@ fn the_cluster_path_lists_nodes_page_by_page_as_a_kubectl_plugin() {
         ),
         (Some(0), String::new(), want)
     );
-    let reqs: Vec<(String, String, String)> = server
-        .requests()
+    // Two pages: the first of 500, the second from the server's continue token.
+    let reqs: Vec<(String, String, Vec<String>)> = server.requests()[from..]
         .iter()
-        .map(|r| (r.method.clone(), r.path.clone(), r.query.clone()))
+        .map(|r| {
+            let (path, query) = r.uri.split_once('?').unwrap_or((&r.uri, ""));
+            let params = query
+                .split('&')
+                .map(|p| p.split_once('=').map_or(p, |(k, _)| k).to_string())
+                .collect();
+            (r.verb.clone(), path.to_string(), params)
+        })
         .collect();
     assert_eq!(
         reqs,
         [
-            ("GET".into(), "/api/v1/nodes".into(), "&limit=500".into()),
             (
-                "GET".into(),
+                "LIST".into(),
                 "/api/v1/nodes".into(),
-                "&limit=500&continue=after-zz-cpu-491".into()
+                vec!["limit".to_string()]
+            ),
+            (
+                "LIST".into(),
+                "/api/v1/nodes".into(),
+                vec!["limit".to_string(), "continue".to_string()]
             ),
         ]
     );

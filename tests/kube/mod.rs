@@ -268,6 +268,7 @@ pub struct KubeApiServer {
     etcd: Child,
     server: Child,
     tokens: Mutex<BTreeMap<String, Value>>,
+    clients: Mutex<BTreeMap<PathBuf, kube::Client>>,
     ca: String,
     runtime: tokio::runtime::Runtime,
 }
@@ -329,6 +330,7 @@ impl KubeApiServer {
             etcd,
             server,
             tokens: Mutex::new(BTreeMap::new()),
+            clients: Mutex::new(BTreeMap::new()),
             ca: String::new(),
             runtime,
         };
@@ -467,13 +469,18 @@ impl KubeApiServer {
 
     fn client(&self, who: &Who) -> kube::Client {
         let path = self.kubeconfig(who);
-        self.runtime.block_on(async {
+        if let Some(c) = self.clients.lock().unwrap().get(&path) {
+            return c.clone();
+        }
+        let client = self.runtime.block_on(async {
             let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
             let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
                 .await
                 .unwrap();
             kube::Client::try_from(config).unwrap()
-        })
+        });
+        self.clients.lock().unwrap().insert(path, client.clone());
+        client
     }
 
     fn try_request(
