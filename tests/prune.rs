@@ -77,14 +77,6 @@ fn gpu_labeler(args: &[&str]) -> (i32, String, String) {
     common::run(args).parts()
 }
 
-fn methods(server: &FakeApiServer) -> Vec<String> {
-    server
-        .requests()
-        .iter()
-        .map(|r| format!("{} {}", r.method, r.path))
-        .collect()
-}
-
 const PLAN: &str = "node cpu-node:\n  nothing of gpu-labeler's\n\
     node gpu-node-1:\n\
     - label feature.node.kubernetes.io/gpu.present=true: would be removed\n\
