@@ -29,7 +29,9 @@ use crate::output::NodeOutput;
 use crate::pipeline::{RuleFiles, Sources};
 use crate::publish::client;
 use crate::publish::features_file::{self, FeaturesFileSink};
-use crate::publish::node::{MAX_RESPONSE_BYTES, NodeSink, Outcome, OutcomeKind, PublishError};
+use crate::publish::node::{
+    self, MAX_RESPONSE_BYTES, NodeSink, Outcome, OutcomeKind, PublishError,
+};
 use crate::publish::nodefeature::{self, NodeFeatureSink};
 use crate::rules::RuleSet;
 use crate::watch::{self, Coalescer, Event, FileWatch, Source};
@@ -411,6 +413,7 @@ impl Sink {
                     },
                     diff,
                     conflicts: Vec::new(),
+                    refused: Vec::new(),
                 })
             }
         }
@@ -466,7 +469,12 @@ async fn build_sink(
             let client =
                 client::kube_client(publish.kubeconfig.as_deref(), timeout, MAX_RESPONSE_BYTES)
                     .await?;
-            Sink::Node(Box::new(NodeSink::new(client, node, timeout)))
+            // On a policy denial (a site's policy narrower than its allowedNs, a namespace
+            // added to one and not the other), publish what the shipped policy admits.
+            let admits: node::Admits = Arc::new(crate::validate::shipped_policy_admits);
+            Sink::Node(Box::new(
+                NodeSink::new(client, node, timeout).with_admitted(admits),
+            ))
         }
         SinkKind::Nodefeature => {
             let node = node_name(publish, "nodefeature")?;
@@ -754,6 +762,10 @@ impl Daemon {
         for c in &outcome.conflicts {
             metrics.label_conflicts.inc();
             tracing::warn!("{c}");
+        }
+        for r in &outcome.refused {
+            metrics.label_refused.inc();
+            tracing::warn!("{r}");
         }
         let sink = self.sink.name();
         match outcome.kind {

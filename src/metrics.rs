@@ -57,6 +57,8 @@ pub struct Metrics {
     pub publish_errors: Family<ReasonLabel, Counter>,
     /// Label keys another field manager owns with another value (reported, not applied).
     pub label_conflicts: Counter,
+    /// Keys left out because the API server's admission policy refused the apply carrying them.
+    pub label_refused: Counter,
     pub rule_errors: Counter,
     pub rejected_labels: Counter,
     /// Rules or config files that changed into something invalid (the last good one was kept).
@@ -126,6 +128,12 @@ impl Metrics {
             "Label keys not applied because another field manager owns them with another value",
             label_conflicts.clone(),
         );
+        let label_refused = Counter::default();
+        registry.register(
+            "label_refused",
+            "Label keys left out because the API server's admission policy refused the apply that carried them",
+            label_refused.clone(),
+        );
         let rule_errors = Counter::default();
         registry.register(
             "rule_errors",
@@ -189,6 +197,7 @@ impl Metrics {
             publishes,
             publish_errors,
             label_conflicts,
+            label_refused,
             rule_errors,
             rejected_labels,
             reload_errors,

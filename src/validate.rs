@@ -108,6 +108,17 @@ pub fn validate_label(key: &str, value: &str, policy: &LabelPolicy) -> Result<St
     Ok(full)
 }
 
+/// Whether the admission policies deploy/ ships (the base's, widened by the nvidia-gfd
+/// component) admit `key` as a label the agent adds: NFD's namespaces and their sub-domains
+/// ([`crate::config::POLICY_NAMESPACES`]), and GFD's keys ([`crate::config::GFD_KEYS`]).
+pub fn shipped_policy_admits(key: &str) -> bool {
+    let ns = namespace(key);
+    crate::config::POLICY_NAMESPACES
+        .iter()
+        .any(|p| namespace_matches(ns, p))
+        || is_gfd_key(key)
+}
+
 /// Whether `key` is one the `nvidia-gfd` profile writes ([`crate::config::GFD_KEYS`]).
 pub fn is_gfd_key(key: &str) -> bool {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();

@@ -333,3 +333,47 @@ fn a_label_no_longer_produced_is_removed_across_a_restart() {
     wait_labels(&server, &agent, &union(&[&foreign(), &one]));
     assert_eq!(server.label_owners(NODE)["gpu-labeler/Apply"], keys(&one));
 }
+
+/// A site that widened its config's allowedNs but not the policy: the real plugin denies the
+/// apply, and the agent publishes what the shipped policy admits and reports the rest once,
+/// instead of leaving the Node without any of its labels.
+#[test]
+fn a_policy_denial_costs_only_the_keys_it_refuses_reported_once() {
+    let server = cluster();
+    let s = setup(
+        &server,
+        &[("nvidia", "test.nvidia"), ("amd", "amd.com/gpu.present")],
+    );
+    let config = s.rules.with_file_name("config.yaml");
+    std::fs::write(
+        &config,
+        "labels:\n  allowedNs: [feature.node.kubernetes.io, amd.com]\n",
+    )
+    .unwrap();
+    let agent = start(&s, &["--config", config.to_str().unwrap()]);
+    let want = union(&[
+        &foreign(),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    wait_labels(&server, &agent, &want);
+    std::thread::sleep(Duration::from_millis(3500));
+    let line = "label amd.com/gpu.present left out: the API server's admission policy refused the apply that carried it (gpu-labeler may only add labels in its own namespaces, and change or remove only the labels it owns); the other keys are published";
+    let reported: Vec<String> = agent
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("amd.com/gpu.present left out"))
+        .collect();
+    assert_eq!(reported, [format!(" WARN {line}")]);
+    let applies: Vec<u16> = agent_requests(&server)
+        .iter()
+        .filter(|r| r.verb == "APPLY")
+        .map(|r| r.code)
+        .collect();
+    assert_eq!(applies, [403, 200]);
+    let addr = agent.health_addr();
+    assert_eq!(
+        apiserver::metric(addr, "gpu_labeler_label_refused_total"),
+        Some(1.0)
+    );
+}

@@ -676,6 +676,7 @@ fn the_scrape_has_every_family_with_its_labels() {
             "gpu_labeler_label_conflicts_total",
             (Type::Counter, set(&[])),
         ),
+        ("gpu_labeler_label_refused_total", (Type::Counter, set(&[]))),
         ("gpu_labeler_rule_errors_total", (Type::Counter, set(&[]))),
         (
             "gpu_labeler_rejected_labels_total",
@@ -897,9 +898,10 @@ fn every_dashboard_query_selects_what_the_agent_exports() {
             &["gpu_labeler_nvml_failures_total"],
         ),
         (
-            "Rejected labels, conflicts, rule and reload errors",
+            "Rejected, conflicting and refused labels, rule and reload errors",
             &[
                 "gpu_labeler_label_conflicts_total",
+                "gpu_labeler_label_refused_total",
                 "gpu_labeler_rejected_labels_total",
                 "gpu_labeler_reload_errors_total",
                 "gpu_labeler_rule_errors_total",

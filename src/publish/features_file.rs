@@ -94,6 +94,7 @@ impl FeaturesFileSink {
                 kind: OutcomeKind::DryRun,
                 diff,
                 conflicts: Vec::new(),
+                refused: Vec::new(),
             });
         }
         write_atomically(&self.path, &content).map_err(|e| {
@@ -103,6 +104,7 @@ impl FeaturesFileSink {
             kind: OutcomeKind::Written,
             diff,
             conflicts: Vec::new(),
+            refused: Vec::new(),
         })
     }
 }

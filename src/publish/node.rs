@@ -170,6 +170,9 @@ pub struct Outcome {
     pub diff: LabelDiff,
     /// Conflicts found by this publish (each reported once, when found).
     pub conflicts: Vec<Conflict>,
+    /// Keys left out because the admission policy refused the apply that carried them, with
+    /// the policy's message (reported once per change, when found).
+    pub refused: Vec<Refused>,
 }
 
 impl Outcome {
@@ -178,8 +181,43 @@ impl Outcome {
             kind: OutcomeKind::Unchanged,
             diff: LabelDiff::default(),
             conflicts: Vec::new(),
+            refused: Vec::new(),
         }
     }
+}
+
+/// A key the admission policy refused: the apply that carried it was denied, and the one
+/// without it (and the other keys outside what the shipped policy admits) went through.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Refused {
+    pub kind: FieldKind,
+    pub key: String,
+    /// The policy's denial.
+    pub message: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} left out: the API server's admission policy refused the apply that carried it ({}); the other keys are published",
+            self.kind.as_str(),
+            self.key,
+            self.message
+        )
+    }
+}
+
+/// The policy's words in a denial by a ValidatingAdmissionPolicy (kube-apiserver's
+/// `... is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: <why>`).
+pub fn policy_denial(status: &Status) -> Option<String> {
+    if !matches!(status.code, 403 | 422) || !status.message.contains("ValidatingAdmissionPolicy") {
+        return None;
+    }
+    status
+        .message
+        .split_once(" denied request: ")
+        .map(|(_, why)| why.to_string())
 }
 
 /// The most an API answer may be: a Node (or NodeFeature) is a few KiB, a few MiB with huge
@@ -419,12 +457,18 @@ struct Known {
     read_at: Instant,
 }
 
+/// Which keys the admission policy is known to admit.
+pub type Admits = std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// Publishes to one Node.
 pub struct NodeSink {
     api: Api<Node>,
     node: String,
     timeout: Duration,
     known: Option<Known>,
+    /// On a policy denial, the keys to publish without the others (`None`: a denial fails
+    /// the publish whole).
+    admits: Option<Admits>,
 }
 
 impl NodeSink {
@@ -435,7 +479,15 @@ impl NodeSink {
             node: node.into(),
             timeout,
             known: None,
+            admits: None,
         }
+    }
+
+    /// When the admission policy denies an apply, publish the keys `admits` says it admits and
+    /// report the others, instead of failing the whole publish.
+    pub fn with_admitted(mut self, admits: Admits) -> NodeSink {
+        self.admits = Some(admits);
+        self
     }
 
     pub fn node_name(&self) -> &str {
@@ -477,6 +529,13 @@ impl NodeSink {
             Ok(Err(kube::Error::Api(s))) if s.code == 409 => Err(ApplyError::Stale(
                 PublishError::from_kube(&what, &kube::Error::Api(s)),
             )),
+            Ok(Err(kube::Error::Api(s))) if policy_denial(&s).is_some() => {
+                let why = policy_denial(&s).unwrap_or_default();
+                Err(ApplyError::Denied(
+                    PublishError::from_kube(&what, &kube::Error::Api(s)),
+                    why,
+                ))
+            }
             Ok(Err(e)) => Err(ApplyError::Failed(PublishError::from_kube(&what, &e))),
             Err(_) => Err(ApplyError::Failed(PublishError::timeout(
                 &what,
@@ -511,6 +570,10 @@ impl NodeSink {
                     tracing::debug!("{e}; reading the Node again");
                 }
                 Err(ApplyError::Conflicts(_)) => unreachable!("reconcile handles conflicts"),
+                Err(ApplyError::Denied(e, _)) => {
+                    self.known = Some(known);
+                    return Err(e);
+                }
                 Err(ApplyError::Failed(e)) => {
                     self.known = Some(known);
                     return Err(e);
@@ -573,8 +636,10 @@ impl NodeSink {
                 kind: OutcomeKind::DryRun,
                 diff,
                 conflicts,
+                refused: Vec::new(),
             });
         }
+        let mut refused: Vec<Refused> = Vec::new();
         for _ in 0..MAX_CONFLICT_ROUNDS {
             match self.apply(&target).await {
                 Ok(()) => {
@@ -586,7 +651,34 @@ impl NodeSink {
                         kind: OutcomeKind::Written,
                         diff,
                         conflicts,
+                        refused,
                     });
+                }
+                // Denied by the admission policy: once, publish only what it is known to
+                // admit; a denial of that too (another node, a token without one) fails.
+                Err(ApplyError::Denied(e, why)) => {
+                    let Some(admits) = self.admits.as_ref().filter(|_| refused.is_empty()) else {
+                        return Err(ApplyError::Failed(e));
+                    };
+                    for (kind, map) in [
+                        (FieldKind::Label, &mut target.labels),
+                        (FieldKind::Annotation, &mut target.annotations),
+                    ] {
+                        map.retain(|k, _| {
+                            let keep = admits(k);
+                            if !keep {
+                                refused.push(Refused {
+                                    kind,
+                                    key: k.clone(),
+                                    message: why.clone(),
+                                });
+                            }
+                            keep
+                        });
+                    }
+                    if refused.is_empty() {
+                        return Err(ApplyError::Failed(e));
+                    }
                 }
                 Err(ApplyError::Conflicts(found)) => {
                     // Apply the rest: another manager's keys stay theirs.
@@ -601,6 +693,7 @@ impl NodeSink {
                         known.excluded = conflicts.clone();
                         return Ok(Outcome {
                             conflicts,
+                            refused,
                             ..Outcome::unchanged()
                         });
                     }
@@ -623,6 +716,8 @@ enum ApplyError {
     Conflicts(Vec<Conflict>),
     /// A 409 that is not about fields: what we know of the Node is out of date.
     Stale(PublishError),
+    /// Denied by an admission policy, with its message.
+    Denied(PublishError, String),
     Failed(PublishError),
 }
 

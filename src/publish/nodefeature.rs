@@ -184,6 +184,7 @@ impl NodeFeatureSink {
                 kind: OutcomeKind::DryRun,
                 diff,
                 conflicts: Vec::new(),
+                refused: Vec::new(),
             });
         }
         let what = format!("apply nodefeature {}/{}", self.namespace, self.node);
@@ -209,6 +210,7 @@ impl NodeFeatureSink {
                     kind: OutcomeKind::Written,
                     diff,
                     conflicts: Vec::new(),
+                    refused: Vec::new(),
                 })
             }
             Err(e) => {
