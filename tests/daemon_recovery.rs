@@ -1,14 +1,18 @@
 //! What an API server (or a proxy in front of it) can do to the daemon, end to end with the real
 //! binary: an outage, answers too large to be a Node, answers that never end, slow headers, 429
 //! with Retry-After, and a 409 that is not a field conflict. In each, the health endpoints keep
-//! answering and the labels land as soon as the server answers properly again.
+//! answering and the labels land as soon as the server answers properly again. The faults are
+//! injected by a proxy (tests/apiserver in proxy mode) in front of Kubernetes' own API server
+//! (tests/kube-apiserver): every request without a fault meets the real semantics.
 
 mod apiserver;
+mod kube;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use apiserver::*;
+use kube::{KubeApiServer, Who};
 
 const NODE: &str = "gpu-node-1";
 const WAIT: Duration = Duration::from_secs(20);
@@ -43,7 +47,21 @@ fn health_stays_up(agent: &Agent, during: Duration) {
     }
 }
 
-fn wait_labels(server: &FakeApiServer, agent: &Agent) -> Duration {
+/// Kubernetes' own API server with our Node, and a fault proxy in front of it on `port` (0:
+/// any) that forwards as the agent's token bound to its node.
+fn proxied_on(port: u16) -> (KubeApiServer, FakeApiServer) {
+    let kube = real();
+    let proxy = FakeApiServer::proxy_on(port, &kube.kubeconfig(&Who::agent(NODE)));
+    (kube, proxy)
+}
+
+fn real() -> KubeApiServer {
+    let kube = KubeApiServer::with_shipped_node_policy();
+    kube.create_node(NODE, &[("kubernetes.io/os", "linux")]);
+    kube
+}
+
+fn wait_labels(server: &KubeApiServer, agent: &Agent) -> Duration {
     let start = Instant::now();
     let ok = wait_for(WAIT, || (server.labels(NODE) == want()).then_some(()));
     assert!(
@@ -67,14 +85,13 @@ fn after_an_outage_labels_land_within_seconds() {
     assert_eq!(get(addr, "/readyz").0, 503, "not ready while down");
     assert_eq!(get(addr, "/healthz").0, 200, "alive while down");
 
-    let server = FakeApiServer::start_on(port);
-    server.add_node(NODE, &[("kubernetes.io/os", "linux")]);
+    let (kube, server) = proxied_on(port);
     server.set_faults(Faults {
         error_500: 3,
         conflict_409: 1,
         ..Faults::default()
     });
-    let took = wait_labels(&server, &agent);
+    let took = wait_labels(&kube, &agent);
     assert!(
         took < Duration::from_secs(5),
         "labels landed {took:?} after the server came back; log:\n{}",
@@ -88,8 +105,7 @@ fn after_an_outage_labels_land_within_seconds() {
 /// A 64 MiB answer is cut at 4 MiB: a failed attempt, named, and the next one succeeds.
 #[test]
 fn a_huge_answer_is_refused_and_the_daemon_recovers() {
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[("kubernetes.io/os", "linux")]);
+    let (kube, server) = proxied_on(0);
     server.set_faults(Faults {
         huge_body: 3,
         ..Faults::default()
@@ -98,7 +114,7 @@ fn a_huge_answer_is_refused_and_the_daemon_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let mut agent = start(&server.url(), dir.path());
     health_stays_up(&agent, Duration::from_secs(2));
-    wait_labels(&server, &agent);
+    wait_labels(&kube, &agent);
     agent.wait_log(
         &format!("GET node {NODE}: the answer is larger than 4 MiB; not read (too_large)"),
         WAIT,
@@ -118,8 +134,7 @@ fn a_huge_answer_is_refused_and_the_daemon_recovers() {
 /// (2 s at a 1 s interval) while /healthz keeps answering.
 #[test]
 fn endless_bodies_and_slow_headers_time_out_while_health_answers() {
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[("kubernetes.io/os", "linux")]);
+    let (kube, server) = proxied_on(0);
     server.set_faults(Faults {
         endless_body: 1,
         slow: 1,
@@ -129,7 +144,7 @@ fn endless_bodies_and_slow_headers_time_out_while_health_answers() {
     let dir = tempfile::tempdir().unwrap();
     let mut agent = start(&server.url(), dir.path());
     health_stays_up(&agent, Duration::from_secs(4));
-    wait_labels(&server, &agent);
+    wait_labels(&kube, &agent);
     let addr = agent.health_addr();
     assert_eq!(
         metric(addr, "gpu_labeler_publish_errors_total{reason=\"timeout\"}"),
@@ -144,8 +159,7 @@ fn endless_bodies_and_slow_headers_time_out_while_health_answers() {
 /// would retry within the 1 s interval; each attempt is one request (no retries inside it).
 #[test]
 fn too_many_requests_waits_for_retry_after() {
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[("kubernetes.io/os", "linux")]);
+    let (kube, server) = proxied_on(0);
     server.set_faults(Faults {
         throttle_429: 1,
         retry_after_secs: 3,
@@ -153,7 +167,7 @@ fn too_many_requests_waits_for_retry_after() {
     });
     let dir = tempfile::tempdir().unwrap();
     let mut agent = start(&server.url(), dir.path());
-    wait_labels(&server, &agent);
+    wait_labels(&kube, &agent);
     let reqs = server.requests();
     assert_eq!(reqs[0].fault, Some("429"));
     let gap = reqs[1].at - reqs[0].at;
@@ -176,8 +190,7 @@ fn too_many_requests_waits_for_retry_after() {
 /// and applies at once, in the same cycle, and reports nothing.
 #[test]
 fn a_stale_409_on_apply_is_retried_at_once_after_a_read() {
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[("kubernetes.io/os", "linux")]);
+    let (kube, server) = proxied_on(0);
     server.set_faults(Faults {
         conflict_409: 1,
         only_method: Some("PATCH".into()),
@@ -185,7 +198,7 @@ fn a_stale_409_on_apply_is_retried_at_once_after_a_read() {
     });
     let dir = tempfile::tempdir().unwrap();
     let mut agent = start(&server.url(), dir.path());
-    wait_labels(&server, &agent);
+    wait_labels(&kube, &agent);
     let reqs = server.requests();
     let seq: Vec<(&str, Option<&str>)> = reqs
         .iter()
