@@ -1,15 +1,18 @@
-//! `gpu-labeler run` with the `node` sink against the suite's own API server (tests/apiserver),
-//! where a promise needs a server that misbehaves on purpose (down at start, 500s, 409s,
-//! dropped connections, slow answers) or that records each request's body. The promises that
-//! need no fault (ownership, removal, one write, restart without relabel, the watch, a real 409)
-//! are proven against Kubernetes' own API server in tests/daemon_kube.rs.
+//! `gpu-labeler run` with the `node` sink where a promise needs a server that misbehaves on
+//! purpose (down at start, 500s, 409s, dropped connections, slow answers) or a record of each
+//! request's body: a fault proxy (tests/apiserver in proxy mode) in front of Kubernetes' own API
+//! server (tests/kube-apiserver) under the shipped admission policy, so that every request
+//! without a fault meets the real semantics. The promises that need no fault are in
+//! tests/daemon_kube.rs.
 
 mod apiserver;
+mod kube;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use apiserver::*;
+use kube::{KubeApiServer, Who};
 
 const NODE: &str = "gpu-node-1";
 const WAIT: Duration = Duration::from_secs(20);
@@ -21,18 +24,74 @@ fn kubelet_labels() -> BTreeMap<String, String> {
     ])
 }
 
-/// A server with our Node, kubelet's labels and one label from another controller.
-fn cluster() -> FakeApiServer {
-    let server = FakeApiServer::start();
-    server.add_node(
+/// Kubernetes' own API server with our Node (kubelet's labels and one label from another
+/// controller), and the fault proxy the agent talks to.
+struct Cluster {
+    kube: KubeApiServer,
+    proxy: FakeApiServer,
+}
+
+impl Cluster {
+    fn url(&self) -> String {
+        self.proxy.url()
+    }
+
+    fn labels(&self, node: &str) -> BTreeMap<String, String> {
+        self.kube.labels(node)
+    }
+
+    /// Another controller's merge patch (a `None` value removes the label).
+    fn merge_patch_labels(&self, node: &str, manager: &str, labels: &[(&str, Option<&str>)]) {
+        let labels: serde_json::Map<String, serde_json::Value> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+            .collect();
+        let a = self.kube.merge_patch(
+            &Who::admin(),
+            manager,
+            &format!("/api/v1/nodes/{node}"),
+            &serde_json::json!({"metadata": {"labels": labels}}),
+        );
+        assert!(a.ok(), "{}", a.body);
+    }
+
+    /// The requests the agent sent through the proxy.
+    fn requests(&self) -> Vec<Recorded> {
+        self.proxy.requests()
+    }
+
+    fn clear_requests(&self) {
+        self.proxy.clear_requests()
+    }
+
+    fn set_faults(&self, faults: Faults) {
+        self.proxy.set_faults(faults)
+    }
+}
+
+fn real() -> KubeApiServer {
+    let kube = KubeApiServer::with_shipped_node_policy();
+    kube.create_node(
         NODE,
         &[
             ("kubernetes.io/hostname", NODE),
             ("kubernetes.io/os", "linux"),
         ],
     );
-    server.merge_patch_labels(NODE, "ops-controller", &[("team", Some("ml"))]);
-    server
+    kube
+}
+
+/// The cluster, its proxy on `port` (0: any).
+fn cluster_on(port: u16) -> Cluster {
+    let kube = real();
+    let proxy = FakeApiServer::proxy_on(port, &kube.kubeconfig(&Who::agent(NODE)));
+    let c = Cluster { kube, proxy };
+    c.merge_patch_labels(NODE, "ops-controller", &[("team", Some("ml"))]);
+    c
+}
+
+fn cluster() -> Cluster {
+    cluster_on(0)
 }
 
 fn foreign() -> BTreeMap<String, String> {
@@ -64,7 +123,7 @@ fn start(s: &Setup, extra: &[&str]) -> Agent {
 }
 
 /// Waits until the Node's labels are exactly `want`.
-fn wait_labels(server: &FakeApiServer, agent: &Agent, want: &BTreeMap<String, String>) {
+fn wait_labels(server: &Cluster, agent: &Agent, want: &BTreeMap<String, String>) {
     let ok = wait_for(WAIT, || (server.labels(NODE) == *want).then_some(()));
     assert!(
         ok.is_some(),
@@ -88,10 +147,9 @@ fn an_api_server_down_at_start_is_retried_until_it_answers() {
     assert_eq!(get(addr, "/healthz").0, 200, "alive while retrying");
     assert!(agent.child_alive());
 
-    let server = FakeApiServer::start_on(port);
-    server.add_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+    let server = cluster_on(port);
     let want = union(&[
-        &map(&[("kubernetes.io/hostname", NODE)]),
+        &foreign(),
         &fixture_pci_labels(),
         &rule_labels(&["test.nvidia"]),
     ]);
@@ -357,15 +415,8 @@ fn a_configmap_caught_mid_swap_keeps_the_last_good_rules() {
 /// where the API server would have refused the whole request.
 #[test]
 fn a_label_outside_the_allowed_namespaces_is_refused_alone() {
+    // The shipped policy, through the real plugin.
     let server = cluster();
-    server.with(|s| {
-        s.admission_namespaces = Some(
-            gpu_labeler::config::POLICY_NAMESPACES
-                .iter()
-                .map(|n| n.to_string())
-                .collect(),
-        )
-    });
     let s = setup(
         &server.url(),
         &[("nvidia", "test.nvidia"), ("amd", "amd.com/gpu.present")],
@@ -398,9 +449,13 @@ fn a_label_outside_the_allowed_namespaces_is_refused_alone() {
         "labels:\n  allowedNs: [feature.node.kubernetes.io, amd.com]\n",
     )
     .unwrap();
-    server.with(|st| {
-        st.admission_namespaces = Some(vec!["feature.node.kubernetes.io".into(), "amd.com".into()])
-    });
+    server.kube.widen_node_policy(r"amd\.com/");
+    server.kube.wait_admitted(
+        &Who::agent(NODE),
+        &format!("/api/v1/nodes/{NODE}"),
+        &serde_json::json!({"apiVersion": "v1", "kind": "Node",
+                            "metadata": {"name": NODE, "labels": {"amd.com/gpu.present": "true"}}}),
+    );
     drop(agent);
     let agent = start(&s, &["--config", config.to_str().unwrap()]);
     let mut wider = want.clone();

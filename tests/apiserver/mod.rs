@@ -20,6 +20,12 @@
 //! and "down at start" (reserve a port, start the server on it later). Every request is
 //! recorded (method, path, query, content type, body, the fault it got).
 //!
+//! In proxy mode ([`FakeApiServer::proxy_to`]) it holds no objects: it injects its faults and
+//! forwards every other request to Kubernetes' own test API server (tests/kube), which is how
+//! the daemon's fault tests meet real semantics. Its own imitation is left to the tests that
+//! need numbers or shapes the real server cannot be made to produce here (the fleet and soak
+//! benches' thousand agents, the health and event tests that count its recorded requests).
+//!
 //! Simplifications: apply does not create Nodes (kubelet does), ownership is tracked only for
 //! `metadata.labels` and `metadata.annotations`, and NodeFeature objects have a single owner.
 #![allow(dead_code)]
@@ -123,33 +129,12 @@ pub struct Faults {
     pub only_method: Option<String>,
 }
 
-/// The policy's decision on (Node before, Node after).
-pub type Decide = dyn Fn(&Value, &Value) -> Result<(), String> + Send;
-
-/// See `State::admission`.
-pub struct Admission(pub Box<Decide>);
-
-impl std::fmt::Debug for Admission {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Admission(..)")
-    }
-}
-
 #[derive(Debug, Default)]
 pub struct State {
     pub nodes: BTreeMap<String, NodeObj>,
     pub nodefeatures: BTreeMap<(String, String), NodeFeatureObj>,
     pub requests: Vec<Recorded>,
     pub faults: Faults,
-    /// The shipped ValidatingAdmissionPolicy's label rule, for the agent's own applies: label
-    /// keys outside these namespaces (`*.x`: sub-domains) are refused with 403, and so the whole
-    /// request. None: no policy.
-    pub admission_namespaces: Option<Vec<String>>,
-    /// A whole admission policy for the agent's writes to Nodes (tests/deploy.rs puts the
-    /// shipped policy's CEL here): given the Node before and after the request, as the API
-    /// server hands them to admission (managedFields included), `Err(message)` refuses it with
-    /// 403 as the real server words it.
-    pub admission: Option<Admission>,
     /// When set, a proxy: a request without a fault goes to the API server of this kubeconfig
     /// (tests/kube: Kubernetes' own), and its answer, a watch's stream included, comes back as
     /// the server sent it. The faults are injected in front of real semantics.
@@ -511,14 +496,6 @@ fn nullable_map(v: Option<&Value>) -> BTreeMap<String, Option<String>> {
         .unwrap_or_default()
 }
 
-fn namespace_allowed(key: &str, allowed: &[String]) -> bool {
-    let ns = key.split_once('/').map(|(ns, _)| ns).unwrap_or("");
-    allowed.iter().any(|a| match a.strip_prefix("*.") {
-        Some(parent) => ns.ends_with(&format!(".{parent}")),
-        None => ns == a,
-    })
-}
-
 fn parse_body(content_type: &str, body: &str) -> Option<Value> {
     serde_json::from_str(body).ok().or_else(|| {
         content_type
@@ -664,42 +641,10 @@ impl State {
                     let force = query_param(query, "force") == Some("true");
                     let meta = patch.get("metadata");
                     let labels = string_map(meta.and_then(|m| m.get("labels")));
-                    if manager == MANAGER
-                        && let Some(allowed) = &self.admission_namespaces
-                    {
-                        let current = &self.nodes[name].labels;
-                        let outside = labels.iter().any(|(k, v)| {
-                            current.get(k) != Some(v) && !namespace_allowed(k, allowed)
-                        });
-                        if outside {
-                            return status(
-                                403,
-                                "Forbidden",
-                                &format!(
-                                    "nodes \"{name}\" is forbidden: ValidatingAdmissionPolicy 'gpu-labeler-own-node' with binding 'gpu-labeler-own-node' denied request: gpu-labeler may only add labels in its own namespaces, and change or remove only the labels it owns"
-                                ),
-                                None,
-                            );
-                        }
-                    }
                     let annotations = string_map(meta.and_then(|m| m.get("annotations")));
                     let mut after = self.nodes[name].clone();
                     if let Err(conflicts) = after.apply(manager, &labels, &annotations, force) {
                         return apply_conflict(&conflicts);
-                    }
-                    if manager == MANAGER
-                        && let Some(Admission(policy)) = &self.admission
-                        && let Err(message) =
-                            policy(&self.nodes[name].to_json(name), &after.to_json(name))
-                    {
-                        return status(
-                            403,
-                            "Forbidden",
-                            &format!(
-                                "nodes \"{name}\" is forbidden: ValidatingAdmissionPolicy 'gpu-labeler-own-node' with binding 'gpu-labeler-own-node' denied request: {message}"
-                            ),
-                            None,
-                        );
                     }
                     self.nodes.insert(name.to_string(), after);
                 } else if ct.starts_with("application/merge-patch+json") {

@@ -410,6 +410,57 @@ impl KubeApiServer {
         KubeApiServer::with_policy(&docs)
     }
 
+    /// Widens the installed Node policy's `allowedKey` (the base's, as shipped) by one more
+    /// alternative (`amd\\.com/`), as README's "Writing labels in another namespace" does. The
+    /// plugin sees it a moment later: see [`KubeApiServer::wait_admitted`].
+    pub fn widen_node_policy(&self, alternative: &str) {
+        let path = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/gpu-labeler-own-node";
+        let mut policy = self.get(path);
+        let base =
+            r"r'^(f:)?([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*(feature|profile)\.node\.kubernetes\.io/'";
+        let variables = policy["spec"]["variables"].as_array_mut().unwrap();
+        let allowed = variables
+            .iter_mut()
+            .find(|v| v["name"] == "allowedKey")
+            .unwrap();
+        assert_eq!(
+            allowed["expression"], base,
+            "the base policy's allowedKey changed"
+        );
+        allowed["expression"] = json!(format!(
+            r"r'^(f:)?(([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*(feature|profile)\.node\.kubernetes\.io/|{alternative})'"
+        ));
+        let a = self.request(
+            &Who::admin(),
+            "PUT",
+            path,
+            Some(("application/json", &policy)),
+        );
+        assert!(a.ok(), "{}", a.body);
+    }
+
+    /// Waits until `who`'s dry-run request is admitted (a policy change has reached the plugin).
+    pub fn wait_admitted(&self, who: &Who, path: &str, body: &Value) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let a = self.request(
+                who,
+                "PATCH",
+                &format!("{path}?fieldManager=gpu-labeler&dryRun=All&force=true"),
+                Some(("application/apply-patch+yaml", body)),
+            );
+            if a.ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not admitted after 30 s: {}",
+                a.body
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// The server's log (for a failure message).
     pub fn log(&self) -> String {
         let text = fs::read_to_string(self.dir.path().join("apiserver.log")).unwrap_or_default();
