@@ -2,6 +2,7 @@
 //! the server they run against, so its server-side apply behaviour is pinned here over HTTP.
 
 mod apiserver;
+mod kube;
 
 use apiserver::*;
 use serde_json::{Value, json};
@@ -168,4 +169,134 @@ fn injected_faults_come_in_order_and_are_recorded() {
     assert!(http(s.addr, "GET", "/api/v1/nodes/n1", None).map_or(true, |(c, _)| c == 0));
     let faults: Vec<Option<&str>> = s.requests().iter().map(|r| r.fault).collect();
     assert_eq!(faults, vec![Some("500"), Some("409"), None, Some("drop")]);
+}
+
+/// One step of the differential script: who does what to Node n1.
+enum Step {
+    Apply(&'static str, Value, bool),
+    Merge(&'static str, Value),
+}
+
+/// What a step left: the answer's code and message, the labels, each manager's label keys
+/// (`manager/Operation`), and whether the resourceVersion moved.
+type Seen = (u16, String, Value, Vec<(String, Vec<String>)>, bool);
+
+fn owners(node: &Value) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = node["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let keys = m["fieldsV1"]["f:metadata"]["f:labels"]
+                .as_object()
+                .map(|o| o.keys().filter(|k| *k != ".").cloned().collect())
+                .unwrap_or_default();
+            (
+                format!(
+                    "{}/{}",
+                    m["manager"].as_str().unwrap(),
+                    m["operation"].as_str().unwrap()
+                ),
+                keys,
+            )
+        })
+        .filter(|(_, keys): &(String, Vec<String>)| !keys.is_empty())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The suite's server and Kubernetes' own (tests/kube-apiserver) given the same requests give
+/// the same answers, labels, owners and resourceVersion moves: the fake's semantics, which the
+/// benches and the event and health tests still rely on, are Kubernetes'.
+#[test]
+fn the_fake_answers_as_kubernetes_own_server_does() {
+    let script = vec![
+        Step::Apply("a", json!({"x": "1", "shared": "s"}), false),
+        Step::Apply("b", json!({"shared": "s"}), false),
+        Step::Apply("a", json!({"x": "1"}), false),
+        Step::Apply("b", json!({"x": "2"}), false),
+        Step::Apply("b", json!({"x": "2", "shared": "s"}), true),
+        Step::Merge("c", json!({"x": null, "y": "3"})),
+        Step::Apply("a", json!({"y": "3"}), false),
+        Step::Apply("a", json!({"y": "4"}), false),
+        Step::Apply("a", json!({"y": "3"}), false),
+        Step::Apply("b", json!({"x": "9", "y": "9"}), false),
+        Step::Apply("b", json!({}), false),
+    ];
+    // The fake.
+    let fake = server();
+    let mut from_fake: Vec<Seen> = Vec::new();
+    let get_fake = || -> Value {
+        serde_json::from_str(&http(fake.addr, "GET", "/api/v1/nodes/n1", None).unwrap().1).unwrap()
+    };
+    for step in &script {
+        let rv = get_fake()["metadata"]["resourceVersion"].clone();
+        let (code, body) = match step {
+            Step::Apply(m, labels, force) => apply(&fake, m, labels.clone(), *force),
+            Step::Merge(m, labels) => {
+                let (code, body) = http(
+                    fake.addr,
+                    "PATCH",
+                    &format!("/api/v1/nodes/n1?fieldManager={m}"),
+                    Some((
+                        "application/merge-patch+json",
+                        &json!({"metadata": {"labels": labels}}).to_string(),
+                    )),
+                )
+                .unwrap();
+                (code, serde_json::from_str(&body).unwrap())
+            }
+        };
+        let node = get_fake();
+        let message = if code == 200 {
+            String::new()
+        } else {
+            body["message"].as_str().unwrap_or_default().to_string()
+        };
+        from_fake.push((
+            code,
+            message,
+            node["metadata"]["labels"].clone(),
+            owners(&node),
+            node["metadata"]["resourceVersion"] != rv,
+        ));
+    }
+    // Kubernetes' own.
+    let real = kube::KubeApiServer::start();
+    real.create_node("n1", &[("kubernetes.io/hostname", "n1")]);
+    let admin = kube::Who::admin();
+    let mut from_real: Vec<Seen> = Vec::new();
+    for step in &script {
+        let rv = real.node("n1")["metadata"]["resourceVersion"].clone();
+        let a = match step {
+            Step::Apply(m, labels, force) => real.apply(
+                &admin,
+                m,
+                "/api/v1/nodes/n1",
+                &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": labels}}),
+                *force,
+            ),
+            Step::Merge(m, labels) => real.merge_patch(&admin, m, "/api/v1/nodes/n1", &json!({"metadata": {"labels": labels}})),
+        };
+        let node = real.node("n1");
+        let message = if a.code == 200 {
+            String::new()
+        } else {
+            a.message()
+        };
+        from_real.push((
+            a.code,
+            message,
+            node["metadata"]["labels"].clone(),
+            owners(&node),
+            node["metadata"]["resourceVersion"] != rv,
+        ));
+    }
+    for (i, (f, r)) in from_fake.iter().zip(&from_real).enumerate() {
+        assert_eq!(
+            f, r,
+            "step {i}: the fake (left) and Kubernetes (right) differ"
+        );
+    }
 }

@@ -360,7 +360,13 @@ impl NodeObj {
                     for owner in self.owners(is_ann, k) {
                         if owner != me {
                             let field = if is_ann { "annotations" } else { "labels" };
-                            conflicts.push((format!(".metadata.{field}.{k}"), owner.0));
+                            // Kubernetes names an Update manager with the version it wrote.
+                            let who = if owner.1 == "Update" {
+                                format!("{}\" using v1", owner.0)
+                            } else {
+                                format!("{}\"", owner.0)
+                            };
+                            conflicts.push((format!(".metadata.{field}.{k}"), who));
                         }
                     }
                 }
@@ -761,25 +767,38 @@ impl NodeFeatureObj {
     }
 }
 
-/// The real API server's answer to a conflicting apply.
+/// The real API server's answer to a conflicting apply (tests/daemon_apiserver.rs compares it
+/// with Kubernetes' own).
 fn apply_conflict(conflicts: &[(String, String)]) -> Reply {
     let message = if conflicts.len() == 1 {
         format!(
-            "Apply failed with 1 conflict: conflict with \"{}\" using v1: {}",
+            "Apply failed with 1 conflict: conflict with \"{}: {}",
             conflicts[0].1, conflicts[0].0
         )
     } else {
-        let mut m = format!("Apply failed with {} conflicts:", conflicts.len());
+        // Grouped by manager, as structured-merge-diff words it.
+        let mut by: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (f, who) in conflicts {
-            m.push_str(&format!(" conflict with \"{who}\" using v1: {f}"));
+            by.entry(who.as_str()).or_default().push(f.as_str());
         }
-        m
+        let groups: Vec<String> = by
+            .iter()
+            .map(|(who, fields)| {
+                let lines: Vec<String> = fields.iter().map(|f| format!("- {f}")).collect();
+                format!("conflicts with \"{who}:\n{}", lines.join("\n"))
+            })
+            .collect();
+        format!(
+            "Apply failed with {} conflicts: {}",
+            conflicts.len(),
+            groups.join("\n")
+        )
     };
     let causes: Vec<Value> = conflicts
         .iter()
         .map(|(f, who)| {
             json!({"reason": "FieldManagerConflict",
-                   "message": format!("conflict with \"{who}\" using v1"), "field": f})
+                   "message": format!("conflict with \"{who}"), "field": f})
         })
         .collect();
     status(409, "Conflict", &message, Some(json!({ "causes": causes })))
