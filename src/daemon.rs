@@ -9,8 +9,8 @@
 //! place), SIGHUP re-reads the config and rules at once. The first cycle starts at a random
 //! offset within the interval so that a fleet started together does not publish together.
 
-use std::collections::hash_map::{DefaultHasher, RandomState};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -162,10 +162,7 @@ const ONESHOT_ATTEMPTS: u32 = 4;
 const ONESHOT_BACKOFF_CAP: Duration = Duration::from_secs(8);
 
 /// A uniformly random number in [0, 1): std's randomly keyed hasher is random enough for jitter.
-pub fn random_fraction() -> f64 {
-    let r = RandomState::new().hash_one(Instant::now());
-    (r >> 11) as f64 / (1u64 << 53) as f64
-}
+pub use crate::watch::random_fraction;
 
 /// Capped exponential backoff with full jitter: the n-th delay is uniform in
 /// [0, min(cap, base * 2^n)], with a small floor so that a retry never spins.
@@ -1025,7 +1022,8 @@ async fn run_async(options: Options) -> Result<u8, Error> {
             daemon.publish.kubeconfig.as_deref(),
             timeout,
             Duration::from_secs(u64::from(watch::WATCH_SECONDS) + 30),
-            MAX_RESPONSE_BYTES * 16,
+            // One event, a Node, at most as large as any answer.
+            MAX_RESPONSE_BYTES,
         )
         .await?;
         tokio::spawn(watch::watch_node(

@@ -327,83 +327,167 @@ pub fn carries(node: &BTreeMap<String, String>, ours: &BTreeMap<String, String>)
 /// The server-side timeout of one watch request (the API server caps it near 5 minutes).
 pub const WATCH_SECONDS: u32 = 290;
 
+/// A uniform number in [0, 1), from the standard library's random hasher keys.
+pub fn random_fraction() -> f64 {
+    use std::hash::BuildHasher;
+    let r = std::collections::hash_map::RandomState::new().hash_one(Instant::now());
+    (r >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// When the next watch request may go out. Every restart waits, whatever ended the last watch
+/// (an error, a broken stream, garbage, an ERROR event, the server's timeout): at least
+/// [`WatchPacer::MIN`], so never more than one watch request a second; the pause doubles up to
+/// [`WatchPacer::MAX`] while watches keep ending early, and each wait adds up to the pause
+/// again of jitter, so that a fleet behind a misbehaving proxy does not restart in step.
+#[derive(Debug, Clone)]
+pub struct WatchPacer {
+    pause: Duration,
+}
+
+impl WatchPacer {
+    pub const MIN: Duration = Duration::from_secs(1);
+    pub const MAX: Duration = Duration::from_secs(30);
+    /// A watch that lasted this long was a good one: the pause starts again from the minimum.
+    pub const HEALTHY: Duration = Duration::from_secs(30);
+
+    pub fn new() -> WatchPacer {
+        WatchPacer { pause: Self::MIN }
+    }
+
+    /// The wait before the next watch, given how long the last one lasted; `jitter` in [0, 1).
+    pub fn wait(&mut self, lasted: Duration, jitter: f64) -> Duration {
+        if lasted >= Self::HEALTHY {
+            self.pause = Self::MIN;
+        }
+        let wait = self.pause + self.pause.mul_f64(jitter.clamp(0.0, 1.0));
+        if lasted < Self::HEALTHY {
+            self.pause = (self.pause * 2).min(Self::MAX);
+        }
+        wait
+    }
+}
+
+impl Default for WatchPacer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Watches our own Node (one watch, field selector on its name) and sends an event when one of
 /// the labels we applied (`ours`, kept current by the daemon) is missing or changed: another
 /// controller removed them (nfd-master when its PCI source is turned off, an operator's
 /// `kubectl label ...-`). Other changes of the Node (kubelet's status) are ignored here, at no
-/// cost to the API server. A watch that ends is resumed from its last resourceVersion; a
-/// failed one is retried after a pause of 1 s, doubling to 30 s.
+/// cost to the API server. A watch that ends is resumed from its last resourceVersion, after
+/// the [`WatchPacer`]'s wait whatever ended it.
 pub async fn watch_node(
     api: kube::Api<k8s_openapi::api::core::v1::Node>,
     node: String,
     ours: std::sync::Arc<std::sync::Mutex<Option<BTreeMap<String, String>>>>,
     events: UnboundedSender<Event>,
 ) {
+    let mut version = "0".to_string();
+    let mut pacer = WatchPacer::new();
+    loop {
+        let started = Instant::now();
+        if watch_once(&api, &node, &mut version, &ours, &events)
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let wait = pacer.wait(started.elapsed(), random_fraction());
+        tracing::debug!("watching node {node}: again in {wait:?}");
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// One watch request, read until it ends; `Err` when the daemon is gone.
+async fn watch_once(
+    api: &kube::Api<k8s_openapi::api::core::v1::Node>,
+    node: &str,
+    version: &mut String,
+    ours: &std::sync::Mutex<Option<BTreeMap<String, String>>>,
+    events: &UnboundedSender<Event>,
+) -> Result<(), ()> {
     use futures_util::StreamExt;
     use kube::api::{WatchEvent, WatchParams};
-    let mut version = "0".to_string();
-    let mut pause = Duration::from_secs(1);
-    loop {
-        let params = WatchParams::default()
-            .fields(&format!("metadata.name={node}"))
-            .timeout(WATCH_SECONDS);
-        let stream = match api.watch(&params, &version).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::debug!("watching node {node}: {e}; again in {pause:?}");
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(30));
+    let params = WatchParams::default()
+        .fields(&format!("metadata.name={node}"))
+        .timeout(WATCH_SECONDS);
+    let stream = match api.watch(&params, version).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!("watching node {node}: {e}");
+            return Ok(());
+        }
+    };
+    let mut stream = std::pin::pin!(stream);
+    while let Some(e) = stream.next().await {
+        let n = match e {
+            Ok(WatchEvent::Added(n) | WatchEvent::Modified(n)) => n,
+            Ok(WatchEvent::Bookmark(b)) => {
+                *version = b.metadata.resource_version;
                 continue;
             }
+            // 410 Gone: too old; start again from now.
+            Ok(WatchEvent::Error(e)) => {
+                if e.code == 410 {
+                    *version = "0".into();
+                }
+                return Ok(());
+            }
+            Ok(WatchEvent::Deleted(_)) => continue,
+            Err(e) => {
+                tracing::debug!("watching node {node}: {e}");
+                return Ok(());
+            }
         };
-        let mut stream = std::pin::pin!(stream);
-        while let Some(e) = stream.next().await {
-            let n = match e {
-                Ok(WatchEvent::Added(n) | WatchEvent::Modified(n)) => n,
-                Ok(WatchEvent::Bookmark(b)) => {
-                    version = b.metadata.resource_version;
-                    continue;
-                }
-                // 410 Gone: too old; start again from now.
-                Ok(WatchEvent::Error(e)) => {
-                    if e.code == 410 {
-                        version = "0".into();
-                    }
-                    break;
-                }
-                Ok(WatchEvent::Deleted(_)) => continue,
-                Err(_) => break,
-            };
-            pause = Duration::from_secs(1);
-            if let Some(v) = n.metadata.resource_version.clone() {
-                version = v;
-            }
-            let labels = n.metadata.labels.unwrap_or_default();
-            let lost = ours
-                .lock()
-                .map(|o| o.as_ref().is_some_and(|o| !carries(&labels, o)))
-                .unwrap_or(false);
-            if lost {
-                tracing::info!(
-                    "node {node}: some of our labels were removed or changed by someone else"
-                );
-                if events
-                    .send(Event {
-                        source: Source::Node,
-                        at: Instant::now(),
-                    })
-                    .is_err()
-                {
-                    return;
-                }
-            }
+        if let Some(v) = n.metadata.resource_version.clone() {
+            *version = v;
+        }
+        let labels = n.metadata.labels.unwrap_or_default();
+        let lost = ours
+            .lock()
+            .map(|o| o.as_ref().is_some_and(|o| !carries(&labels, o)))
+            .unwrap_or(false);
+        if lost {
+            tracing::info!(
+                "node {node}: some of our labels were removed or changed by someone else"
+            );
+            events
+                .send(Event {
+                    source: Source::Node,
+                    at: Instant::now(),
+                })
+                .map_err(|_| ())?;
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_watch_restart_waits_at_least_a_second_and_longer_while_they_fail() {
+        let mut p = WatchPacer::new();
+        let quick = Duration::from_millis(10);
+        // Broken at once, again and again: 1, 2, 4, 8, 16, 30, 30 s (no jitter), never less.
+        let waits: Vec<u64> = (0..7).map(|_| p.wait(quick, 0.0).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30]);
+        // Jitter adds up to the pause again.
+        assert_eq!(p.wait(quick, 0.5), Duration::from_secs(45));
+        // A watch that ran its course: back to the minimum, still at least a second.
+        assert_eq!(
+            p.wait(Duration::from_secs(290), 0.0),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            p.wait(Duration::from_secs(290), 0.999),
+            Duration::from_secs(1).mul_f64(1.999)
+        );
+    }
 
     #[test]
     fn a_kernel_uevent_is_parsed_and_only_pci_and_drm_changes_count() {

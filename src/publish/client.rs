@@ -23,7 +23,16 @@ pub async fn kube_client(
     // (`tokio::time::timeout` around each request), and a read timeout on the socket closes
     // an idle pooled connection after `timeout`, so that each cycle paid a new TCP and TLS
     // handshake (seen on the test API server: one connection per cycle).
-    build(kubeconfig, timeout, None, max_response_bytes).await
+    build(kubeconfig, timeout, None, Limit::Body(max_response_bytes)).await
+}
+
+/// How much of an answer is read before it is refused.
+#[derive(Debug, Clone, Copy)]
+enum Limit {
+    /// The whole body (one object).
+    Body(usize),
+    /// Each line (a watch: one event a line, for as long as the watch lasts).
+    Line(usize),
 }
 
 /// Runs `f` with a [`kube_client`] on a runtime of its own, for the one-shot commands that ask
@@ -54,9 +63,15 @@ pub async fn kube_watch_client(
     kubeconfig: Option<&Path>,
     timeout: Duration,
     read_timeout: Duration,
-    max_response_bytes: usize,
+    max_line_bytes: usize,
 ) -> Result<Client, Error> {
-    build(kubeconfig, timeout, Some(read_timeout), max_response_bytes).await
+    build(
+        kubeconfig,
+        timeout,
+        Some(read_timeout),
+        Limit::Line(max_line_bytes),
+    )
+    .await
 }
 
 /// Whether `~/.kube/config` is there (kube's default when $KUBECONFIG is unset).
@@ -70,7 +85,7 @@ async fn build(
     kubeconfig: Option<&Path>,
     timeout: Duration,
     read_timeout: Option<Duration>,
-    max_response_bytes: usize,
+    limit: Limit,
 ) -> Result<Client, Error> {
     let invalid = |e: &dyn std::error::Error| {
         Error::InvalidInput(format!(
@@ -122,7 +137,15 @@ async fn build(
         tower::ServiceExt::map_response(
             tower::ServiceExt::map_request(service, well_formed_query),
             move |r: http::Response<Box<kube::client::DynBody>>| {
-                r.map(|body| http_body_util::Limited::new(body, max_response_bytes))
+                r.map(|body| -> Box<kube::client::DynBody> {
+                    match limit {
+                        Limit::Body(max) => Box::new(http_body_util::BodyExt::map_err(
+                            http_body_util::Limited::new(body, max),
+                            |e| e,
+                        )),
+                        Limit::Line(max) => Box::new(LineLimited::new(body, max)),
+                    }
+                })
             },
         )
     });
@@ -130,6 +153,94 @@ async fn build(
         .map_err(|e| invalid(&e))?
         .with_layer(&limit)
         .build())
+}
+
+/// A body none of whose lines may be longer than `max` bytes: a watch stream, one event a line,
+/// is read for minutes, so its whole length is not bounded, but one event is. Without it, one
+/// huge event was buffered whole by the line decoder (a 60 MB event: 196 MB resident).
+pub struct LineLimited<B> {
+    inner: B,
+    since_newline: usize,
+    max: usize,
+}
+
+impl<B> LineLimited<B> {
+    pub fn new(inner: B, max: usize) -> LineLimited<B> {
+        LineLimited {
+            inner,
+            since_newline: 0,
+            max,
+        }
+    }
+
+    /// Counts `data` against the limit: `false` when a line is now longer than `max`.
+    fn admit(&mut self, data: &[u8]) -> bool {
+        let mut rest = data;
+        while let Some(i) = rest.iter().position(|b| *b == b'\n') {
+            if self.since_newline + i > self.max {
+                return false;
+            }
+            self.since_newline = 0;
+            rest = &rest[i + 1..];
+        }
+        self.since_newline += rest.len();
+        self.since_newline <= self.max
+    }
+}
+
+/// The error of a line over the limit (its words are those `Limited` uses, so that it is
+/// classified the same way: `too_large`).
+#[derive(Debug)]
+pub struct LineTooLong(usize);
+
+impl std::fmt::Display for LineTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "length limit exceeded: a line of the answer is longer than {} bytes",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for LineTooLong {}
+
+impl<B> hyper::body::Body for LineLimited<B>
+where
+    B: hyper::body::Body<Data = hyper::body::Bytes> + Unpin,
+    B::Error: Into<tower::BoxError>,
+{
+    type Data = hyper::body::Bytes;
+    type Error = tower::BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<hyper::body::Bytes>, tower::BoxError>>>
+    {
+        use std::task::Poll;
+        match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref()
+                    && !self.admit(data)
+                {
+                    return Poll::Ready(Some(Err(Box::new(LineTooLong(self.max)))));
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// kube-core builds a patch's URI as `name?` followed by form-encoded parameters that start
@@ -160,6 +271,25 @@ fn well_formed_query(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_longer_than_the_limit_is_refused_however_the_frames_cut_it() {
+        let lines = |frames: &[&[u8]], max: usize| -> Vec<bool> {
+            let mut l = LineLimited::new((), max);
+            frames.iter().map(|f| l.admit(f)).collect()
+        };
+        // Short lines, as many as come: admitted.
+        assert_eq!(
+            lines(&[b"abc\nde", b"f\nghij\n", b"k"], 4),
+            [true, true, true]
+        );
+        // A line that grows across frames past the limit.
+        assert_eq!(lines(&[b"ab", b"cd", b"e"], 4), [true, true, false]);
+        // A long line inside one frame, between two newlines.
+        assert_eq!(lines(&[b"a\nbcdefg\nh"], 4), [false]);
+        // Exactly the limit is fine; the newline does not count.
+        assert_eq!(lines(&[b"abcd\nabcd\n"], 4), [true]);
+    }
 
     #[test]
     fn a_query_that_starts_with_an_ampersand_is_made_well_formed() {

@@ -127,6 +127,19 @@ pub struct Faults {
     pub slow_for: Duration,
     /// Only requests with this method get faults (None: all).
     pub only_method: Option<String>,
+    /// What every Node watch gets while set (the faults above are for the publish path).
+    pub watch: Option<WatchFault>,
+}
+
+/// A misbehaving watch stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchFault {
+    /// A 200 whose lines are not watch events, then the end of the stream (a proxy that
+    /// answers with its own error page, a stream cut and garbled).
+    Garbage,
+    /// One event line of this many bytes (a Node with an enormous annotation), then nothing
+    /// until the watch's timeout.
+    Huge(usize),
 }
 
 #[derive(Debug, Default)]
@@ -840,7 +853,15 @@ async fn serve_one(state: Arc<Mutex<State>>, req: Request<Incoming>) -> Result<R
         let mut s = state.lock().expect("state");
         // Injected faults are for the publish path; the Node watch does not use them up.
         let watch = method == "GET" && query_param(&query, "watch") == Some("true");
-        let fault = if watch { None } else { s.take_fault(&method) };
+        let fault = if watch {
+            match s.faults.watch {
+                Some(WatchFault::Garbage) => Some("watch-garbage"),
+                Some(WatchFault::Huge(_)) => Some("watch-huge"),
+                None => None,
+            }
+        } else {
+            s.take_fault(&method)
+        };
         s.requests.push(Recorded {
             method: method.clone(),
             path: path.clone(),
@@ -887,6 +908,45 @@ async fn serve_one(state: Arc<Mutex<State>>, req: Request<Incoming>) -> Result<R
                 started: false,
                 next: Box::pin(tokio::time::sleep(Duration::from_millis(50))),
             };
+            return Ok(Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(body.boxed_unsync())
+                .expect("valid response"));
+        }
+        Some("watch-garbage") => {
+            return Ok(Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(full(
+                    "<html>502 Bad Gateway</html>\nnot a watch event\n{\"type\":\n",
+                ))
+                .expect("valid response"));
+        }
+        Some("watch-huge") => {
+            let size = match state.lock().expect("state").faults.watch {
+                Some(WatchFault::Huge(n)) => n,
+                _ => 0,
+            };
+            let mut line = br#"{"type":"MODIFIED","object":{"apiVersion":"v1","kind":"Node","metadata":{"name":"x","annotations":{"x":""#.to_vec();
+            line.resize(line.len() + size, b'a');
+            line.extend_from_slice(b"\"}}}}\n");
+            use futures_util::StreamExt;
+            let body = http_body_util::StreamBody::new(
+                futures_util::stream::iter(
+                    line.chunks(64 << 10)
+                        .map(|c| {
+                            Ok::<_, std::io::Error>(hyper::body::Frame::data(
+                                Bytes::copy_from_slice(c),
+                            ))
+                        })
+                        .collect::<Vec<_>>(),
+                )
+                .chain(futures_util::stream::once(async {
+                    tokio::time::sleep(Duration::from_secs(300)).await;
+                    Ok(hyper::body::Frame::data(Bytes::new()))
+                })),
+            );
             return Ok(Response::builder()
                 .status(200)
                 .header("content-type", "application/json")
