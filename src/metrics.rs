@@ -394,21 +394,60 @@ pub fn respond(health: &Health, method: &Method, path: &str) -> Response<Full<By
     }
 }
 
-/// At most this many connections are served at once; more are closed as they are accepted, so
-/// a flood of idle connections costs a bounded amount of memory (each holds hyper's buffers).
-pub const MAX_CONNECTIONS: usize = 64;
+/// At most this many connections are held at once, so that a flood of connections costs a
+/// bounded amount of memory (each holds hyper's 8 KiB read buffer: 2 MiB in all). When all are
+/// taken, a new connection takes the place of the one that has been quiet the longest (see
+/// [`Connections`]): idle or slow clients can never keep a probe out. A probe sends its
+/// request as soon as it connects, and only a full turn of this many newer connections could
+/// close it before it is read.
+pub const MAX_CONNECTIONS: usize = 256;
 /// A client must send its request headers within this (also the idle time allowed between the
 /// requests of a kept-alive connection).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// No connection lives longer than this, however busy.
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 
+/// The connections the health server holds, each with when it last showed life (accepted, or a
+/// request read) and a way to close it.
+#[derive(Default)]
+struct Connections {
+    next_id: u64,
+    open: std::collections::HashMap<u64, (Arc<AtomicU64>, tokio::sync::oneshot::Sender<()>)>,
+}
+
+impl Connections {
+    /// Makes room for one more: when full, closes the connection quiet the longest (a probe
+    /// sends its request at once, so it is never the one). Returns the new connection's id.
+    fn admit(&mut self, active: Arc<AtomicU64>, close: tokio::sync::oneshot::Sender<()>) -> u64 {
+        if self.open.len() >= MAX_CONNECTIONS
+            && let Some(quietest) = self
+                .open
+                .iter()
+                .min_by_key(|(id, (at, _))| (at.load(Ordering::Relaxed), **id))
+                .map(|(id, _)| *id)
+            && let Some((_, close)) = self.open.remove(&quietest)
+        {
+            let _ = close.send(());
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.open.insert(id, (active, close));
+        id
+    }
+}
+
+/// Milliseconds on a monotonic clock, for "last showed life".
+fn now_ms(start: std::time::Instant) -> u64 {
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Binds `addr` and serves health and metrics until the runtime ends. Returns the bound address
 /// (useful with port 0). Requests are answered from `Health` alone, never waiting on a cycle.
 pub async fn serve(addr: &str, health: Arc<Health>) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let connections = Arc::new(std::sync::Mutex::new(Connections::default()));
+    let clock = std::time::Instant::now();
     tokio::spawn(async move {
         loop {
             let (stream, _) = match listener.accept().await {
@@ -420,14 +459,18 @@ pub async fn serve(addr: &str, health: Arc<Health>) -> std::io::Result<SocketAdd
                     continue;
                 }
             };
-            let Ok(slot) = slots.clone().try_acquire_owned() else {
-                // Full: close at once rather than queue; kubelet's probe retries.
-                drop(stream);
-                continue;
+            let active = Arc::new(AtomicU64::new(now_ms(clock)));
+            let (close, closed) = tokio::sync::oneshot::channel::<()>();
+            let id = match connections.lock() {
+                Ok(mut c) => c.admit(active.clone(), close),
+                Err(_) => continue,
             };
             let health = health.clone();
+            let connections = connections.clone();
             tokio::spawn(async move {
+                let seen = active.clone();
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    seen.store(now_ms(clock), Ordering::Relaxed);
                     let r = respond(&health, req.method(), req.uri().path());
                     async move { Ok::<_, std::convert::Infallible>(r) }
                 });
@@ -436,8 +479,13 @@ pub async fn serve(addr: &str, health: Arc<Health>) -> std::io::Result<SocketAdd
                     .header_read_timeout(HEADER_READ_TIMEOUT)
                     .max_buf_size(16 * 1024)
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-                let _ = tokio::time::timeout(CONNECTION_LIFETIME, conn).await;
-                drop(slot);
+                tokio::select! {
+                    _ = tokio::time::timeout(CONNECTION_LIFETIME, conn) => {}
+                    _ = closed => {}
+                }
+                if let Ok(mut c) = connections.lock() {
+                    c.open.remove(&id);
+                }
             });
         }
     });
@@ -448,6 +496,35 @@ pub async fn serve(addr: &str, health: Arc<Health>) -> std::io::Result<SocketAdd
 mod tests {
     use super::*;
     use crate::features::Instance;
+
+    #[test]
+    fn a_full_server_closes_the_connection_quiet_the_longest() {
+        let mut c = Connections::default();
+        let mut closed = Vec::new();
+        for i in 0..MAX_CONNECTIONS as u64 {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            // Connection 5 showed life last; the others in the order they came.
+            let at = if i == 5 { 1_000 } else { i };
+            c.admit(Arc::new(AtomicU64::new(at)), tx);
+            closed.push(rx);
+        }
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        let id = c.admit(Arc::new(AtomicU64::new(2_000)), tx);
+        assert_eq!(id, MAX_CONNECTIONS as u64);
+        assert_eq!(c.open.len(), MAX_CONNECTIONS);
+        // The oldest quiet one (0) was told to close, and no other.
+        let told: Vec<usize> = closed
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, rx)| rx.try_recv().is_ok().then_some(i))
+            .collect();
+        assert_eq!(told, [0]);
+        // Next: 1, then 2 ..., 5 (active) last of all.
+        let (tx, _rx2) = tokio::sync::oneshot::channel();
+        c.admit(Arc::new(AtomicU64::new(2_001)), tx);
+        assert!(!c.open.contains_key(&1));
+        assert!(c.open.contains_key(&5));
+    }
 
     /// The samples of the exposition whose metric name starts with `prefix`: `name{labels}` ->
     /// value, compared whole by the tests.

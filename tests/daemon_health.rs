@@ -108,8 +108,8 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
-/// 8,000 idle connections from any pod (an open `/metrics` port): the agent serves at most 64 at
-/// once and closes idle ones after the header timeout, so memory stays bounded (it went from 9 to
+/// 8,000 idle connections from any pod (an open `/metrics` port): the agent holds at most 256
+/// at once (closing the quietest for a new one) and closes idle ones after the header timeout, so memory stays bounded (it went from 9 to
 /// 104 MB before) and /healthz answers again as soon as the flood stops.
 #[test]
 fn a_flood_of_idle_connections_costs_bounded_memory() {
