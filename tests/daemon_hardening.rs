@@ -3,6 +3,7 @@
 //! modes, real files), with the bound each fault must stay within.
 
 mod apiserver;
+mod common;
 mod kube;
 
 use std::collections::BTreeMap;
@@ -197,5 +198,72 @@ fn idle_clients_never_keep_a_probe_out() {
     );
     // The idle clients were turned away and came back, over and over.
     assert!(connects > 300, "{connects}");
+    assert!(agent_alive(agent));
+}
+
+/// A driver that answers garbage (2.3 EiB of memory, compute capability 117.3, a new value
+/// every scan): refused, the last good values stay on the Node, nothing is written, and each
+/// GPU's refusal is said once, not every cycle (before: a new gpu.memory every cycle, 29 Node
+/// writes and 20,440 warnings in 25 s).
+#[test]
+fn nvml_garbage_is_refused_and_the_last_good_labels_stay() {
+    let (kube, proxy) = proxied();
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("nvml.json");
+    let good = std::fs::read_to_string(common::nvml_fixture("h100-8x")).unwrap();
+    std::fs::write(&fixture, &good).unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &proxy.url());
+    let mut args = run_args(&kubeconfig, NODE, &[]);
+    // NVML, and the built-in rules that make its labels.
+    args.retain(|a| a != "--no-nvml" && a != "--no-default-rules");
+    args.extend([
+        "--nvml-lib".into(),
+        common::fake_nvml_lib("nvidia_ml").display().to_string(),
+    ]);
+    let agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+    let ok = wait_for(WAIT, || {
+        (kube
+            .labels(NODE)
+            .get("feature.node.kubernetes.io/gpu.memory")
+            .map(String::as_str)
+            == Some("81559"))
+        .then_some(())
+    });
+    assert!(ok.is_some(), "{}", agent.log_text());
+    std::thread::sleep(Duration::from_secs(2));
+    let settled = kube.labels(NODE);
+    let writes_before = proxy
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH")
+        .count();
+    // Garbage, different at every scan, for 6 s.
+    for i in 0..6u64 {
+        let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+        for d in v["devices"].as_array_mut().unwrap() {
+            d["memory_total_bytes"] = serde_json::json!((2_415_267_542_309u64 + i) << 20);
+            d["compute_capability"] = serde_json::json!([117 + i, 3]);
+        }
+        std::fs::write(&fixture, v.to_string()).unwrap();
+        std::thread::sleep(Duration::from_secs(1));
+        assert_eq!(kube.labels(NODE), settled, "after garbage {i}");
+    }
+    let writes = proxy
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH")
+        .count();
+    assert_eq!(writes, writes_before, "no write for garbage");
+    let refusals: Vec<String> = agent
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("is not plausible"))
+        .collect();
+    // Each of the 8 GPUs' two fields, once.
+    assert_eq!(refusals.len(), 16, "{refusals:#?}");
+    assert_eq!(
+        refusals[0],
+        " WARN NVML GPU 0 (0000:19:00.0): the total memory is not plausible (between 64 MiB and 1 TiB); its last good value is kept"
+    );
     assert!(agent_alive(agent));
 }

@@ -19,6 +19,7 @@ pub mod kernel;
 pub mod nvml;
 pub mod nvml_child;
 pub mod pci;
+pub mod plausible;
 pub mod sharing;
 pub mod vgpu;
 

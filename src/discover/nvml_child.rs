@@ -270,6 +270,14 @@ impl NvmlProbe for IsolatedNvml {
                 self.last_failure = None;
                 match &scan.status {
                     NvmlStatus::Ok => {
+                        // What the driver says is checked against what hardware can be: an
+                        // implausible value never becomes a label, the last good one stands.
+                        let mut scan = scan;
+                        let refused = super::plausible::check(
+                            &mut scan,
+                            self.last_good.as_ref().map(|(_, s)| s),
+                        );
+                        scan.warnings.extend(refused);
                         self.last_good = Some((Instant::now(), scan.clone()));
                         scan
                     }
