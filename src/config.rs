@@ -226,6 +226,31 @@ pub struct Publish {
     /// interval.
     #[serde(default = "default_true")]
     pub events: bool,
+    /// A relabel for a change of the rules or config files waits a random part of this first:
+    /// a ConfigMap edit reaches a whole fleet's agents within a second, and would otherwise
+    /// arrive at the API server as one write per node in that second. Node-local changes
+    /// (uevents, NVML, the Node watch) are not delayed.
+    /// `0s` turns it off; at most an hour.
+    #[serde(default = "default_spread", deserialize_with = "spread_duration")]
+    pub spread: Duration,
+}
+
+fn default_spread() -> Duration {
+    Duration::from_secs(2)
+}
+
+fn spread_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    if matches!(s.trim(), "0" | "0s") {
+        return Ok(Duration::ZERO);
+    }
+    let d = parse_duration(&s).map_err(serde::de::Error::custom)?;
+    if d > Duration::from_secs(3600) {
+        return Err(serde::de::Error::custom(format!(
+            "invalid duration {s:?}: at most 1h"
+        )));
+    }
+    Ok(d)
 }
 
 fn default_true() -> bool {
@@ -298,6 +323,7 @@ impl Default for Publish {
             sink: default_sink(),
             interval: default_interval(),
             events: true,
+            spread: default_spread(),
         }
     }
 }

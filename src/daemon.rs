@@ -805,7 +805,13 @@ impl Daemon {
 
     async fn run_loop(&mut self, signals: &mut Signals, mut events: Option<Events>) -> u8 {
         let Signals { term, int, hup } = signals;
-        let first = self.interval.mul_f64(random_fraction());
+        // The first cycle at once: a node that just joined (autoscaling, a scale-from-zero
+        // pool) is labelled within seconds, its pods not left Pending for an interval, and a
+        // restarted agent whose Node has its labels costs one read and no write. The cycles
+        // after it start at a random point of the interval, so that a fleet restarted at once
+        // does not keep cycling in step.
+        let first = Duration::ZERO;
+        let mut spread_once = true;
         tracing::info!(
             "publishing to {} every {:?}; first cycle in {:.1?}",
             self.sink.name(),
@@ -823,6 +829,10 @@ impl Daemon {
         loop {
             self.health.beat();
             let mut force_reload = false;
+            // The config in force says how far a fleet-wide change is spread.
+            if let Some(ev) = events.as_mut() {
+                ev.coalescer.set_spread(self.inputs.config.publish.spread);
+            }
             let due = events
                 .as_ref()
                 .and_then(|e| e.coalescer.due())
@@ -898,7 +908,12 @@ impl Daemon {
             match result {
                 Ok(_) => {
                     backoff.reset();
-                    next = tokio::time::Instant::now() + self.interval;
+                    let wait = if std::mem::take(&mut spread_once) {
+                        self.interval.mul_f64(random_fraction())
+                    } else {
+                        self.interval
+                    };
+                    next = tokio::time::Instant::now() + wait;
                 }
                 Err(e) => {
                     self.health.set_failed();
@@ -1014,7 +1029,7 @@ async fn run_async(options: Options) -> Result<u8, Error> {
             tx,
             rx,
             files,
-            coalescer: Coalescer::default(),
+            coalescer: Coalescer::with_spread(daemon.inputs.config.publish.spread),
         }
     });
     if let (Some(ev), Sink::Node(n)) = (&events, &daemon.sink) {

@@ -50,16 +50,40 @@ pub const MIN_SPACING: Duration = Duration::from_secs(1);
 
 /// Decides when pending events trigger a relabel: `QUIET` after the last event of a burst, at
 /// most `MAX_DELAY` after its first, and not within `MIN_SPACING` of the previous relabel.
+///
+/// A burst that holds a file change (the rules or config, from a ConfigMap that reaches the
+/// whole fleet at once) waits a further random part of `spread`, drawn once per burst.
 #[derive(Debug, Default, Clone)]
 pub struct Coalescer {
     first: Option<Instant>,
     last: Option<Instant>,
     sources: BTreeSet<Source>,
     last_run: Option<Instant>,
+    spread: Duration,
+    /// This burst's part of `spread`.
+    jitter: Duration,
 }
 
 impl Coalescer {
+    /// A coalescer whose file-change bursts wait up to `spread` more.
+    pub fn with_spread(spread: Duration) -> Coalescer {
+        Coalescer {
+            spread,
+            ..Coalescer::default()
+        }
+    }
+
+    pub fn set_spread(&mut self, spread: Duration) {
+        self.spread = spread;
+    }
+
     pub fn add(&mut self, e: Event) {
+        if self.first.is_none() {
+            self.jitter = Duration::ZERO;
+        }
+        if e.source == Source::Files && self.jitter.is_zero() && !self.spread.is_zero() {
+            self.jitter = self.spread.mul_f64(random_fraction());
+        }
         self.first.get_or_insert(e.at);
         self.last = Some(e.at);
         self.sources.insert(e.source);
@@ -73,7 +97,7 @@ impl Coalescer {
     /// When the pending burst is due (`None`: nothing pending).
     pub fn due(&self) -> Option<Instant> {
         let (first, last) = (self.first?, self.last?);
-        let mut at = (last + QUIET).min(first + MAX_DELAY);
+        let mut at = (last + QUIET).min(first + MAX_DELAY) + self.jitter;
         if let Some(run) = self.last_run {
             at = at.max(run + MIN_SPACING);
         }
@@ -543,5 +567,53 @@ mod tests {
             at: ms(900),
         });
         assert_eq!(c.due(), Some(ms(1800)));
+    }
+
+    #[test]
+    fn a_file_change_burst_is_spread_and_a_node_local_one_is_not() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let spread = Duration::from_secs(2);
+        // Node-local: no spread.
+        let mut c = Coalescer::with_spread(spread);
+        c.add(Event {
+            source: Source::Uevent,
+            at: ms(0),
+        });
+        assert_eq!(c.due(), Some(ms(200)));
+        c.ran(ms(200));
+        // A file change: 200 ms after it, plus this burst's part of the spread (drawn once).
+        let mut dues = std::collections::BTreeSet::new();
+        for _ in 0..50 {
+            let mut c = Coalescer::with_spread(spread);
+            c.add(Event {
+                source: Source::Files,
+                at: ms(0),
+            });
+            let due = c.due().unwrap();
+            c.add(Event {
+                source: Source::Files,
+                at: ms(10),
+            });
+            assert_eq!(
+                c.due(),
+                Some(due + Duration::from_millis(10)),
+                "drawn once per burst"
+            );
+            assert!(due >= ms(200) && due < ms(2200), "{:?}", due - t0);
+            dues.insert(due);
+        }
+        assert!(
+            dues.len() > 40,
+            "spread over the interval: {} distinct",
+            dues.len()
+        );
+        // Off.
+        let mut c = Coalescer::with_spread(Duration::ZERO);
+        c.add(Event {
+            source: Source::Files,
+            at: ms(0),
+        });
+        assert_eq!(c.due(), Some(ms(200)));
     }
 }

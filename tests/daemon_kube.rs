@@ -377,3 +377,40 @@ fn a_policy_denial_costs_only_the_keys_it_refuses_reported_once() {
         Some(1.0)
     );
 }
+
+/// A node that just joined (autoscaling, a scale-from-zero pool) is labelled within 3 s of the
+/// agent's start, whatever its interval (before: at a random point of the interval, up to a
+/// minute, while its pods waited Pending); a restarted agent whose Node has its labels reads
+/// it once and writes nothing.
+#[test]
+fn a_new_node_is_labelled_within_seconds_of_the_start_whatever_the_interval() {
+    let server = cluster();
+    let s = setup(&server, &[("nvidia", "test.nvidia")]);
+    let mut args = run_args(&s.kubeconfig, NODE, &["--rules", s.rules.to_str().unwrap()]);
+    let i = args.iter().position(|a| a == "--interval").unwrap();
+    args[i + 1] = "60s".into();
+    let want = union(&[
+        &foreign(),
+        &fixture_pci_labels(),
+        &rule_labels(&["test.nvidia"]),
+    ]);
+    let started = Instant::now();
+    let mut agent = Agent::start(&args, &[]);
+    wait_labels(&server, &agent, &want);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(3), "first labels after {took:?}");
+    assert_eq!(agent.stop(), 0);
+    let before = agent_requests(&server).len();
+    let agent = Agent::start(&args, &[]);
+    agent.wait_log("ready", WAIT);
+    std::thread::sleep(Duration::from_secs(2));
+    let after: Vec<(String, String)> = agent_requests(&server)[before..]
+        .iter()
+        .filter(|r| r.verb != "WATCH")
+        .map(|r| (r.verb.clone(), r.uri.clone()))
+        .collect();
+    assert_eq!(
+        after,
+        [("GET".to_string(), format!("/api/v1/nodes/{NODE}"))]
+    );
+}
