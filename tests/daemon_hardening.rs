@@ -267,3 +267,69 @@ fn nvml_garbage_is_refused_and_the_last_good_labels_stay() {
     );
     assert!(agent_alive(agent));
 }
+
+/// A rule file of ten 100,000-character patterns (1 MB: it fits a ConfigMap): each compiled
+/// pattern may take at most 1 MiB, as RE2 bounds its programs, so those rules fail alone with
+/// their file and line and a message that quotes 100 characters, the other rules label, and the
+/// file costs a bounded amount of memory (debug build: +105 MiB before, +25 MiB now).
+#[test]
+fn huge_regexes_cost_bounded_memory_and_only_their_own_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.yaml");
+    let mut text = String::from(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata: {name: big}\nspec:\n  rules:\n    - name: good\n      labels: {good: \"true\"}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions: {vendor: {op: In, value: [\"10de\"]}}\n",
+    );
+    let atoms = ["a+", "[a-z]*", "(b|c)", "x?", "\\\\d+", "[^0-9]"];
+    let mut state = 7u64;
+    let mut patterns = Vec::new();
+    for i in 0..10 {
+        let mut p = String::new();
+        while p.len() < 100_000 {
+            for _ in 0..20 {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                p.push_str(atoms[(state >> 33) as usize % atoms.len()]);
+            }
+            p.push('|');
+        }
+        p.pop();
+        text.push_str(&format!(
+            "    - name: r{i}\n      labels: {{r{i}: \"true\"}}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions: {{vendor: {{op: InRegexp, value: [\"{p}\"]}}}}\n"
+        ));
+        patterns.push(p.replace("\\\\", "\\"));
+    }
+    std::fs::write(&rules, &text).unwrap();
+    let args = common::fixture_args(&["labels", "-o", "json"], "dell-xe9680-8xh100", &[]);
+    let mut with_rules = args.clone();
+    with_rules.extend(["--rules".into(), rules.clone().into_os_string()]);
+    let r = common::run(&with_rules);
+    let labels = common::labels_of(r.ok());
+    assert_eq!(
+        labels
+            .get("feature.node.kubernetes.io/good")
+            .map(String::as_str),
+        Some("true")
+    );
+    let failed: Vec<String> = r.stderr.lines().map(str::to_string).collect();
+    let expected: Vec<String> = patterns
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let shown: String = p.chars().take(100).collect();
+            format!(
+                "warning: rule \"r{i}\" (NodeFeatureRule \"big\", {}:{}:7) failed: invalid regexp {shown:?}… ({} bytes): Compiled regex exceeds size limit of 1048576 bytes.",
+                rules.display(),
+                11 + 5 * i,
+                p.len()
+            )
+        })
+        .collect();
+    assert_eq!(failed, expected);
+    let base = common::peak_rss_kib(&common::binary(), &args).expect("/usr/bin/time");
+    let peak = common::peak_rss_kib(&common::binary(), &with_rules).expect("/usr/bin/time");
+    assert!(
+        peak < base + (40 << 10),
+        "{peak} KiB with the rules, {base} KiB without"
+    );
+}

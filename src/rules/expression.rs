@@ -348,7 +348,7 @@ impl Expr {
                     out.push((
                         pos_of(i),
                         Severity::Error,
-                        format!("invalid regexp {v:?}: {e}"),
+                        format!("invalid regexp {}: {e}", shown_pattern(v)),
                     ));
                 }
             }
@@ -460,7 +460,7 @@ impl Patterns {
 fn compile_regexps(values: &[String]) -> Result<Patterns, String> {
     let translated = values
         .iter()
-        .map(|v| go_regex(v).map_err(|e| format!("invalid regexp {v:?}: {e}")))
+        .map(|v| go_regex(v).map_err(|e| format!("invalid regexp {}: {e}", shown_pattern(v))))
         .collect::<Result<Vec<String>, String>>()?;
     if let Some(seqs) = translated
         .iter()
@@ -469,7 +469,10 @@ fn compile_regexps(values: &[String]) -> Result<Patterns, String> {
     {
         return Ok(Patterns::Sequences(seqs));
     }
-    RegexSet::new(&translated)
+    regex::RegexSetBuilder::new(&translated)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_DFA_SIZE_LIMIT)
+        .build()
         .map(Patterns::Set)
         .map_err(|set_error| {
             // Only on failure is each pattern compiled alone, to name the one at fault.
@@ -477,18 +480,47 @@ fn compile_regexps(values: &[String]) -> Result<Patterns, String> {
                 .iter()
                 .zip(&translated)
                 .find_map(|(v, t)| {
-                    regex::Regex::new(t)
-                        .err()
-                        .map(|e| format!("invalid regexp {v:?}: {}", one_line(&e.to_string())))
+                    build_regex(t).err().map(|e| {
+                        format!(
+                            "invalid regexp {}: {}",
+                            shown_pattern(v),
+                            one_line(&e.to_string())
+                        )
+                    })
                 })
                 .unwrap_or_else(|| one_line(&set_error.to_string()))
         })
 }
 
-/// A Go (RE2) pattern, compiled as Go compiles it.
+/// A pattern as an error message quotes it: whole up to 100 characters, else its start and its
+/// length (a refused 100,000-character pattern is not 100 KB of log every cycle).
+fn shown_pattern(v: &str) -> String {
+    match v.char_indices().nth(100) {
+        Some((i, _)) => format!("{:?}… ({} bytes)", &v[..i], v.len()),
+        None => format!("{v:?}"),
+    }
+}
+
+/// The most memory one compiled pattern (or one `InRegexp` set) may take, as RE2 bounds its
+/// programs (`max_mem`): a larger one is refused ("exceeds size limit"), that rule alone failing
+/// with its file and line, so that a rule file cannot cost more than the agent's memory budget
+/// (ten 100,000-character patterns took 40 MB each before).
+pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// The most memory one pattern's lazy DFA cache may grow to (it falls back to slower search,
+/// never to more memory).
+pub const REGEX_DFA_SIZE_LIMIT: usize = 1 << 20;
+
+fn build_regex(translated: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(translated)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_DFA_SIZE_LIMIT)
+        .build()
+}
+
+/// A Go (RE2) pattern, compiled as Go compiles it, within [`REGEX_SIZE_LIMIT`].
 pub(crate) fn compile_go_regex(pattern: &str) -> Result<regex::Regex, String> {
     let t = go_regex(pattern)?;
-    regex::Regex::new(&t).map_err(|e| one_line(&e.to_string()))
+    build_regex(&t).map_err(|e| one_line(&e.to_string()))
 }
 
 /// Go's regexp syntax in Rust's: `\Q...\E` quotes a literal; a repeat count over 1000 is an
