@@ -749,6 +749,12 @@ fn cmd_prune(
         ReportFormat::Text => prune::render_text(&report, dry_run),
         ReportFormat::Json => prune::render_json(&report, dry_run),
     });
+    // The report says which nodes failed; the errors themselves also go where errors go.
+    for p in &report {
+        if let Some(e) = &p.error {
+            eprintln!("error: node {}: {e}", p.node);
+        }
+    }
     Ok(if report.iter().any(|p| p.error.is_some()) {
         exit::RUNTIME
     } else if dry_run && report.iter().any(prune::NodePrune::has_work) {

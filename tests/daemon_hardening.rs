@@ -333,3 +333,63 @@ fn huge_regexes_cost_bounded_memory_and_only_their_own_rules() {
         "{peak} KiB with the rules, {base} KiB without"
     );
 }
+
+/// An answer that is not JSON (a proxy's page in place of the Node) is a `decode` failure,
+/// named as such, not a network one; the next attempt goes through.
+#[test]
+fn a_garbage_answer_is_a_decode_failure() {
+    let (kube, proxy) = proxied();
+    proxy.set_faults(Faults {
+        garbage: 1,
+        ..Faults::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start(&proxy, dir.path());
+    wait_labels(&kube, &agent);
+    let addr = agent.health_addr();
+    let m = |reason: &str| {
+        metric(
+            addr,
+            &format!("gpu_labeler_publish_errors_total{{reason=\"{reason}\"}}"),
+        )
+    };
+    assert_eq!(
+        (m("decode"), m("network")),
+        (Some(1.0), None),
+        "{}",
+        agent.log_text()
+    );
+    assert!(agent_alive(agent));
+}
+
+/// A server that answers bytes that are not HTTP at all (a misconfigured port, a TLS or SSH
+/// endpoint): a `decode` failure, not a network one.
+#[test]
+fn an_answer_that_is_not_http_is_a_decode_failure() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten().take(50) {
+            use std::io::{Read, Write};
+            let mut s = stream;
+            let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n\x00\xff garbage\r\n\r\n");
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &url);
+    let agent = Agent::start(&run_args(&kubeconfig, NODE, &[]), &[]);
+    let addr = agent.health_addr();
+    let m = |reason: &str| {
+        metric(
+            addr,
+            &format!("gpu_labeler_publish_errors_total{{reason=\"{reason}\"}}"),
+        )
+    };
+    let ok = wait_for(WAIT, || m("decode").filter(|n| *n >= 1.0));
+    assert!(ok.is_some(), "{}", agent.log_text());
+    assert_eq!(m("network"), None, "{}", agent.log_text());
+    assert!(agent_alive(agent));
+}

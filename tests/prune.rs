@@ -294,7 +294,7 @@ fn prune_one_node_only_nodefeatures_and_the_errors() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = write_kubeconfig(dir.path(), &server.url());
     let k = kubeconfig.to_str().unwrap();
-    let (code, stdout, _) = gpu_labeler(&[
+    let (code, stdout, stderr) = gpu_labeler(&[
         "prune",
         "--kubeconfig",
         k,
@@ -305,6 +305,11 @@ fn prune_one_node_only_nodefeatures_and_the_errors() {
     ]);
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(code, 3);
+    // The error where errors go, besides the report's own field.
+    assert_eq!(
+        stderr,
+        "error: node gone: reading Node gone: 404 NotFound: nodes \"gone\" not found\n"
+    );
     assert_eq!(
         v,
         json!({"dryRun": false, "nodes": [{"node": "gone", "keys": [], "nodeFeature": null,

@@ -261,6 +261,13 @@ impl PublishError {
                 let chain = error_chain(other);
                 if chain.contains("length limit exceeded") {
                     "too_large"
+                } else if chain.contains("invalid HTTP")
+                    || chain.contains(" parsed")
+                    || chain.contains("message head is too large")
+                {
+                    // The other end answered, but not in HTTP (a port that is not the API
+                    // server, a proxy's garbage): not the network's fault.
+                    "decode"
                 } else if chain.contains("timed out") || chain.contains("deadline") {
                     "timeout"
                 } else {

@@ -120,6 +120,8 @@ pub struct Faults {
     /// A 200 whose body is 64 MiB (a Node with an enormous annotation), sent as fast as the
     /// connection takes it.
     pub huge_body: usize,
+    /// A 200 whose body is not JSON (a proxy's error page).
+    pub garbage: usize,
     /// A 200 whose body starts and never ends (a byte every 50 ms).
     pub endless_body: usize,
     pub drop: usize,
@@ -538,6 +540,9 @@ impl State {
         if f.drop > 0 {
             f.drop -= 1;
             Some("drop")
+        } else if f.garbage > 0 {
+            f.garbage -= 1;
+            Some("garbage")
         } else if f.error_500 > 0 {
             f.error_500 -= 1;
             Some("500")
@@ -912,6 +917,13 @@ async fn serve_one(state: Arc<Mutex<State>>, req: Request<Incoming>) -> Result<R
                 .status(200)
                 .header("content-type", "application/json")
                 .body(body.boxed_unsync())
+                .expect("valid response"));
+        }
+        Some("garbage") => {
+            return Ok(Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(full("<html><body>It works!</body></html>"))
                 .expect("valid response"));
         }
         Some("watch-garbage") => {
