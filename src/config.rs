@@ -109,8 +109,10 @@ pub struct NvmlConfig {
         deserialize_with = "positive_duration"
     )]
     pub timeout: Duration,
-    /// How long the GPUs' NVML-only values are kept while NVML fails (`0s`: not at all).
-    #[serde(default = "default_nvml_grace", deserialize_with = "any_duration")]
+    /// How long the GPUs' NVML-only values are kept while NVML fails (`0s`: not at all). The
+    /// default, `forever`, keeps them while the GPUs they describe are on the PCI bus: a wedged
+    /// NVML is not a reason for pods to lose their placement on GPUs that are fine.
+    #[serde(default = "default_nvml_grace", deserialize_with = "grace_duration")]
     pub grace_period: Duration,
     /// How often `run` asks NVML (in its child) for the state that changes while a node runs
     /// (MIG mode and layout, GPUs lost), to relabel at once when it does (`0s`: never; the
@@ -142,8 +144,20 @@ fn default_nvml_timeout() -> Duration {
     Duration::from_secs(10)
 }
 
+/// `gracePeriod: forever`.
+pub const FOREVER: Duration = Duration::MAX;
+
 fn default_nvml_grace() -> Duration {
-    Duration::from_secs(600)
+    FOREVER
+}
+
+fn grace_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    match s.trim() {
+        "forever" => Ok(FOREVER),
+        "0" | "0s" => Ok(Duration::ZERO),
+        _ => parse_duration(&s).map_err(serde::de::Error::custom),
+    }
 }
 
 fn positive_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -240,15 +254,11 @@ fn default_spread() -> Duration {
 }
 
 fn spread_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let s = String::deserialize(d)?;
-    if matches!(s.trim(), "0" | "0s") {
-        return Ok(Duration::ZERO);
-    }
-    let d = parse_duration(&s).map_err(serde::de::Error::custom)?;
+    let d = any_duration(d)?;
     if d > Duration::from_secs(3600) {
-        return Err(serde::de::Error::custom(format!(
-            "invalid duration {s:?}: at most 1h"
-        )));
+        return Err(serde::de::Error::custom(
+            "invalid spread: at most 1h".to_string(),
+        ));
     }
     Ok(d)
 }

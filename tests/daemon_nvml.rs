@@ -221,3 +221,102 @@ fn nvml_labels_outlive_a_wedged_driver_for_the_grace_period() {
     );
     assert_eq!(agent.stop(), 0);
 }
+
+/// By default (`gracePeriod: forever`) the labels only NVML gives outlive a wedged driver for
+/// as long as the GPUs they describe are on the PCI bus: pods selecting `gpu.memory Gt ...`
+/// keep scheduling on a node whose GPUs are fine. A GPU that leaves the bus takes its NVML
+/// values with it: the Node then carries what a good NVML would say of the GPUs left.
+#[test]
+fn nvml_labels_stay_while_their_gpus_are_on_the_bus() {
+    let server = FakeApiServer::start();
+    server.add_node("gpu-node-1", &[("kubernetes.io/os", "linux")]);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+    let sysfs = dir.path().join("sys");
+    common::copy_tree(&common::sysfs_fixture("dell-xe9680-8xh100"), &sysfs);
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "sources:\n  nvml: {timeout: 1s}\n").unwrap();
+    let fixture = dir.path().join("nvml.json");
+    std::fs::copy(nvml_fixture("h100-8x"), &fixture).unwrap();
+    let lib = fake_lib();
+    let with_sysfs = |args: Vec<String>| -> Vec<String> {
+        let mut args: Vec<String> = args
+            .into_iter()
+            .filter(|a| a != "--no-nvml" && a != "--no-default-rules")
+            .collect();
+        let i = args.iter().position(|a| a == "--sysfs-root").unwrap();
+        args[i + 1] = sysfs.display().to_string();
+        args.extend(
+            [
+                "--nvml-lib",
+                lib.to_str().unwrap(),
+                "--config",
+                config.to_str().unwrap(),
+            ]
+            .map(String::from),
+        );
+        args
+    };
+    let args = with_sysfs(run_args(&kubeconfig, "gpu-node-1", &[]));
+    let agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+    let kubelet = map(&[("kubernetes.io/os", "linux")]);
+    let with_nvml = union(&[&kubelet, &common::h100_default_labels()]);
+    let labels_become = |want: &std::collections::BTreeMap<String, String>, what: &str| {
+        let ok = wait_for(WAIT, || {
+            (server.labels("gpu-node-1") == *want).then_some(())
+        });
+        assert!(
+            ok.is_some(),
+            "{what}: labels {:#?}\nlog:\n{}",
+            server.labels("gpu-node-1"),
+            agent.log_text()
+        );
+    };
+    labels_become(&with_nvml, "NVML answering");
+    let addr = agent.health_addr();
+
+    // The driver wedges.
+    let wedged = misbehaving_fixture(dir.path(), "nvmlInit_v2", "hang");
+    std::fs::rename(&wedged, &fixture).unwrap();
+    let child = nvml_child(&agent).expect("an NVML child runs");
+    std::process::Command::new("kill")
+        .args(["-KILL", &child.to_string()])
+        .status()
+        .unwrap();
+    let stale = wait_for(WAIT, || {
+        (metric(addr, "gpu_labeler_nvml_status{status=\"stale\"}")? == 1.0).then_some(())
+    });
+    assert!(stale.is_some(), "{}", agent.log_text());
+    // Longer than the old 6 s of the test above, and nothing changes.
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(
+        server.labels("gpu-node-1"),
+        with_nvml,
+        "kept while the GPUs are there"
+    );
+    agent.wait_log("while its GPUs are on the PCI bus", WAIT);
+
+    // One GPU leaves the bus: the Node carries what a good NVML says of the seven left.
+    std::fs::remove_file(sysfs.join("bus/pci/devices/0000:19:00.0")).unwrap();
+    let seven = dir.path().join("seven.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(nvml_fixture("h100-8x")).unwrap()).unwrap();
+    v["devices"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|d| d["pci_bus_id"] != "00000000:19:00.0");
+    std::fs::write(&seven, v.to_string()).unwrap();
+    let labels = with_sysfs(common_labels_args());
+    let r = common::run_env(&labels, &[("FAKE_NVML_FIXTURE", seven.as_os_str())]);
+    let mut want = common::labels_of(r.ok());
+    want.extend(kubelet.clone());
+    assert_eq!(want["feature.node.kubernetes.io/gpu.count"], "7");
+    labels_become(&want, "a GPU gone");
+}
+
+/// `labels -o json` of the Dell fixture (its sysfs root replaced by the caller).
+fn common_labels_args() -> Vec<String> {
+    let mut a = vec!["labels".to_string(), "-o".into(), "json".into()];
+    a.extend(fixture_args());
+    a
+}

@@ -322,8 +322,15 @@ pub fn discover(
         }
         gpus.push(gpu);
     }
-    // GPUs NVML knows but sysfs does not show (e.g. sysfs not mounted in the container).
+    // GPUs NVML knows but sysfs does not show (e.g. sysfs not mounted in the container). An
+    // answer kept from before NVML failed (`stale`) describes only GPUs still on the PCI bus
+    // when sysfs shows one: a GPU gone from it takes its NVML values with it.
+    let stale_on_a_bus =
+        matches!(nvml.status, super::nvml::NvmlStatus::Stale(_)) && !devices.is_empty();
     for n in nvml_by_addr.into_values().chain(nvml_unplaced) {
+        if stale_on_a_bus {
+            continue;
+        }
         let mut gpu = Gpu {
             address: n.address,
             vendor: Vendor::Nvidia,

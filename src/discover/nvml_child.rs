@@ -247,9 +247,13 @@ impl IsolatedNvml {
         match &self.last_good {
             Some((at, good)) if at.elapsed() <= self.grace => NvmlScan {
                 status: NvmlStatus::Stale(format!(
-                    "{why}; keeping NVML's answer from {} ago (for up to {})",
+                    "{why}; keeping NVML's answer from {} ago ({})",
                     humantime::format_duration(Duration::from_secs(at.elapsed().as_secs())),
-                    humantime::format_duration(self.grace)
+                    if self.grace == crate::config::FOREVER {
+                        "while its GPUs are on the PCI bus".to_string()
+                    } else {
+                        format!("for up to {}", humantime::format_duration(self.grace))
+                    }
                 )),
                 warnings: Vec::new(),
                 ..good.clone()

@@ -42,8 +42,9 @@ pub fn cuda_version_ok(v: &str) -> bool {
     }
 }
 
+/// NVML's name buffer holds 96 bytes; any text, but no control characters.
 fn name_ok(n: &str) -> bool {
-    !n.is_empty() && n.len() <= 96 && n.chars().all(|c| c.is_ascii_graphic() || c == ' ')
+    !n.is_empty() && n.len() <= 96 && !n.chars().any(char::is_control)
 }
 
 /// The last good answer's GPU that `gpu` is: the same PCI address, else the same UUID.
@@ -112,7 +113,7 @@ pub fn check(scan: &mut NvmlScan, last: Option<&NvmlScan>) -> Vec<String> {
             gpu.compute = before.as_ref().and_then(|b| b.compute);
         }
         if gpu.name.as_deref().is_some_and(|n| !name_ok(n)) {
-            refuse("the name", "printable, at most 96 characters");
+            refuse("the name", "at most 96 bytes, no control characters");
             gpu.name = before.as_ref().and_then(|b| b.name.clone());
         }
         if gpu.nvlinks_active.is_some_and(|n| n > MAX_NVLINKS) {
