@@ -1223,6 +1223,67 @@ fn a_site_key_the_gfd_policy_refuses_costs_only_that_key() {
     );
 }
 
+/// The policies the tables above run through the real plugin are every policy deploy/ can
+/// install: the base's and the nodefeature component's ValidatingAdmissionPolicies, and the one
+/// component that changes a policy, nvidia-gfd (its `allowedKey`); every overlay is the base
+/// plus components.
+#[test]
+fn the_tested_policies_are_every_policy_deploy_installs() {
+    let mut defines = Vec::new();
+    let mut patches = Vec::new();
+    let mut walk = vec![common::repo().join("deploy")];
+    while let Some(dir) = walk.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk.push(p);
+                continue;
+            }
+            let Some(ext) = p.extension().and_then(|x| x.to_str()) else {
+                continue;
+            };
+            if ext != "yaml" {
+                continue;
+            }
+            let rel = p
+                .strip_prefix(common::repo())
+                .unwrap()
+                .display()
+                .to_string();
+            let text = std::fs::read_to_string(&p).unwrap();
+            for doc in text.split("\n---\n") {
+                let Ok(v) = serde_saphyr::from_str::<Value>(doc) else {
+                    continue;
+                };
+                if v["kind"] == "ValidatingAdmissionPolicy" {
+                    defines.push(rel.clone());
+                }
+                for patch in v["patches"].as_array().into_iter().flatten() {
+                    if patch["target"]["kind"] == "ValidatingAdmissionPolicy" {
+                        patches.push(rel.clone());
+                    }
+                }
+            }
+        }
+    }
+    defines.sort();
+    patches.sort();
+    assert_eq!(
+        (defines, patches),
+        (
+            vec![
+                "deploy/base/admission-policy.yaml".to_string(),
+                "deploy/components/nodefeature/admission-policy.yaml".to_string(),
+            ],
+            vec!["deploy/components/nvidia-gfd/kustomization.yaml".to_string()]
+        )
+    );
+    for overlay in ["deploy/overlays/nvidia", "deploy/overlays/nodefeature"] {
+        let k = docs(&format!("{overlay}/kustomization.yaml")).remove(0);
+        assert_eq!(k["resources"], json!(["../../base"]), "{overlay}");
+    }
+}
+
 /// One list: the nvidia-gfd component's `allowedKey` is NFD's namespaces and then exactly the
 /// keys the agent filters `nvidia.com` with under the profile (`GFD_KEYS`).
 #[test]

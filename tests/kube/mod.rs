@@ -337,13 +337,21 @@ impl KubeApiServer {
         let cert = s.dir.path().join("certs/apiserver.crt");
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok(pem) = fs::read(&cert) {
+            // The certificate is written while the server starts: use it only once it is
+            // whole, and forget a kubeconfig and client made from an earlier read.
+            if let Ok(pem) = fs::read(&cert)
+                && String::from_utf8_lossy(&pem).contains("-----END CERTIFICATE-----")
+            {
                 s.ca = base64(&pem);
-                if let Ok(a) = s.try_request(&Who::admin(), "GET", "/readyz", None)
-                    && a.code == 200
-                {
+                let ready = s
+                    .try_request(&Who::admin(), "GET", "/readyz", None)
+                    .is_ok_and(|a| a.code == 200);
+                if ready {
                     break;
                 }
+                let kubeconfig = s.kubeconfig(&Who::admin());
+                s.clients.lock().unwrap().remove(&kubeconfig);
+                let _ = fs::remove_file(kubeconfig);
             }
             if let Ok(Some(status)) = s.server.try_wait() {
                 panic!("the test API server exited ({status}):\n{}", s.log());
