@@ -141,6 +141,23 @@ fn a_hanging_or_crashing_nvml_costs_only_its_own_labels() {
     }
 }
 
+/// Wedges the driver under a running agent: the fixture now hangs in init, and the running
+/// child is killed, so that the next one hangs; returns once the agent says NVML is stale.
+fn wedge(agent: &Agent, dir: &Path, fixture: &Path) {
+    let wedged = misbehaving_fixture(dir, "nvmlInit_v2", "hang");
+    std::fs::rename(&wedged, fixture).unwrap();
+    let child = nvml_child(agent).expect("an NVML child runs");
+    std::process::Command::new("kill")
+        .args(["-KILL", &child.to_string()])
+        .status()
+        .unwrap();
+    let addr = agent.health_addr();
+    let stale = wait_for(WAIT, || {
+        (metric(addr, "gpu_labeler_nvml_status{status=\"stale\"}")? == 1.0).then_some(())
+    });
+    assert!(stale.is_some(), "{}", agent.log_text());
+}
+
 /// The pid of `agent`'s NVML child (spawned by any of its threads), once there is one.
 fn nvml_child(agent: &Agent) -> Option<u32> {
     let tasks = std::fs::read_dir(format!("/proc/{}/task", agent.pid())).ok()?;
@@ -198,17 +215,7 @@ fn nvml_labels_outlive_a_wedged_driver_for_the_grace_period() {
     let addr = agent.health_addr();
 
     // The driver wedges: the next child hangs in init.
-    let wedged = misbehaving_fixture(dir.path(), "nvmlInit_v2", "hang");
-    std::fs::rename(&wedged, &fixture).unwrap();
-    let child = nvml_child(&agent).expect("an NVML child runs");
-    std::process::Command::new("kill")
-        .args(["-KILL", &child.to_string()])
-        .status()
-        .unwrap();
-    let stale = wait_for(WAIT, || {
-        (metric(addr, "gpu_labeler_nvml_status{status=\"stale\"}")? == 1.0).then_some(())
-    });
-    assert!(stale.is_some(), "{}", agent.log_text());
+    wedge(&agent, dir.path(), &fixture);
     assert_eq!(server.labels("gpu-node-1"), with_nvml, "kept while stale");
 
     // After the grace period, what sysfs knows.
@@ -273,20 +280,9 @@ fn nvml_labels_stay_while_their_gpus_are_on_the_bus() {
         );
     };
     labels_become(&with_nvml, "NVML answering");
-    let addr = agent.health_addr();
 
     // The driver wedges.
-    let wedged = misbehaving_fixture(dir.path(), "nvmlInit_v2", "hang");
-    std::fs::rename(&wedged, &fixture).unwrap();
-    let child = nvml_child(&agent).expect("an NVML child runs");
-    std::process::Command::new("kill")
-        .args(["-KILL", &child.to_string()])
-        .status()
-        .unwrap();
-    let stale = wait_for(WAIT, || {
-        (metric(addr, "gpu_labeler_nvml_status{status=\"stale\"}")? == 1.0).then_some(())
-    });
-    assert!(stale.is_some(), "{}", agent.log_text());
+    wedge(&agent, dir.path(), &fixture);
     // Longer than the old 6 s of the test above, and nothing changes.
     std::thread::sleep(Duration::from_secs(8));
     assert_eq!(
