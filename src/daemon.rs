@@ -544,6 +544,9 @@ struct Daemon {
     /// The state the labels reflect: the light check taken right after the last scan, then
     /// each later check's answer.
     nvml_state: Option<String>,
+    /// The `--features` snapshot as last read, with the file's modification time and length
+    /// then: read again only when they change (standard input: read once).
+    snapshot: Option<(Option<(std::time::SystemTime, u64)>, FeatureSet)>,
     /// The labels we applied to the Node, for the Node watch (`watch::watch_node`).
     applied: Arc<std::sync::Mutex<Option<crate::output::LabelMap>>>,
     /// The config or rules were re-read: the watched files may be others now.
@@ -623,12 +626,29 @@ impl Daemon {
 
     async fn scan(&mut self) -> Result<FeatureSet, CycleError> {
         let config = self.inputs.config.clone();
-        if let Some(path) = &self.inputs.sources.features {
-            return features::load_snapshot(path).map_err(|e| CycleError {
+        if let Some(path) = self.inputs.sources.features.clone() {
+            // Read once, and again only when the file changes: a snapshot of tens of MB is
+            // not parsed every cycle, and standard input is not there a second time. A file
+            // that goes away keeps the labels of the last one read.
+            let stamp = if path == Path::new("-") {
+                None
+            } else {
+                std::fs::metadata(&path)
+                    .ok()
+                    .and_then(|m| Some((m.modified().ok()?, m.len())))
+            };
+            if let Some((seen, set)) = &self.snapshot
+                && (stamp.is_none() || *seen == stamp)
+            {
+                return Ok(set.clone());
+            }
+            let set = features::load_snapshot(&path).map_err(|e| CycleError {
                 reason: "snapshot",
                 message: e.to_string(),
                 retry_after: None,
-            });
+            })?;
+            self.snapshot = Some((stamp, set.clone()));
+            return Ok(set);
         }
         let wanted = self.inputs.sources.nvml(&config);
         if !self.nvml.as_ref().is_some_and(|n| n.same_settings(&wanted)) {
@@ -1005,6 +1025,7 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         last_report: None,
         nvml_in_use: false,
         nvml_state: None,
+        snapshot: None,
         applied: Arc::new(std::sync::Mutex::new(None)),
         rewatch: false,
     };

@@ -393,3 +393,61 @@ fn an_answer_that_is_not_http_is_a_decode_failure() {
     assert_eq!(m("network"), None, "{}", agent.log_text());
     assert!(agent_alive(agent));
 }
+
+/// `run --features SNAPSHOT` reads the snapshot once and again only when the file changes, not
+/// every cycle: a snapshot of tens of MB is not parsed each interval, and a file that goes away
+/// keeps the labels of the last one read, where every cycle failed before.
+#[test]
+fn a_snapshot_is_read_once_and_again_only_when_it_changes() {
+    let (kube, proxy) = proxied();
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("features.json");
+    let features = common::run(common::fixture_args(
+        &["features", "-o", "json"],
+        "dell-xe9680-8xh100",
+        &[],
+    ));
+    std::fs::write(&snapshot, features.ok()).unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &proxy.url());
+    let args = run_args(
+        &kubeconfig,
+        NODE,
+        &["--features", snapshot.to_str().unwrap()],
+    );
+    let agent = Agent::start(&args, &[]);
+    wait_labels(&kube, &agent);
+    let addr = agent.health_addr();
+    // Gone: the cycles go on with what was read.
+    std::fs::remove_file(&snapshot).unwrap();
+    let ok = wait_for(WAIT, || {
+        (metric(addr, "gpu_labeler_publishes_total{result=\"unchanged\"}")? >= 3.0).then_some(())
+    });
+    assert!(ok.is_some(), "{}", agent.log_text());
+    assert_eq!(
+        metric(
+            addr,
+            "gpu_labeler_publish_errors_total{reason=\"snapshot\"}"
+        ),
+        None,
+        "{}",
+        agent.log_text()
+    );
+    assert_eq!(kube.labels(NODE), want());
+    // Back, changed (the Matrox VGA function gone): read again, and its label goes.
+    let mut v: serde_json::Value = serde_json::from_str(features.ok()).unwrap();
+    let devices = v["instances"]["pci.device"]["elements"]
+        .as_array_mut()
+        .expect("pci.device instances");
+    devices.retain(|d| d["attributes"]["vendor"] != "102b");
+    std::fs::write(&snapshot, v.to_string()).unwrap();
+    let mut fewer = want();
+    fewer.remove("feature.node.kubernetes.io/pci-0300_102b.present");
+    let ok = wait_for(WAIT, || (kube.labels(NODE) == fewer).then_some(()));
+    assert!(
+        ok.is_some(),
+        "{:#?}\n{}",
+        kube.labels(NODE),
+        agent.log_text()
+    );
+    assert!(agent_alive(agent));
+}
