@@ -74,6 +74,23 @@ fn start(s: &Setup, extra: &[&str]) -> Agent {
     Agent::start(&run_args(&s.kubeconfig, NODE, &extra_all), &[])
 }
 
+/// `run` for our Node with the rules of `s`, at `interval`.
+fn args_at(s: &Setup, interval: &str) -> Vec<String> {
+    let mut args = run_args(&s.kubeconfig, NODE, &["--rules", s.rules.to_str().unwrap()]);
+    let i = args.iter().position(|a| a == "--interval").unwrap();
+    args[i + 1] = interval.into();
+    args
+}
+
+/// Waits until the agent has completed a cycle (`/readyz` answers 200).
+fn ready(agent: &Agent) {
+    let addr = agent.health_addr();
+    let ok = wait_for(WAIT, || {
+        (apiserver::get(addr, "/readyz").0 == 200).then_some(())
+    });
+    assert!(ok.is_some(), "never ready; log:\n{}", agent.log_text());
+}
+
 fn wait_labels(server: &KubeApiServer, agent: &Agent, want: &BTreeMap<String, String>) {
     let ok = wait_for(WAIT, || (server.labels(NODE) == *want).then_some(()));
     assert!(
@@ -197,7 +214,7 @@ fn a_restart_with_nothing_changed_reads_the_node_once_and_writes_nothing() {
     let before = agent_requests(&server).len();
 
     let agent = start(&s, &[]);
-    agent.wait_log("ready", WAIT);
+    ready(&agent);
     std::thread::sleep(Duration::from_millis(2500));
     let after: Vec<(String, String)> = agent_requests(&server)[before..]
         .iter()
@@ -219,13 +236,8 @@ fn a_restart_with_nothing_changed_reads_the_node_once_and_writes_nothing() {
 fn a_label_removed_by_someone_else_comes_back_through_the_watch() {
     let server = cluster();
     let s = setup(&server, &[("nvidia", "test.nvidia")]);
-    let mut args = run_args(&s.kubeconfig, NODE, &["--rules", s.rules.to_str().unwrap()]);
-    let i = args.iter().position(|a| a == "--interval").unwrap();
-    args[i + 1] = "1h".into();
-    let agent = Agent::start(&args, &[]);
-    // An hour's interval: the first cycle now (SIGHUP), then only the watch brings a relabel.
-    agent.wait_log("first cycle in", WAIT);
-    agent.signal("HUP");
+    // An hour's interval: the first cycle at start, then only the watch brings a relabel.
+    let agent = Agent::start(&args_at(&s, "1h"), &[]);
     let want = union(&[
         &foreign(),
         &fixture_pci_labels(),
@@ -386,9 +398,7 @@ fn a_policy_denial_costs_only_the_keys_it_refuses_reported_once() {
 fn a_new_node_is_labelled_within_seconds_of_the_start_whatever_the_interval() {
     let server = cluster();
     let s = setup(&server, &[("nvidia", "test.nvidia")]);
-    let mut args = run_args(&s.kubeconfig, NODE, &["--rules", s.rules.to_str().unwrap()]);
-    let i = args.iter().position(|a| a == "--interval").unwrap();
-    args[i + 1] = "60s".into();
+    let args = args_at(&s, "60s");
     let want = union(&[
         &foreign(),
         &fixture_pci_labels(),
@@ -402,7 +412,7 @@ fn a_new_node_is_labelled_within_seconds_of_the_start_whatever_the_interval() {
     assert_eq!(agent.stop(), 0);
     let before = agent_requests(&server).len();
     let agent = Agent::start(&args, &[]);
-    agent.wait_log("ready", WAIT);
+    ready(&agent);
     std::thread::sleep(Duration::from_secs(2));
     let after: Vec<(String, String)> = agent_requests(&server)[before..]
         .iter()

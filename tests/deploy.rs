@@ -1082,7 +1082,6 @@ fn with_the_gfd_component_the_profiles_keys_and_only_those() {
 #[test]
 fn the_gfd_component_admits_every_key_the_profile_writes() {
     let s = server_with(&gfd_node_policy());
-    let lib = common::fake_nvml_lib("nvidia_ml");
     let tmp = tempfile::tempdir().unwrap();
     let sharing = common::repo().join("tests/fixtures/sharing/time-slicing.yaml");
     let kubeconfig = s.kubeconfig(&Who::agent("n1"));
@@ -1106,13 +1105,7 @@ fn the_gfd_component_admits_every_key_the_profile_writes() {
             "a100-40gb-mig-ci",
             "gb200-4x-clique",
         ] {
-            let args = |command: &[&str]| {
-                let mut args = common::fixture_args(command, "dell-xe9680-8xh100", &[]);
-                args.retain(|a| a != "--no-nvml");
-                args.extend(["--nvml-lib".into(), lib.clone().into_os_string()]);
-                args.extend(["--config".into(), config.clone().into_os_string()]);
-                args
-            };
+            let args = |command: &[&str]| with_nvml(command, &[("--config", &config)]);
             let env = [(
                 "FAKE_NVML_FIXTURE",
                 common::nvml_fixture(fixture).into_os_string(),
@@ -1148,6 +1141,20 @@ fn the_gfd_component_admits_every_key_the_profile_writes() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// `COMMAND` on the Dell 8x H100 fixture through the fake NVML library, plus `flags`.
+fn with_nvml(command: &[&str], flags: &[(&str, &Path)]) -> Vec<std::ffi::OsString> {
+    let mut args = common::fixture_args(command, "dell-xe9680-8xh100", &[]);
+    args.retain(|a| a != "--no-nvml");
+    args.extend([
+        "--nvml-lib".into(),
+        common::fake_nvml_lib("nvidia_ml").into_os_string(),
+    ]);
+    for (flag, value) in flags {
+        args.extend([flag.into(), value.as_os_str().to_os_string()]);
+    }
+    args
+}
+
 /// A site rule's `nvidia.com` key that is not one of GFD's costs only that key under the
 /// profile: the agent leaves it out and says why, and the rest of its labels reach the Node
 /// through the real admission plugin (before, the whole apply was refused).
@@ -1164,19 +1171,7 @@ fn a_site_key_the_gfd_policy_refuses_costs_only_that_key() {
         "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata: {name: site}\nspec:\n  rules:\n    - name: site\n      labels: {nvidia.com/gpu.deploy.driver: \"false\", site.ok: \"true\"}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions: {vendor: {op: In, value: [\"10de\"]}}\n",
     )
     .unwrap();
-    let lib = common::fake_nvml_lib("nvidia_ml");
-    let args = |command: &[&str]| {
-        let mut args = common::fixture_args(command, "dell-xe9680-8xh100", &[]);
-        args.retain(|a| a != "--no-nvml");
-        for (flag, value) in [
-            ("--nvml-lib", &lib),
-            ("--config", &config),
-            ("--rules", &rules),
-        ] {
-            args.extend([flag.into(), value.clone().into_os_string()]);
-        }
-        args
-    };
+    let args = |command: &[&str]| with_nvml(command, &[("--config", &config), ("--rules", &rules)]);
     let env = [(
         "FAKE_NVML_FIXTURE",
         common::nvml_fixture("h100-8x").into_os_string(),
