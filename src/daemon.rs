@@ -20,6 +20,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use crate::config::{self, Config};
 use crate::discover;
 use crate::discover::nvml_child::IsolatedNvml;
+use crate::discover::nvml_worker::{Notice, NvmlWorker, WorkerProbe};
 use crate::discover::sharing::SharingSource;
 use crate::error::{Error, exit};
 use crate::features::{self, FeatureSet};
@@ -527,9 +528,11 @@ fn retry_delay(backoff: &mut Backoff, e: &CycleError) -> Duration {
 struct Daemon {
     inputs: Inputs,
     publish: PublishOptions,
-    /// NVML's child process, kept across cycles (replaced when the config changes how NVML is
-    /// run); `None` while a scan holds it.
-    nvml: Option<IsolatedNvml>,
+    /// NVML's thread and child process (`nvml_worker`), started by the first scan that needs
+    /// it, with the settings it runs (a new child when the config changes them).
+    nvml: Option<(IsolatedNvml, Arc<NvmlWorker>)>,
+    /// Where NVML's changes wake the loop (events on).
+    nvml_wake: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
     /// The device-plugin sharing config, keeping its last good value when the file turns bad.
     sharing: SharingSource,
     sink: Sink,
@@ -539,11 +542,6 @@ struct Daemon {
     last_warnings: (Vec<String>, Vec<String>),
     /// (notes, rule errors and rejected labels) of the last evaluation that was reported.
     last_report: Option<(Vec<String>, Vec<String>)>,
-    /// Whether the last scan had NVML's answer (the light check runs only then).
-    nvml_in_use: bool,
-    /// The state the labels reflect: the light check taken right after the last scan, then
-    /// each later check's answer.
-    nvml_state: Option<String>,
     /// The `--features` snapshot as last read, with the file's modification time and length
     /// then: read again only when they change (standard input: read once).
     snapshot: Option<(Option<(std::time::SystemTime, u64)>, FeatureSet)>,
@@ -597,31 +595,48 @@ impl Daemon {
         paths
     }
 
-    /// NVML's light check, off the async thread: whether the state changed since the last one
-    /// (the scan's own check, or this one's when that had no answer).
-    async fn nvml_changed(&mut self) -> bool {
-        let Some(mut nvml) = self.nvml.take() else {
-            return false;
+    /// NVML's worker with the settings the config asks for now.
+    fn nvml_worker(&mut self, config: &Config) -> Arc<NvmlWorker> {
+        let wanted = self.inputs.sources.nvml(config);
+        // The light check only matters when a change can wake the loop.
+        let check_every = if self.nvml_wake.is_some() {
+            config.sources.nvml.check_interval
+        } else {
+            Duration::ZERO
         };
-        let (nvml, state) = match tokio::task::spawn_blocking(move || {
-            let state = nvml.check();
-            (nvml, state)
-        })
-        .await
-        {
-            Ok(r) => r,
-            Err(_) => return false,
-        };
-        self.nvml = Some(nvml);
-        let Some(state) = state else {
-            return false;
-        };
-        let changed = self.nvml_state.as_ref().is_some_and(|s| *s != state);
-        if changed {
-            tracing::info!("NVML's GPU or MIG state changed: relabelling");
+        match &mut self.nvml {
+            Some((settings, worker)) => {
+                if !settings.same_settings(&wanted) {
+                    worker.replace(self.inputs.sources.nvml(config));
+                    *settings = wanted;
+                }
+                worker.set_check_interval(check_every);
+                worker.clone()
+            }
+            None => {
+                let health = self.health.clone();
+                let wake = self.nvml_wake.clone();
+                let notify = Box::new(move |n: Notice| match n {
+                    Notice::Changed(why) => {
+                        tracing::debug!("{why}");
+                        if let Some(tx) = &wake {
+                            let _ = tx.send(Event {
+                                source: Source::Nvml,
+                                at: Instant::now(),
+                            });
+                        }
+                    }
+                    Notice::Failed { reason, .. } => health.metrics.nvml_failure(reason.as_str()),
+                });
+                let worker = Arc::new(NvmlWorker::start(
+                    self.inputs.sources.nvml(config),
+                    check_every,
+                    notify,
+                ));
+                self.nvml = Some((wanted, worker.clone()));
+                worker
+            }
         }
-        self.nvml_state = Some(state);
-        changed
     }
 
     async fn scan(&mut self) -> Result<FeatureSet, CycleError> {
@@ -650,43 +665,21 @@ impl Daemon {
             self.snapshot = Some((stamp, set.clone()));
             return Ok(set);
         }
-        let wanted = self.inputs.sources.nvml(&config);
-        if !self.nvml.as_ref().is_some_and(|n| n.same_settings(&wanted)) {
-            self.nvml = Some(wanted);
-        }
-        let mut nvml = self.nvml.take().expect("set above");
+        let nvml = self.nvml_worker(&config);
         let mut sharing = std::mem::take(&mut self.sharing);
         let opts = self.inputs.sources.discovery_options(&config);
-        let checking = !config.sources.nvml.check_interval.is_zero();
-        // Discovery reads files and may call into NVML: off the async thread.
+        // Discovery reads files and waits (briefly) for NVML's thread: off the async thread.
         let d = tokio::task::spawn_blocking(move || {
-            let d = discover::discover_with(&opts, &mut nvml, &mut sharing);
-            // The light check's baseline is the state this scan saw, taken right after it: a
-            // baseline taken later (at the loop's next check, after the publish) would take a
-            // change made in between as the starting point, and never relabel for it.
-            let in_use = matches!(
-                d.features.attribute("gpu.node", "nvml"),
-                Some("ok" | "stale")
-            );
-            let baseline = if in_use && checking {
-                nvml.check()
-            } else {
-                None
-            };
-            (nvml, sharing, d, baseline)
+            let d = discover::discover_with(&opts, &mut WorkerProbe(&nvml), &mut sharing);
+            (sharing, d)
         })
         .await;
-        let (mut nvml, sharing, d, baseline) = d.map_err(|e| CycleError {
+        let (sharing, d) = d.map_err(|e| CycleError {
             reason: "scan",
             message: format!("discovery failed: {e}"),
             retry_after: None,
         })?;
-        if let Some(reason) = nvml.take_failure() {
-            self.health.metrics.nvml_failure(reason.as_str());
-        }
-        self.nvml = Some(nvml);
         self.sharing = sharing;
-        self.nvml_state = baseline;
         // Said once per change, not every cycle.
         let mut warnings = d.warnings;
         let functions = d
@@ -729,7 +722,6 @@ impl Daemon {
             .scan_duration
             .observe(started.elapsed().as_secs_f64());
         metrics.observe_features(&features);
-        self.nvml_in_use = matches!(features.attribute("gpu.node", "nvml"), Some("ok" | "stale"));
 
         let evaluated = evaluate_node(&features, &self.inputs.config, &self.inputs.rules);
         let metrics = &self.health.metrics;
@@ -843,7 +835,6 @@ impl Daemon {
         // within one interval.
         let mut backoff = Backoff::new(BACKOFF_BASE, BACKOFF_CAP.min(self.interval));
         let mut beat = tokio::time::interval(HEARTBEAT);
-        let mut next_check = tokio::time::Instant::now();
         // While cycles fail, the backoff decides when to try again, not the events.
         let mut failing = false;
         loop {
@@ -858,8 +849,6 @@ impl Daemon {
                 .and_then(|e| e.coalescer.due())
                 .filter(|_| !failing)
                 .map(tokio::time::Instant::from_std);
-            let check_every = self.inputs.config.sources.nvml.check_interval;
-            let checking = events.is_some() && self.nvml_in_use && !check_every.is_zero();
             tokio::select! {
                 _ = tokio::time::sleep_until(next) => {}
                 _ = tokio::time::sleep_until(due.unwrap_or(next)), if due.is_some() => {}
@@ -869,16 +858,6 @@ impl Daemon {
                     if let (Some(e), Some(ev)) = (e, events.as_mut()) {
                         self.health.metrics.event(e.source.as_str());
                         ev.coalescer.add(e);
-                    }
-                    continue;
-                }
-                _ = tokio::time::sleep_until(next_check), if checking => {
-                    next_check = tokio::time::Instant::now() + check_every;
-                    if self.nvml_changed().await
-                        && let Some(ev) = events.as_mut()
-                    {
-                        self.health.metrics.event(Source::Nvml.as_str());
-                        ev.coalescer.add(Event { source: Source::Nvml, at: Instant::now() });
                     }
                     continue;
                 }
@@ -1014,7 +993,8 @@ async fn run_async(options: Options) -> Result<u8, Error> {
     let sink = build_sink(&publish, kind, timeout).await?;
     let health = Arc::new(Health::new(Duration::from_secs(600)));
     let mut daemon = Daemon {
-        nvml: Some(inputs.sources.nvml(&inputs.config)),
+        nvml: None,
+        nvml_wake: None,
         sharing: SharingSource::new(),
         inputs,
         publish,
@@ -1023,8 +1003,6 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         interval: every,
         last_warnings: Default::default(),
         last_report: None,
-        nvml_in_use: false,
-        nvml_state: None,
         snapshot: None,
         applied: Arc::new(std::sync::Mutex::new(None)),
         rewatch: false,
@@ -1036,6 +1014,7 @@ async fn run_async(options: Options) -> Result<u8, Error> {
     let events_on = daemon.inputs.config.publish.events && !daemon.publish.no_events;
     let events = events_on.then(|| {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        daemon.nvml_wake = Some(tx.clone());
         let mut files = FileWatch::new(tx.clone());
         files.set(&daemon.watched_paths());
         match watch::open_uevents(daemon.publish.uevent_socket.as_deref()) {

@@ -65,7 +65,7 @@ pub struct Metrics {
     pub reload_errors: Counter,
     pub gpus: Family<GpuLabel, Gauge>,
     pub nvml_status: Family<StatusLabel, Gauge>,
-    /// NVML scans that failed in the child process, by reason: `timeout`, `crash`, `exit`,
+    /// NVML scans and light checks that failed in the child process, by reason: `timeout`, `crash`, `exit`,
     /// `protocol`, `spawn`.
     pub nvml_failures: Family<ReasonLabel, Counter>,
     /// Unix time of the last successful publish (a write or a confirmed no-op).
@@ -167,7 +167,7 @@ impl Metrics {
         let nvml_failures = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "nvml_failures",
-            "NVML scans that failed in the child process (hang, crash, exit, garbage), by reason",
+            "NVML scans and light checks that failed in the child process (hang, crash, exit, garbage), by reason",
             nvml_failures.clone(),
         );
         let last_publish = Gauge::<f64, AtomicU64>::default();

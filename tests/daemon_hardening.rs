@@ -451,3 +451,166 @@ fn a_snapshot_is_read_once_and_again_only_when_it_changes() {
     );
     assert!(agent_alive(agent));
 }
+
+/// An agent with NVML from the fake library on `fixture` (the built-in rules on), `config`, and
+/// the rules folder `dir/rules` holding `a.yaml`: a rule that labels `test.a`.
+fn start_with_nvml(
+    proxy: &FakeApiServer,
+    dir: &std::path::Path,
+    fixture: &std::path::Path,
+    config: &str,
+) -> Agent {
+    let kubeconfig = write_kubeconfig(dir, &proxy.url());
+    let config_file = dir.join("config.yaml");
+    std::fs::write(&config_file, config).unwrap();
+    let rules = dir.join("rules");
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(rules.join("a.yaml"), rule_file(&[("nvidia", "test.a")])).unwrap();
+    let mut args = run_args(&kubeconfig, NODE, &[]);
+    args.retain(|a| a != "--no-nvml" && a != "--no-default-rules");
+    args.extend(
+        [
+            "--nvml-lib",
+            common::fake_nvml_lib("nvidia_ml").to_str().unwrap(),
+            "--config",
+            config_file.to_str().unwrap(),
+            "--rules",
+            rules.to_str().unwrap(),
+        ]
+        .map(String::from),
+    );
+    Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())])
+}
+
+/// Rewrites the h100-8x fixture at `path` so that `function` misbehaves with `action` (the fake
+/// re-reads a fixture that changed: the running child meets it at its next call).
+fn misbehave(path: &std::path::Path, function: &str, action: &str) {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(common::nvml_fixture("h100-8x")).unwrap())
+            .unwrap();
+    v["faults"] = serde_json::json!({"misbehave": [{"function": function, "action": action}]});
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, v.to_string()).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// The Node's labels once `label` has `value`.
+fn wait_label(kube: &KubeApiServer, agent: &Agent, label: &str, value: &str) -> Duration {
+    let started = Instant::now();
+    let key = format!("feature.node.kubernetes.io/{label}");
+    let ok = wait_for(WAIT, || {
+        (kube.labels(NODE).get(&key).map(String::as_str) == Some(value)).then_some(())
+    });
+    assert!(
+        ok.is_some(),
+        "{label}={value} never came: {:#?}\n{}",
+        kube.labels(NODE),
+        agent.log_text()
+    );
+    started.elapsed()
+}
+
+/// NVML that hangs in the middle of a run (in `nvmlDeviceGetCount`, under the running child)
+/// never delays the labels of other sources: a rule added while every scan and light check
+/// hangs is on the Node within 2 s (before: 34.8 s, each cycle waiting out NVML's timeout for
+/// the scan, again for its light check, and a third time for the loop's own light check).
+/// NVML's labels stay (its last good answer), and the light check's failures are counted and
+/// said once, not every check.
+#[test]
+fn nvml_that_hangs_mid_run_never_delays_other_labels() {
+    let (kube, proxy) = proxied();
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("nvml.json");
+    std::fs::copy(common::nvml_fixture("h100-8x"), &fixture).unwrap();
+    let agent = start_with_nvml(
+        &proxy,
+        dir.path(),
+        &fixture,
+        "publish: {spread: 0s}\nsources:\n  nvml: {timeout: 3s, checkInterval: 1s}\n",
+    );
+    let rules = dir.path().join("rules");
+    wait_label(&kube, &agent, "test.a", "true");
+    wait_label(&kube, &agent, "gpu.memory", "81559");
+    let before = kube.labels(NODE);
+
+    misbehave(&fixture, "nvmlDeviceGetCount_v2", "hang");
+    // Long enough for a scan or a light check to be stuck in the driver.
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::write(
+        rules.join("b.yaml.tmp"),
+        rule_file(&[("nvidia-b", "test.b")]).replace("test-rules", "test-rules-b"),
+    )
+    .unwrap();
+    std::fs::rename(rules.join("b.yaml.tmp"), rules.join("b.yaml")).unwrap();
+    let took = wait_label(&kube, &agent, "test.b", "true");
+    assert!(
+        took < Duration::from_secs(2),
+        "took {took:?}\n{}",
+        agent.log_text()
+    );
+    let mut want = before.clone();
+    want.insert("feature.node.kubernetes.io/test.b".into(), "true".into());
+    assert_eq!(kube.labels(NODE), want, "NVML's labels stay");
+
+    // The light check times out too: counted with the scans' failures, said once.
+    let addr = agent.health_addr();
+    let said = "NVML's light check failed: timed out after 3s";
+    agent.wait_log(said, WAIT);
+    let counted = wait_for(WAIT, || {
+        (metric(addr, "gpu_labeler_nvml_failures_total{reason=\"timeout\"}")? >= 3.0).then_some(())
+    });
+    assert!(counted.is_some(), "{}", get(addr, "/metrics").1);
+    let lines: Vec<String> = agent
+        .log()
+        .into_iter()
+        .filter(|l| l.contains(said))
+        .collect();
+    assert_eq!(lines, [format!(" WARN {said}")]);
+    assert_eq!(kube.labels(NODE), want);
+    assert!(agent_alive(agent));
+}
+
+/// A query that segfaults under the running agent, every scan and every light check: each
+/// says so once, not once a cycle (before: one warning a second), and the labels stay.
+#[test]
+fn a_segfaulting_query_is_said_once_per_change() {
+    let (kube, proxy) = proxied();
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("nvml.json");
+    std::fs::copy(common::nvml_fixture("h100-8x"), &fixture).unwrap();
+    let agent = start_with_nvml(
+        &proxy,
+        dir.path(),
+        &fixture,
+        "sources:\n  nvml: {timeout: 3s, checkInterval: 1s}\n",
+    );
+    wait_label(&kube, &agent, "gpu.memory", "81559");
+    let labels = kube.labels(NODE);
+    misbehave(&fixture, "nvmlDeviceGetCount_v2", "segv");
+    let addr = agent.health_addr();
+    let crashes = wait_for(WAIT, || {
+        (metric(addr, "gpu_labeler_nvml_failures_total{reason=\"crash\"}")? >= 8.0).then_some(())
+    });
+    assert!(crashes.is_some(), "{}", agent.log_text());
+    let time = regex::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ").unwrap();
+    let mut said: Vec<String> = agent
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("SIGSEGV"))
+        .map(|l| time.replace_all(&l, "TIME").into_owned())
+        .collect();
+    said.sort();
+    let lib = common::fake_nvml_lib("nvidia_ml");
+    assert_eq!(
+        said,
+        [
+            " WARN NVML's light check failed: killed by SIGSEGV".to_string(),
+            format!(
+                " WARN NVML: {}: killed by SIGSEGV; keeping NVML's last good answer, of TIME (while its GPUs are on the PCI bus)",
+                lib.display()
+            ),
+        ]
+    );
+    assert_eq!(kube.labels(NODE), labels);
+    assert!(agent_alive(agent));
+}

@@ -18,6 +18,7 @@ pub mod intel;
 pub mod kernel;
 pub mod nvml;
 pub mod nvml_child;
+pub mod nvml_worker;
 pub mod pci;
 pub mod plausible;
 pub mod sharing;

@@ -55,10 +55,11 @@ impl FailureReason {
     }
 }
 
-#[derive(Debug)]
-struct Failure {
-    reason: FailureReason,
-    message: String,
+/// A request the child did not answer, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub reason: FailureReason,
+    pub message: String,
 }
 
 /// A running child and the line reader on its output.
@@ -75,7 +76,9 @@ pub struct IsolatedNvml {
     timeout: Duration,
     grace: Duration,
     child: Option<Running>,
-    last_good: Option<(Instant, NvmlScan)>,
+    /// NVML's last good answer, when it came (for the grace period, and as a time of day
+    /// for the stale status: a message that stays the same while NVML stays down).
+    last_good: Option<(Instant, std::time::SystemTime, NvmlScan)>,
     last_failure: Option<FailureReason>,
 }
 
@@ -105,13 +108,18 @@ impl IsolatedNvml {
         self.last_failure.take()
     }
 
-    /// The light check (`NvmlLibrary::check`) in the child: `None` when NVML is disabled or the
-    /// child failed (the next full scan says why).
-    pub fn check(&mut self) -> Option<String> {
+    /// The light check (`NvmlLibrary::check`) in the child: `None` when NVML is disabled,
+    /// else the state it saw or why the child did not answer.
+    pub fn check(&mut self) -> Option<Result<String, Failure>> {
         let NvmlChoice::Library(lib) = self.choice.clone() else {
             return None;
         };
-        self.request::<String>(&lib, "check").ok()
+        Some(self.request::<String>(&lib, "check"))
+    }
+
+    /// How long one request may take, its answer read and a child that ended reaped.
+    pub fn bound(&self) -> Duration {
+        self.timeout + EXIT_WAIT
     }
 
     /// The child's process id while one runs (tests look at it).
@@ -245,10 +253,10 @@ impl IsolatedNvml {
     /// else the failure itself.
     fn degraded(&self, why: String, failed: NvmlScan) -> NvmlScan {
         match &self.last_good {
-            Some((at, good)) if at.elapsed() <= self.grace => NvmlScan {
+            Some((at, when, good)) if at.elapsed() <= self.grace => NvmlScan {
                 status: NvmlStatus::Stale(format!(
-                    "{why}; keeping NVML's answer from {} ago ({})",
-                    humantime::format_duration(Duration::from_secs(at.elapsed().as_secs())),
+                    "{why}; keeping NVML's last good answer, of {} ({})",
+                    humantime::format_rfc3339_seconds(*when),
                     if self.grace == crate::config::FOREVER {
                         "while its GPUs are on the PCI bus".to_string()
                     } else {
@@ -279,10 +287,11 @@ impl NvmlProbe for IsolatedNvml {
                         let mut scan = scan;
                         let refused = super::plausible::check(
                             &mut scan,
-                            self.last_good.as_ref().map(|(_, s)| s),
+                            self.last_good.as_ref().map(|(_, _, s)| s),
                         );
                         scan.warnings.extend(refused);
-                        self.last_good = Some((Instant::now(), scan.clone()));
+                        self.last_good =
+                            Some((Instant::now(), std::time::SystemTime::now(), scan.clone()));
                         scan
                     }
                     NvmlStatus::Error(m) | NvmlStatus::Unavailable(m) | NvmlStatus::Stale(m) => {
@@ -407,11 +416,11 @@ pub fn serve(lib: PathBuf) -> u8 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A stand-in child: `sh -c SCRIPT` receives `__nvml-child LIB` as `$0 $1`.
-    fn probe(script: &str, timeout_ms: u64, grace: Duration) -> IsolatedNvml {
+    pub(crate) fn probe(script: &str, timeout_ms: u64, grace: Duration) -> IsolatedNvml {
         let dir = tempfile::tempdir().unwrap().keep();
         let exe = dir.join("child.sh");
         std::fs::write(&exe, format!("#!/bin/sh\n{script}\n")).unwrap();
@@ -425,7 +434,7 @@ mod tests {
         )
     }
 
-    const OK_ANSWER: &str = r#"{"status":"Ok","driver_version":"550.54.15","cuda_version":"12.4","gpus":[],"warnings":[]}"#;
+    pub(crate) const OK_ANSWER: &str = r#"{"status":"Ok","driver_version":"550.54.15","cuda_version":"12.4","gpus":[],"warnings":[]}"#;
 
     #[test]
     fn an_answer_is_a_scan() {
@@ -529,13 +538,15 @@ mod tests {
         let script = format!("read l; echo '{OK_ANSWER}'; exec sleep 30");
         let mut p = probe(&script, 300, Duration::from_secs(600));
         assert_eq!(p.scan().status, NvmlStatus::Ok);
+        let when = p.last_good.as_ref().map(|(_, w, _)| *w).unwrap();
         let stale = p.scan();
-        assert_eq!(
-            stale.status,
-            NvmlStatus::Stale(
-                "/opt/lib/libnvidia-ml.so.1: timed out after 300ms; keeping NVML's answer from 0s ago (for up to 10m)".into()
-            )
+        // The answer's time of day, not its age: the same words on every scan while NVML
+        // stays down, so that the warning is said once, not every cycle.
+        let said = format!(
+            "/opt/lib/libnvidia-ml.so.1: timed out after 300ms; keeping NVML's last good answer, of {} (for up to 10m)",
+            humantime::format_rfc3339_seconds(when)
         );
+        assert_eq!(stale.status, NvmlStatus::Stale(said));
         assert_eq!(stale.driver_version.as_deref(), Some("550.54.15"));
         let mut none = probe(&script, 300, Duration::ZERO);
         assert_eq!(none.scan().status, NvmlStatus::Ok);
