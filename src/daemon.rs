@@ -524,6 +524,9 @@ fn retry_delay(backoff: &mut Backoff, e: &CycleError) -> Duration {
     }
 }
 
+/// A file's modification time and length.
+type FileStamp = (std::time::SystemTime, u64);
+
 /// Everything that lives across cycles.
 struct Daemon {
     inputs: Inputs,
@@ -544,7 +547,7 @@ struct Daemon {
     last_report: Option<(Vec<String>, Vec<String>)>,
     /// The `--features` snapshot as last read, with the file's modification time and length
     /// then: read again only when they change (standard input: read once).
-    snapshot: Option<(Option<(std::time::SystemTime, u64)>, FeatureSet)>,
+    snapshot: Option<(Option<FileStamp>, Arc<FeatureSet>)>,
     /// The labels we applied to the Node, for the Node watch (`watch::watch_node`).
     applied: Arc<std::sync::Mutex<Option<crate::output::LabelMap>>>,
     /// The config or rules were re-read: the watched files may be others now.
@@ -639,7 +642,8 @@ impl Daemon {
         }
     }
 
-    async fn scan(&mut self) -> Result<FeatureSet, CycleError> {
+    /// The node's features: shared, so that a snapshot of tens of MB is not copied each cycle.
+    async fn scan(&mut self) -> Result<Arc<FeatureSet>, CycleError> {
         let config = self.inputs.config.clone();
         if let Some(path) = self.inputs.sources.features.clone() {
             // Read once, and again only when the file changes: a snapshot of tens of MB is
@@ -662,6 +666,7 @@ impl Daemon {
                 message: e.to_string(),
                 retry_after: None,
             })?;
+            let set = Arc::new(set);
             self.snapshot = Some((stamp, set.clone()));
             return Ok(set);
         }
@@ -698,7 +703,7 @@ impl Daemon {
             }
             self.last_warnings = report;
         }
-        Ok(d.features)
+        Ok(Arc::new(d.features))
     }
 
     /// One cycle: reload, scan, evaluate, publish.
