@@ -5,10 +5,20 @@
 //! label is measured by polling the server every 5 ms. Prints p50, p95 and max, and the writes
 //! made (one per change is the target: a swap is one relabel).
 //!
+//! The agent runs with `publish.spread: 0s`: this measures how fast one node relabels; the
+//! spread a fleet adds on purpose is the fleet bench's.
+//!
+//! Then time to first labels: a node that just joined (nothing of ours on it, NVML through the
+//! fake library on the 8x H100 fixture, the built-in rules) and `gpu-labeler run` started on
+//! it, `EVENTS_STARTS` times (default 10; 2 under `cargo test --benches`): the time from the
+//! process's start until the Node carries NVML's `gpu.memory`. Target: 3 s.
+//!
 //! `cargo bench --bench events`.
 
 #[path = "../tests/apiserver/mod.rs"]
 mod apiserver;
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -51,7 +61,18 @@ fn main() {
     std::fs::create_dir(&rules).unwrap();
     swap(&rules, 1, "v1");
     std::os::unix::fs::symlink("..data/rules.yaml", rules.join("rules.yaml")).unwrap();
-    let mut args = apiserver::run_args(&kubeconfig, NODE, &["--rules", rules.to_str().unwrap()]);
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "publish: {spread: 0s}\n").unwrap();
+    let mut args = apiserver::run_args(
+        &kubeconfig,
+        NODE,
+        &[
+            "--rules",
+            rules.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
     let i = args.iter().position(|a| a == "1s").unwrap();
     args[i] = "60s".into();
     let agent = Agent::start(&args, &[]);
@@ -75,8 +96,7 @@ fn main() {
         };
         took.push(seen);
     }
-    // The agent's first cycle starts at a random point of its interval (fleets spread their
-    // load); when it falls before the first change it writes v1, which is not a relabel.
+    // The agent's first cycle, at its start, writes v1, which is not a relabel.
     let writes = apiserver::writes(&server.requests())
         .iter()
         .filter(|r| !r.body.contains(&format!("\"{}\"", key(1))))
@@ -94,6 +114,27 @@ fn main() {
     if full && p(0.95) > Duration::from_secs(2) {
         failed.push(format!("p95 {:?} (target 2 s)", p(0.95)));
     }
+    drop(agent);
+
+    let starts: u32 = if full {
+        std::env::var("EVENTS_STARTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10)
+    } else {
+        2
+    };
+    let mut first = first_labels(starts);
+    first.sort();
+    let max = *first.last().unwrap();
+    println!(
+        "first labels of a new node (NVML included), {starts} starts: p50 {:.0} ms, max {:.0} ms",
+        first[first.len() / 2].as_secs_f64() * 1000.0,
+        max.as_secs_f64() * 1000.0
+    );
+    if max > Duration::from_secs(3) {
+        failed.push(format!("first labels after {max:?} (target 3 s)"));
+    }
     if writes as u32 != changes {
         failed.push(format!("{writes} writes for {changes} changes"));
     }
@@ -101,4 +142,41 @@ fn main() {
         eprintln!("events targets missed: {}", failed.join("; "));
         std::process::exit(1);
     }
+}
+
+/// From the agent's start to NVML's `gpu.memory` on a Node that has none of our labels, each
+/// run a fresh Node and a fresh process.
+fn first_labels(runs: u32) -> Vec<Duration> {
+    let server = FakeApiServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+    let lib = common::fake_nvml_lib("nvidia_ml");
+    let fixture = common::nvml_fixture("h100-8x");
+    (0..runs)
+        .map(|i| {
+            let node = format!("new-node-{i}");
+            server.add_node(&node, &[("kubernetes.io/hostname", &node)]);
+            let mut args: Vec<String> = apiserver::run_args(&kubeconfig, &node, &[])
+                .into_iter()
+                .filter(|a| a != "--no-nvml" && a != "--no-default-rules")
+                .collect();
+            let at = args.iter().position(|a| a == "1s").unwrap();
+            args[at] = "60s".into();
+            args.extend(["--nvml-lib".to_string(), lib.display().to_string()]);
+            let t = Instant::now();
+            let agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+            loop {
+                if server
+                    .labels(&node)
+                    .contains_key("feature.node.kubernetes.io/gpu.memory")
+                {
+                    break t.elapsed();
+                }
+                if t.elapsed() > Duration::from_secs(30) {
+                    panic!("{node} never labelled\n{}", agent.log_text());
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+        .collect()
 }
