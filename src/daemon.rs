@@ -361,6 +361,14 @@ impl Sink {
         }
     }
 
+    /// The Node's resourceVersion as the node sink last read or wrote it.
+    fn known_version(&self) -> Option<u64> {
+        match self {
+            Sink::Node(n) => n.known_version(),
+            _ => None,
+        }
+    }
+
     /// The Node changed under us: the next publish reads it again.
     fn forget(&mut self) {
         if let Sink::Node(n) = self {
@@ -548,10 +556,13 @@ struct Daemon {
     /// The `--features` snapshot as last read, with the file's modification time and length
     /// then: read again only when they change (standard input: read once).
     snapshot: Option<(Option<FileStamp>, Arc<FeatureSet>)>,
-    /// The labels we applied to the Node, for the Node watch (`watch::watch_node`).
-    applied: Arc<std::sync::Mutex<Option<crate::output::LabelMap>>>,
+    /// The labels we applied to the Node and what the Node watch saw (`watch::watch_node`).
+    applied: Arc<std::sync::Mutex<watch::NodeView>>,
     /// The config or rules were re-read: the watched files may be others now.
     rewatch: bool,
+    /// Whether the Node watch has a stream open (`watch::watch_node`); true where there is
+    /// no watch (the interval and the sink's own reads decide then).
+    node_watched: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What wakes the loop before its interval (`watch`).
@@ -875,9 +886,13 @@ impl Daemon {
                     force_reload = true;
                 }
             }
+            // Someone changed our labels, or the watch that would say so is down: this cycle
+            // reads the Node (a removed label comes back within an interval whatever the
+            // watch does; one read an interval while it is down).
             if events
                 .as_ref()
                 .is_some_and(|e| e.coalescer.pending_from(Source::Node))
+                || !self.node_watched.load(std::sync::atomic::Ordering::Relaxed)
             {
                 self.sink.forget();
             }
@@ -888,9 +903,14 @@ impl Daemon {
                     return exit::OK;
                 }
             };
-            if let Ok(mut applied) = self.applied.lock() {
-                *applied = self.sink.applied_labels();
-            }
+            // A change someone made to the Node while this cycle wrote it, seen by the watch
+            // before the cycle noted what it wrote: relabel for it (after `ran` below, which
+            // answers the events before this cycle).
+            let lost = self
+                .applied
+                .lock()
+                .map(|mut v| v.applied(self.sink.applied_labels(), self.sink.known_version()))
+                .unwrap_or(false);
             // This cycle saw every change before it: the pending events are answered.
             if let Some(ev) = events.as_mut() {
                 if let Some((first, sources)) = ev.coalescer.ran(Instant::now())
@@ -906,6 +926,15 @@ impl Daemon {
                 }
                 if std::mem::take(&mut self.rewatch) {
                     ev.files.set(&self.watched_paths());
+                }
+                if lost {
+                    tracing::info!(
+                        "our labels on the Node were changed by someone else during the write"
+                    );
+                    ev.coalescer.add(Event {
+                        source: Source::Node,
+                        at: Instant::now(),
+                    });
                 }
             }
             failing = result.is_err();
@@ -1009,8 +1038,9 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         last_warnings: Default::default(),
         last_report: None,
         snapshot: None,
-        applied: Arc::new(std::sync::Mutex::new(None)),
+        applied: Arc::new(std::sync::Mutex::new(watch::NodeView::default())),
         rewatch: false,
+        node_watched: Arc::new(std::sync::atomic::AtomicBool::new(true)),
     };
     daemon.set_interval();
     let Some(signals) = signals.as_mut() else {
@@ -1051,10 +1081,11 @@ async fn run_async(options: Options) -> Result<u8, Error> {
             n.node_name().to_string(),
             daemon.applied.clone(),
             ev.tx.clone(),
+            daemon.node_watched.clone(),
         ));
     }
     if !daemon.publish.listen.trim().is_empty() {
-        let addr = metrics::serve(&daemon.publish.listen, health)
+        let addr = metrics::serve_apart(daemon.publish.listen.clone(), health)
             .await
             .map_err(|e| {
                 Error::Runtime(format!("cannot listen on {}: {e}", daemon.publish.listen))

@@ -443,6 +443,32 @@ fn now_ms(start: std::time::Instant) -> u64 {
 
 /// Binds `addr` and serves health and metrics until the runtime ends. Returns the bound address
 /// (useful with port 0). Requests are answered from `Health` alone, never waiting on a cycle.
+/// As `serve`, on a thread and runtime of its own: a probe is answered whatever the daemon's
+/// loop is doing (a rule file's regexes compiling, a large evaluation), not after it.
+pub async fn serve_apart(addr: String, health: Arc<Health>) -> std::io::Result<SocketAddr> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("health".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let _ = tx.send(serve(&addr, health).await);
+                std::future::pending::<()>().await
+            });
+        })?;
+    rx.await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the health thread ended")))
+}
+
 pub async fn serve(addr: &str, health: Arc<Health>) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;

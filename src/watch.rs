@@ -403,20 +403,30 @@ impl Default for WatchPacer {
 /// `kubectl label ...-`). Other changes of the Node (kubelet's status) are ignored here, at no
 /// cost to the API server. A watch that ends is resumed from its last resourceVersion, after
 /// the [`WatchPacer`]'s wait whatever ended it.
+///
+/// `ours` is what the daemon applied and what the watch last saw of the Node, under one
+/// lock: a change someone makes between our write and the daemon noting what it wrote is
+/// still caught, on whichever side comes second.
+///
+/// `watching` is true while a watch stream is open: while it is not (a broken stream, a proxy
+/// that refuses watches, the pause between two watches), the daemon reads the Node at each
+/// cycle instead, so that a label someone removed comes back within an interval even when
+/// the watch cannot say so.
 pub async fn watch_node(
     api: kube::Api<k8s_openapi::api::core::v1::Node>,
     node: String,
-    ours: std::sync::Arc<std::sync::Mutex<Option<BTreeMap<String, String>>>>,
+    ours: std::sync::Arc<std::sync::Mutex<NodeView>>,
     events: UnboundedSender<Event>,
+    watching: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
+    use std::sync::atomic::Ordering;
     let mut version = "0".to_string();
     let mut pacer = WatchPacer::new();
     loop {
         let started = Instant::now();
-        if watch_once(&api, &node, &mut version, &ours, &events)
-            .await
-            .is_err()
-        {
+        let ended = watch_once(&api, &node, &mut version, &ours, &events, &watching).await;
+        watching.store(false, Ordering::Relaxed);
+        if ended.is_err() {
             return;
         }
         let wait = pacer.wait(started.elapsed(), random_fraction());
@@ -425,13 +435,57 @@ pub async fn watch_node(
     }
 }
 
+/// The labels the daemon applied to its Node and the labels the Node watch last saw, each
+/// with the Node's resourceVersion then.
+#[derive(Debug, Default)]
+pub struct NodeView {
+    applied: Option<(BTreeMap<String, String>, Option<u64>)>,
+    seen: Option<(BTreeMap<String, String>, Option<u64>)>,
+}
+
+/// Whether a view of the Node at `seen` can say something of a write at `written`: not when
+/// it is older (it shows the Node before the write); when either is unknown, it is taken to.
+fn not_older(seen: Option<u64>, written: Option<u64>) -> bool {
+    match (seen, written) {
+        (Some(s), Some(w)) => s >= w,
+        _ => true,
+    }
+}
+
+impl NodeView {
+    /// The watch saw the Node with `labels` at `version`: whether they lack or changed ours.
+    pub fn saw(&mut self, labels: BTreeMap<String, String>, version: Option<u64>) -> bool {
+        let lost = self
+            .applied
+            .as_ref()
+            .is_some_and(|(o, v)| not_older(version, *v) && !carries(&labels, o));
+        self.seen = Some((labels, version));
+        lost
+    }
+
+    /// The daemon applied `labels` (`None`: it does not know), the Node at `version` then:
+    /// whether the Node as the watch last saw it, if that is not older, lacks or changed them.
+    pub fn applied(
+        &mut self,
+        labels: Option<BTreeMap<String, String>>,
+        version: Option<u64>,
+    ) -> bool {
+        self.applied = labels.map(|l| (l, version));
+        match (&self.applied, &self.seen) {
+            (Some((o, v)), Some((seen, sv))) => not_older(*sv, *v) && !carries(seen, o),
+            _ => false,
+        }
+    }
+}
+
 /// One watch request, read until it ends; `Err` when the daemon is gone.
 async fn watch_once(
     api: &kube::Api<k8s_openapi::api::core::v1::Node>,
     node: &str,
     version: &mut String,
-    ours: &std::sync::Mutex<Option<BTreeMap<String, String>>>,
+    ours: &std::sync::Mutex<NodeView>,
     events: &UnboundedSender<Event>,
+    watching: &std::sync::atomic::AtomicBool,
 ) -> Result<(), ()> {
     use futures_util::StreamExt;
     use kube::api::{WatchEvent, WatchParams};
@@ -445,6 +499,8 @@ async fn watch_once(
             return Ok(());
         }
     };
+    // Open: until it breaks, the stream says what changes.
+    watching.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut stream = std::pin::pin!(stream);
     while let Some(e) = stream.next().await {
         let n = match e {
@@ -470,10 +526,12 @@ async fn watch_once(
             *version = v;
         }
         let labels = n.metadata.labels.unwrap_or_default();
-        let lost = ours
-            .lock()
-            .map(|o| o.as_ref().is_some_and(|o| !carries(&labels, o)))
-            .unwrap_or(false);
+        let at = n
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok());
+        let lost = ours.lock().map(|mut v| v.saw(labels, at)).unwrap_or(false);
         if lost {
             tracing::info!(
                 "node {node}: some of our labels were removed or changed by someone else"
@@ -492,6 +550,48 @@ async fn watch_once(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_change_between_our_write_and_noting_it_is_caught_whichever_side_comes_second() {
+        let ours = labels(&[("a", "1"), ("b", "2")]);
+        let mut kubelet_too = ours.clone();
+        kubelet_too.insert("kubernetes.io/os".into(), "linux".into());
+        let without_b = labels(&[("a", "1"), ("kubernetes.io/os", "linux")]);
+
+        // The watch sees our write (version 22), then someone removes b (23), before the
+        // daemon notes what it wrote at 22: noting it finds the loss.
+        let mut v = NodeView::default();
+        assert!(!v.saw(kubelet_too.clone(), Some(22)));
+        assert!(!v.saw(without_b.clone(), Some(23)));
+        assert!(v.applied(Some(ours.clone()), Some(22)));
+
+        // Noted first, then the removal: the watch finds it.
+        let mut v = NodeView::default();
+        assert!(!v.applied(Some(ours.clone()), Some(22)));
+        assert!(!v.saw(kubelet_too.clone(), Some(22)));
+        assert!(v.saw(without_b.clone(), Some(23)));
+
+        // A view older than our write (the watch lags behind it) says nothing of it, either
+        // way round: no relabel for the Node as it was before we wrote.
+        let before = labels(&[("kubernetes.io/os", "linux")]);
+        let mut v = NodeView::default();
+        assert!(!v.saw(before.clone(), Some(21)));
+        assert!(!v.applied(Some(ours.clone()), Some(22)));
+        assert!(!v.saw(before, Some(21)));
+        assert!(!v.saw(kubelet_too, Some(22)));
+
+        // Versions unknown: every view counts.
+        let mut v = NodeView::default();
+        assert!(!v.applied(Some(ours), None));
+        assert!(v.saw(without_b, None));
+    }
 
     #[test]
     fn every_watch_restart_waits_at_least_a_second_and_longer_while_they_fail() {

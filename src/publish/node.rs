@@ -462,6 +462,8 @@ struct Known {
     /// Keys left out because of conflicts, found on the last read.
     excluded: Vec<Conflict>,
     read_at: Instant,
+    /// The Node's resourceVersion as last read or written (a number on every API server).
+    version: Option<u64>,
 }
 
 /// Which keys the admission policy is known to admit.
@@ -476,6 +478,10 @@ pub struct NodeSink {
     /// On a policy denial, the keys to publish without the others (`None`: a denial fails
     /// the publish whole).
     admits: Option<Admits>,
+}
+
+fn version_of(node: &Node) -> Option<u64> {
+    node.metadata.resource_version.as_deref()?.parse().ok()
 }
 
 impl NodeSink {
@@ -512,6 +518,12 @@ impl NodeSink {
         self.known.as_ref().map(|k| k.ours.labels.clone())
     }
 
+    /// The Node's resourceVersion when it was last read or written: a watch event older than
+    /// that describes the Node before our write.
+    pub fn known_version(&self) -> Option<u64> {
+        self.known.as_ref().and_then(|k| k.version)
+    }
+
     async fn get(&self) -> Result<Node, PublishError> {
         let what = format!("GET node {}", self.node);
         match tokio::time::timeout(self.timeout, self.api.get(&self.node)).await {
@@ -521,14 +533,15 @@ impl NodeSink {
         }
     }
 
-    async fn apply(&self, target: &Owned) -> Result<(), ApplyError> {
+    /// Returns the written Node's resourceVersion.
+    async fn apply(&self, target: &Owned) -> Result<Option<u64>, ApplyError> {
         let what = format!("apply to node {}", self.node);
         let params = PatchParams::apply(FIELD_MANAGER);
         let body = apply_body(&self.node, target);
         let patch = Patch::Apply(&body);
         let call = self.api.patch(&self.node, &params, &patch);
         match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(n)) => Ok(version_of(&n)),
             Ok(Err(kube::Error::Api(s))) if s.code == 409 && !conflicts_of(&s).is_empty() => {
                 Err(ApplyError::Conflicts(conflicts_of(&s)))
             }
@@ -608,6 +621,7 @@ impl NodeSink {
             ours: own.ours,
             wanted: None,
             read_at: Instant::now(),
+            version: version_of(&node),
         })
     }
 
@@ -649,8 +663,9 @@ impl NodeSink {
         let mut refused: Vec<Refused> = Vec::new();
         for _ in 0..MAX_CONFLICT_ROUNDS {
             match self.apply(&target).await {
-                Ok(()) => {
+                Ok(version) => {
                     let diff = LabelDiff::between(&known.ours.labels, &target.labels);
+                    known.version = version.or(known.version);
                     known.ours = target;
                     known.wanted = Some(want);
                     known.excluded = conflicts.clone();

@@ -1,0 +1,535 @@
+//! The invariant soak (issue 35): the real daemon (`gpu-labeler run --interval 1s`, the Dell
+//! 8x H100 tree, NVML through the fake library, the built-in rules and a site rule file)
+//! against Kubernetes' own API server behind the fault proxy, under randomized faults from
+//! every side at once, epoch after epoch:
+//!
+//! - the API proxy: 500s, 409s, 429s (Retry-After 1 s), garbage, dropped connections, slow
+//!   answers (past the request timeout), a 64 MiB body, an endless body;
+//! - the Node watch: garbage streams, an 8 MiB event;
+//! - NVML: a hang or a segfault in a per-scan query, implausible values;
+//! - the health port: a flood of idle connections;
+//! - the rule files: a file that does not parse, a 100,000-character regex;
+//! - the cluster: another manager removing one of the agent's labels.
+//!
+//! Checked all along (every 250 ms): `/healthz` answered 200 within 1 s, the agent's RSS under
+//! the DaemonSet's 96 MiB limit, and every label of ours on the Node has the value a healthy
+//! node gets (nothing outside what validation and the plausibility checks allow; a label may be
+//! missing only while another manager removed it). At the end: at most 2 API requests a second
+//! over any 10 s, and the whole right label set on the Node within 2 intervals of the faults
+//! stopping.
+//!
+//! The schedule comes from one seed (`SOAK_SEED`, else the clock), printed first, so that a
+//! failure replays from it.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::apiserver::{self, Agent, FakeApiServer, Faults, WatchFault};
+use crate::common;
+use crate::kube::{KubeApiServer, Who};
+
+pub const NODE: &str = "soak-node";
+/// The DaemonSet's memory limit.
+const LIMIT_KIB: u64 = 96 * 1024;
+const INTERVAL: Duration = Duration::from_secs(1);
+
+/// SplitMix64: the schedule's only source of chance, so that a seed replays it.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+/// `SOAK_SEED`, else one from the clock.
+pub fn seed() -> u64 {
+    std::env::var("SOAK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        })
+}
+
+/// What a run saw.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub seed: u64,
+    /// Each epoch's faults, in order.
+    pub epochs: Vec<String>,
+    /// Every broken invariant, with when (seconds from the start) and what.
+    pub violations: Vec<String>,
+    pub max_rss_kib: u64,
+    pub slowest_probe: Duration,
+    pub probes: usize,
+    /// The most API requests in any 10 s.
+    pub peak_requests_10s: usize,
+    pub requests: usize,
+    /// From the faults stopping to the right labels on the Node.
+    pub recovered_after: Option<Duration>,
+}
+
+impl Report {
+    pub fn summary(&self) -> String {
+        format!(
+            "seed {}: {} epochs, {} probes (slowest {:.0} ms), peak RSS {} KiB, {} API requests (at most {} in any 10 s), right labels {} after the faults stopped; {} violations",
+            self.seed,
+            self.epochs.len(),
+            self.probes,
+            self.slowest_probe.as_secs_f64() * 1000.0,
+            self.max_rss_kib,
+            self.requests,
+            self.peak_requests_10s,
+            self.recovered_after
+                .map_or("never".into(), |d| format!("{:.1} s", d.as_secs_f64())),
+            self.violations.len()
+        )
+    }
+}
+
+/// The files the faults rewrite.
+struct Inputs {
+    dir: tempfile::TempDir,
+    nvml: PathBuf,
+    rules: PathBuf,
+}
+
+const GOOD_RULES: &str = "site.yaml";
+
+impl Inputs {
+    fn new() -> Inputs {
+        let dir = tempfile::tempdir().unwrap();
+        let nvml = dir.path().join("nvml.json");
+        std::fs::copy(common::nvml_fixture("h100-8x"), &nvml).unwrap();
+        let rules = dir.path().join("rules");
+        std::fs::create_dir(&rules).unwrap();
+        std::fs::write(
+            rules.join(GOOD_RULES),
+            apiserver::rule_file(&[("nvidia", "site.nvidia")]),
+        )
+        .unwrap();
+        Inputs { dir, nvml, rules }
+    }
+
+    fn config(&self) -> PathBuf {
+        let path = self.dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "sources:\n  nvml: {timeout: 2s, checkInterval: 1s}\n",
+        )
+        .unwrap();
+        path
+    }
+
+    fn set_nvml(&self, fault: Option<serde_json::Value>) {
+        let mut v: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(common::nvml_fixture("h100-8x")).unwrap(),
+        )
+        .unwrap();
+        match fault {
+            Some(serde_json::Value::String(s)) if s == "garbage" => {
+                for d in v["devices"].as_array_mut().unwrap() {
+                    d["memory_total_bytes"] = serde_json::json!(2_415_267_542_309u64 << 20);
+                }
+            }
+            Some(f) => v["faults"] = serde_json::json!({"misbehave": [f]}),
+            None => {}
+        }
+        atomic_write(&self.nvml, &v.to_string());
+    }
+
+    /// A second rule file, or none.
+    fn set_extra_rules(&self, text: Option<String>) {
+        let path = self.rules.join("extra.yaml");
+        match text {
+            Some(t) => atomic_write(&path, &t),
+            None => {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+fn atomic_write(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp-soak");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// What the faults come from.
+struct Sides<'a> {
+    proxy: &'a FakeApiServer,
+    kube: &'a KubeApiServer,
+    inputs: &'a Inputs,
+    health: SocketAddr,
+    ours: &'a BTreeMap<String, String>,
+}
+
+/// One epoch's faults, drawn from `rng`, applied; returns what they are.
+fn draw_faults(
+    rng: &mut Rng,
+    sides: &Sides<'_>,
+    flood: &mut Vec<TcpStream>,
+    removed: &mut Option<String>,
+) -> String {
+    let Sides {
+        proxy,
+        kube,
+        inputs,
+        health,
+        ours,
+    } = *sides;
+    let mut said = Vec::new();
+    let k = 1 + rng.below(4) as usize;
+    let mut faults = Faults::default();
+    match rng.below(9) {
+        0 => faults.error_500 = k,
+        1 => faults.conflict_409 = k,
+        2 => {
+            faults.throttle_429 = k;
+            faults.retry_after_secs = 1;
+        }
+        3 => faults.garbage = k,
+        4 => faults.drop = k,
+        5 => {
+            faults.slow = k;
+            faults.slow_for = Duration::from_secs(3);
+        }
+        6 => faults.huge_body = 1,
+        7 => faults.endless_body = 1,
+        _ => {}
+    }
+    faults.watch = match rng.below(3) {
+        0 => Some(WatchFault::Garbage),
+        1 => Some(WatchFault::Huge(8 << 20)),
+        _ => None,
+    };
+    said.push(format!("api {faults:?}"));
+    proxy.set_faults(faults);
+
+    let query = *rng.pick(&["nvmlDeviceGetCount_v2", "nvmlDeviceGetMemoryInfo"]);
+    let nvml = match rng.below(4) {
+        0 => Some(serde_json::json!({"function": query, "action": "hang"})),
+        1 => Some(serde_json::json!({"function": query, "action": "segv"})),
+        2 => Some(serde_json::json!("garbage")),
+        _ => None,
+    };
+    said.push(format!("nvml {nvml:?}"));
+    inputs.set_nvml(nvml);
+
+    let rules = match rng.below(3) {
+        0 => Some(("does not parse", "spec: [\n  rules: {\n".to_string())),
+        1 => Some((
+            "a 100,000-character regex",
+            apiserver::rule_file(&[("huge", "site.huge")]).replace(
+                "vendor: {op: In, value: [\"10de\"]}",
+                &format!(
+                    "vendor: {{op: InRegexp, value: [\"{}\"]}}",
+                    "(a|b)*c".repeat(14_286)
+                ),
+            ),
+        )),
+        _ => None,
+    };
+    said.push(format!("rules {:?}", rules.as_ref().map(|r| r.0)));
+    inputs.set_extra_rules(rules.map(|r| r.1.replace("test-rules", "extra-rules")));
+
+    flood.clear();
+    let idle = *rng.pick(&[0usize, 0, 64, 300]);
+    for _ in 0..idle {
+        if let Ok(s) = TcpStream::connect_timeout(&health, Duration::from_millis(200)) {
+            flood.push(s);
+        }
+    }
+    said.push(format!("{idle} idle health connections"));
+
+    if removed.is_none() && rng.below(4) == 0 {
+        let keys: Vec<&String> = ours.keys().collect();
+        let key = (*rng.pick(&keys)).clone();
+        let patch = serde_json::json!({"metadata": {"labels": {key.clone(): null}}});
+        kube.merge_patch(
+            &Who::admin(),
+            "kubectl-label",
+            &format!("/api/v1/nodes/{NODE}"),
+            &patch,
+        );
+        said.push(format!("{key} removed by another manager"));
+        *removed = Some(key);
+    }
+    said.join("; ")
+}
+
+/// One GET /healthz bounded by 1 s: (status, how long it took).
+fn probe(addr: SocketAddr) -> (u16, Duration) {
+    let started = Instant::now();
+    let status = (|| -> std::io::Result<u16> {
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+        s.set_read_timeout(Some(Duration::from_secs(1)))?;
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head)?;
+        Ok(std::str::from_utf8(&head[9..12])
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0))
+    })()
+    .unwrap_or(0);
+    (status, started.elapsed())
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// What `got` has other than `want`: `-key`, `+key=value`, `key=value (not v)`.
+fn difference(want: &BTreeMap<String, String>, got: &BTreeMap<String, String>) -> String {
+    let mut d = Vec::new();
+    for (k, v) in want {
+        match got.get(k) {
+            None => d.push(format!("-{k}")),
+            Some(g) if g != v => d.push(format!("{k}={g} (not {v})")),
+            _ => {}
+        }
+    }
+    for (k, g) in got.iter().filter(|(k, _)| !want.contains_key(*k)) {
+        d.push(format!("+{k}={g}"));
+    }
+    d.join(" ")
+}
+
+/// The most of `times` within any `window`.
+pub fn peak_within(times: &[Instant], window: Duration) -> usize {
+    let mut t = times.to_vec();
+    t.sort();
+    let mut peak = 0;
+    let mut j = 0;
+    for i in 0..t.len() {
+        while t[i].duration_since(t[j]) >= window {
+            j += 1;
+        }
+        peak = peak.max(i - j + 1);
+    }
+    peak
+}
+
+/// Runs the soak: `faulty` of faults, then the recovery check.
+pub fn run(seed: u64, faulty: Duration) -> Report {
+    eprintln!("invariant soak: seed {seed} (SOAK_SEED={seed} replays it)");
+    let mut rng = Rng::new(seed);
+    let mut report = Report {
+        seed,
+        ..Report::default()
+    };
+    let kube = KubeApiServer::with_shipped_node_policy();
+    kube.create_node(NODE, &[("kubernetes.io/os", "linux")]);
+    let proxy = FakeApiServer::proxy_to(&kube.kubeconfig(&Who::agent(NODE)));
+    let inputs = Inputs::new();
+    let kubeconfig = apiserver::write_kubeconfig(inputs.dir.path(), &proxy.url());
+    let lib = common::fake_nvml_lib("nvidia_ml");
+    let config = inputs.config();
+    let extra = [
+        "--rules",
+        inputs.rules.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--nvml-lib",
+        lib.to_str().unwrap(),
+    ];
+    let mut args = apiserver::run_args(&kubeconfig, NODE, &extra);
+    args.retain(|a| a != "--no-nvml" && a != "--no-default-rules");
+    let log = std::env::var("SOAK_LOG").unwrap_or_else(|_| "info".into());
+    let env = [
+        ("FAKE_NVML_FIXTURE", inputs.nvml.to_str().unwrap()),
+        ("GPU_LABELER_LOG", log.as_str()),
+    ];
+
+    // What a healthy node gets: `labels` on the same inputs.
+    let mut labels_args: Vec<String> = vec!["labels".into(), "-o".into(), "json".into()];
+    labels_args.extend(
+        apiserver::fixture_args()
+            .into_iter()
+            .filter(|a| a != "--no-nvml"),
+    );
+    labels_args.extend(extra.iter().map(|s| s.to_string()));
+    let ours = common::labels_of(common::run_env(&labels_args, &env).ok());
+    let mut want = ours.clone();
+    want.insert("kubernetes.io/os".into(), "linux".into());
+
+    let mut agent = Agent::start(&args, &env);
+    let health = agent.health_addr();
+    let started = Instant::now();
+    let first = apiserver::wait_for(Duration::from_secs(30), || {
+        (kube.labels(NODE) == want).then_some(())
+    });
+    if first.is_none() {
+        report.violations.push(format!(
+            "never labelled: {:#?}\n{}",
+            kube.labels(NODE),
+            agent.log_text()
+        ));
+        return report;
+    }
+
+    // The checker, every 250 ms until told to stop.
+    let stop = AtomicBool::new(false);
+    let removed: Mutex<Option<String>> = Mutex::new(None);
+    let found = Mutex::new((Vec::<String>::new(), 0u64, Duration::ZERO, 0usize));
+    {
+        let pid = agent.pid();
+        let kube = &kube;
+        let (stop, removed, found, want) = (&stop, &removed, &found, &want);
+        std::thread::scope(|scope| {
+            let handle = scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let at = started.elapsed().as_secs_f64();
+                    let (code, took) = probe(health);
+                    let rss = rss_kib(pid);
+                    let labels = kube.labels(NODE);
+                    let gone = removed.lock().unwrap().clone();
+                    let mut f = found.lock().unwrap();
+                    f.3 += 1;
+                    f.2 = f.2.max(took);
+                    f.1 = f.1.max(rss);
+                    if code != 200 || took > Duration::from_secs(1) {
+                        f.0.push(format!("{at:.1}s: /healthz {code} after {took:?}"));
+                    }
+                    if rss > LIMIT_KIB {
+                        f.0.push(format!("{at:.1}s: RSS {rss} KiB"));
+                    }
+                    for (k, v) in want {
+                        match labels.get(k) {
+                            Some(got) if got != v => {
+                                f.0.push(format!("{at:.1}s: {k}={got}, not {v}"))
+                            }
+                            None if gone.as_deref() != Some(k.as_str()) => {
+                                f.0.push(format!("{at:.1}s: {k} missing"))
+                            }
+                            _ => {}
+                        }
+                    }
+                    for k in labels.keys().filter(|k| !want.contains_key(*k)) {
+                        f.0.push(format!(
+                            "{at:.1}s: {k}={} is not a label of ours",
+                            labels[k]
+                        ));
+                    }
+                    drop(f);
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+            });
+            // The faults, epoch after epoch.
+            let mut flood = Vec::new();
+            let until = Instant::now() + faulty;
+            while Instant::now() < until {
+                // A removed label counts as restored once it is back.
+                {
+                    let mut r = removed.lock().unwrap();
+                    if r.as_ref()
+                        .is_some_and(|k| kube.labels(NODE).get(k) == want.get(k))
+                    {
+                        *r = None;
+                    }
+                }
+                let mut r = removed.lock().unwrap().clone();
+                let sides = Sides {
+                    proxy: &proxy,
+                    kube,
+                    inputs: &inputs,
+                    health,
+                    ours: &ours,
+                };
+                let said = draw_faults(&mut rng, &sides, &mut flood, &mut r);
+                *removed.lock().unwrap() = r;
+                report
+                    .epochs
+                    .push(format!("{:.1}s: {said}", started.elapsed().as_secs_f64()));
+                std::thread::sleep(Duration::from_millis(1000 + rng.below(3000)));
+            }
+            // The faults stop.
+            proxy.set_faults(Faults::default());
+            inputs.set_nvml(None);
+            inputs.set_extra_rules(None);
+            flood.clear();
+            let stopped = Instant::now();
+            let right = apiserver::wait_for(Duration::from_secs(30), || {
+                (kube.labels(NODE) == *want).then(|| stopped.elapsed())
+            });
+            report.recovered_after = right;
+            match right {
+                Some(d) if d <= 2 * INTERVAL => {}
+                _ => report.violations.push(format!(
+                    "the right labels {} after the faults stopped (2 intervals allowed): {}",
+                    right.map_or("never".into(), |d| format!("{d:?}")),
+                    difference(want, &kube.labels(NODE))
+                )),
+            }
+            // The last seconds checked too, then the checker stops.
+            std::thread::sleep(Duration::from_secs(1));
+            stop.store(true, Ordering::Relaxed);
+            handle.join().unwrap();
+        });
+    }
+    let (violations, rss, slowest, probes) = std::mem::take(&mut *found.lock().unwrap());
+    report.violations.extend(violations);
+    report.max_rss_kib = rss;
+    report.slowest_probe = slowest;
+    report.probes = probes;
+    // Every request, the Node watch's included.
+    let times: Vec<Instant> = proxy
+        .requests()
+        .iter()
+        .chain(&proxy.watches())
+        .map(|r| r.at)
+        .collect();
+    report.requests = times.len();
+    report.peak_requests_10s = peak_within(&times, Duration::from_secs(10));
+    if report.peak_requests_10s > 20 {
+        report.violations.push(format!(
+            "{} API requests within 10 s (at most 20)",
+            report.peak_requests_10s
+        ));
+    }
+    if !agent.child_alive() {
+        report.violations.push("the agent died".into());
+    }
+    if !report.violations.is_empty() {
+        report
+            .violations
+            .push(format!("epochs:\n{}", report.epochs.join("\n")));
+        report
+            .violations
+            .push(format!("log:\n{}", agent.log_text()));
+    }
+    report
+}
