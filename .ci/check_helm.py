@@ -13,6 +13,8 @@ Helm v4 Go SDK as a shared library (no helm binary).
 - values of the wrong type or outside an enum refused with Helm's schema message;
 - the chart packaged (.tgz): it renders as the directory does, and `helm show values` is
   values.yaml;
+- the `helm` commands of README.md and docs/helm.md run through the SDK (package, show values,
+  install: rendered with their values, validated, checked);
 - files kept in step with deploy/: the chart's copies of the PrometheusRule and the dashboard
   (files/), the renderings tests/deploy.rs runs the admission tables on
   (tests/fixtures/deploy/helm/), and the values table of docs/helm.md (from values.schema.json's
@@ -25,6 +27,8 @@ problem."""
 import copy
 import difflib
 import json
+import re
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -46,6 +50,7 @@ COPIES = {
     CHART / "files" / "gpu-labeler-dashboard.json": Path("deploy/components/grafana/gpu-labeler-dashboard.json"),
 }
 DOCS = Path("docs/helm.md")
+DOC_COMMANDS = [Path("README.md"), DOCS]
 TABLE_START = "<!-- values table: generated from values.schema.json by .ci/check_helm.py --write -->\n"
 TABLE_END = "<!-- end of the values table -->\n"
 FIXTURES = Path("tests/fixtures/deploy/helm")
@@ -404,6 +409,94 @@ def values_table(schema, values):
     return "\n".join(rows) + "\n"
 
 
+def doc_commands(path):
+    """The `helm ...` commands of a document: its ```sh blocks' (continued lines joined) and
+    its inline ones (`helm ...` in the text)."""
+    out, fence, pending = [], None, ""
+    for line in path.read_text().splitlines():
+        text = line.strip()
+        if text.startswith("```"):
+            fence = None if fence is not None else text[3:]
+            continue
+        if fence is None:
+            out += re.findall(r"`(helm [^`]+)`", text)
+            continue
+        if fence != "sh":
+            continue
+        text = f"{pending} {text}".strip() if pending else text
+        pending = ""
+        if text.endswith("\\"):
+            pending = text[:-1].strip()
+        elif text.startswith("helm "):
+            out.append(text)
+    return out
+
+
+def merge(into, values):
+    for k, v in values.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            merge(into[k], v)
+        else:
+            into[k] = v
+    return into
+
+
+def run_doc_commands(tmp):
+    """The `helm` commands of the README and docs/helm.md, run through the SDK: `helm package`
+    of the chart, `helm show values` of it, and `helm install` / `helm upgrade --install` of the
+    chart or its package, rendered with their --set values, validated and checked as above."""
+    packages = {str(CHART): CHART}
+    installs = {}
+    for doc in DOC_COMMANDS:
+        for command in doc_commands(doc):
+            where = f"{doc}: `{command}`"
+            args = shlex.split(command)[1:]
+            if args[:1] == ["package"] and args[1:] == [str(CHART)]:
+                tgz = Path(helm.package(CHART, destination=tmp))
+                packages[tgz.name] = tgz
+                continue
+            if args[:2] == ["show", "values"] and len(args) == 3 and args[2] in packages:
+                need(helm.show(str(packages[args[2]]), output_format="values") == (CHART / "values.yaml").read_text() + "\n",
+                     f"{where}: not values.yaml")
+                continue
+            if args[:1] == ["install"]:
+                args = args[1:]
+            elif args[:2] == ["upgrade", "--install"]:
+                args = args[2:]
+            else:
+                problems.append(f"{where}: a helm command this check does not run")
+                continue
+            if len(args) < 2:
+                problems.append(f"{where}: no release name and chart")
+                continue
+            release, ref, opts = args[0], args[1], args[2:]
+            values, namespace, create = {}, None, False
+            while opts:
+                opt = opts.pop(0)
+                if opt in ("-n", "--namespace"):
+                    namespace = opts.pop(0)
+                elif opt == "--create-namespace":
+                    create = True
+                elif opt == "--set":
+                    merge(values, helm.parse_set_string(opts.pop(0)))
+                else:
+                    problems.append(f"{where}: option {opt} is not one this check runs")
+            need(ref in packages, f"{where}: {ref} is neither {CHART} nor a package made above")
+            need(namespace is not None and create, f"{where}: -n NAMESPACE --create-namespace (the chart makes no Namespace)")
+            if ref not in packages or namespace is None:
+                continue
+            text = helm_render(helm.Chart.load(packages[ref]), values, release=release, namespace=namespace)
+            if text is None:
+                continue
+            before = len(problems)
+            cd.validate(where, text)
+            security(where, text, values)
+            installs[doc] = installs.get(doc, 0) + 1
+            if len(problems) == before:
+                print(f"ok: {where}: renders, valid, checked")
+    need(installs.get(Path("README.md"), 0) > 0, "README.md: no `helm install` command")
+
+
 def main():
     cd.KUBECTL, cd.VALIDATE = sys.argv[1], sys.argv[2]
     write = "--write" in sys.argv[3:]
@@ -491,6 +584,8 @@ def main():
         need(shown == (CHART / "values.yaml").read_text() + "\n",
              f"helm show values of the package is not values.yaml: {shown!r}")
         print(f"ok: helm package ({Path(tgz).name}): lints, renders as the chart directory, show values = values.yaml")
+    with tempfile.TemporaryDirectory() as tmp:
+        run_doc_commands(tmp)
     # What tests/deploy.rs runs the admission tables on.
     for fixture, values, release, namespace in [
         ("defaults", {}, RELEASE, "gpu-labeler"),
