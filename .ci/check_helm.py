@@ -3,8 +3,8 @@
 Helm v4 Go SDK as a shared library (no helm binary).
 
 - `helm lint --strict`, on the chart directory and on its package;
-- every option of the issue's list (CASES) rendered in the namespace `gpu-labeler` and in
-  another one, and each rendering equal, object by object, to the kustomize rendering that gives
+- every value of the chart (CASES; a check that none is left out) rendered in the namespace
+  `gpu-labeler` and in another one, and each rendering equal, object by object, to the kustomize rendering that gives
   the same thing (deploy/base, its components, and a site patch where no component does): one
   source of truth, with Helm's own labels (helm.sh/chart, app.kubernetes.io/instance, /version,
   /managed-by) and kustomize's Namespace object aside;
@@ -381,6 +381,23 @@ def keep(path, text, write, how):
         need(path.exists() and path.read_text() == text, f"{path} is stale: {how}")
 
 
+def schema_leaves(schema, prefix=""):
+    """The values' paths the table has a row for (`image.tag`, `nvml.enabled`, `rules`, ...)."""
+    props = schema.get("properties")
+    if prefix and not (props and all("description" in sub for sub in props.values())):
+        return [prefix]
+    return [leaf for k, sub in props.items() if k != "global"
+            for leaf in schema_leaves(sub, f"{prefix}.{k}" if prefix else k)]
+
+
+def value_paths(values, prefix=""):
+    out = []
+    for k, v in values.items():
+        path = f"{prefix}.{k}" if prefix else k
+        out += [path] + (value_paths(v, path) if isinstance(v, dict) else [])
+    return out
+
+
 def values_table(schema, values):
     """The values table: one row per leaf of values.schema.json, its type, its default (from
     values.yaml; a long one is left to values.yaml) and its description."""
@@ -502,10 +519,15 @@ def main():
     write = "--write" in sys.argv[3:]
     for ours, theirs in COPIES.items():
         keep(ours, theirs.read_text(), write, f"a copy of {theirs}: run .ci/check_helm.py --write")
+    chart = helm.Chart.load(CHART)
+    schema = chart.schema if isinstance(chart.schema, dict) else json.loads(chart.schema)
+    tested = {p for case in CASES for p in value_paths(case[1])} | {p for case in NAMING for p in value_paths(case[1])}
+    tested.add("namespaceOverride")  # below: the release's namespace
+    untested = [leaf for leaf in schema_leaves(schema) if leaf not in tested]
+    need(untested == [], f"{CHART}: values no case renders: {untested}")
     lint = helm.lint(CHART, strict=True)
     need(lint["errors"] == [] and all(m["severity"] <= 1 for m in lint["messages"]),
          f"helm lint --strict {CHART}: {lint}")
-    chart = helm.Chart.load(CHART)
     rendered = []  # (where, text) for one validation run
     with tempfile.TemporaryDirectory(dir="deploy") as tmp:
         i = 0
@@ -597,7 +619,7 @@ def main():
              write, "render it again with .ci/check_helm.py --write")
     # docs/helm.md's values table.
     doc = DOCS.read_text() if DOCS.exists() else ""
-    table = values_table(chart.schema if isinstance(chart.schema, dict) else json.loads(chart.schema), chart.values)
+    table = values_table(schema, chart.values)
     if TABLE_START in doc and TABLE_END in doc:
         before, rest = doc.split(TABLE_START, 1)
         after = rest.split(TABLE_END, 1)[1]
