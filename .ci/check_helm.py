@@ -220,6 +220,7 @@ SCHEMA_HEAD = "values don't meet the specifications of the schema(s) in the foll
 REFUSED = [
     ({"resources": "100m"}, "- at '/resources': got string, want object\n"),
     ({"sink": "bogus"}, "- at '/sink': value must be one of 'node', 'nodefeature'\n"),
+    # (Helm also logs "skipped value for gpu-labeler.tolerations: Not a table" for this one.)
     ({"tolerations": {"key": "nvidia.com/gpu"}}, "- at '/tolerations': got object, want array\n"),
     ({"profiles": ["nvidia-gpu"]}, "- at '/profiles/0': value must be 'nvidia-gfd'\n"),
     ({"nvml": {"enabled": "yes"}}, "- at '/nvml/enabled': got string, want boolean\n"),
@@ -617,6 +618,14 @@ def main():
     ]:
         keep(FIXTURES / f"{fixture}.rendered.yaml", helm_render(chart, values, release=release, namespace=namespace) or "",
              write, "render it again with .ci/check_helm.py --write")
+    # The NOTES Helm prints after an install: how to see the labels (or the NodeFeatures).
+    for fixture, values, release, namespace in [
+        ("defaults", {}, RELEASE, "gpu-labeler"),
+        ("nvml-gfd", {"nvml": {"enabled": True}, "profiles": ["nvidia-gfd"]}, RELEASE, "gpu-labeler"),
+        ("nodefeature-site", {"sink": "nodefeature"}, "site", "my-gpu-ns"),
+    ]:
+        notes = chart.render(values, name=release, namespace=namespace)["gpu-labeler/templates/NOTES.txt"]
+        keep(FIXTURES / f"NOTES.{fixture}.txt", notes, write, "render it again with .ci/check_helm.py --write")
     # docs/helm.md's values table.
     doc = DOCS.read_text() if DOCS.exists() else ""
     table = values_table(schema, chart.values)
