@@ -8,7 +8,8 @@ PrometheusRule: CRD kinds, not in kubernetes-validate's schemas) are checked aga
 the operator's CRD schema they use (CRD_SCHEMAS below), strictly, and for what they must select.
 
 Usage: check_deploy.py KUBECTL KUBERNETES_VALIDATE   (run from the repository root)
-Exits 1 with one line per problem."""
+Exits 1 with one line per problem. .ci/check_helm.py imports it (render, validate, the checks),
+after setting KUBECTL and VALIDATE."""
 
 import json
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-KUBECTL, VALIDATE = sys.argv[1], sys.argv[2]
+KUBECTL = VALIDATE = None  # the programs: from the command line, or set by an importer
 VERSIONS = ["1.33.0", "1.37.0"]
 problems = []
 
@@ -157,11 +158,11 @@ def need(cond, what):
         problems.append(what)
 
 
-def check_daemonset(where, ds, nvidia):
+def check_daemonset(where, ds, nvidia, service_account="gpu-labeler"):
     name = ds["metadata"]["name"]
     w = f"{where}: DaemonSet {name}"
     spec = ds["spec"]["template"]["spec"]
-    need(spec.get("serviceAccountName") == "gpu-labeler", f"{w}: serviceAccountName")
+    need(spec.get("serviceAccountName") == service_account, f"{w}: serviceAccountName")
     for host in ("hostNetwork", "hostPID", "hostIPC"):
         need(not spec.get(host, False), f"{w}: {host} must be off")
     psc = spec.get("securityContext", {})
@@ -209,13 +210,13 @@ def check_daemonset(where, ds, nvidia):
         need("NVIDIA_VISIBLE_DEVICES" not in env, f"{w}: no NVIDIA env")
 
 
-def check_gfd(where, text, expect_gfd):
+def check_gfd(where, text, expect_gfd, name="gpu-labeler"):
     docs = [d for d in yaml.safe_load_all(text) if d]
     for ds in (d for d in docs if d["kind"] == "DaemonSet"):
         env = {e["name"]: e.get("value") for e in ds["spec"]["template"]["spec"]["containers"][0].get("env", [])}
         need((env.get("GPU_LABELER_PROFILES") == "nvidia-gfd") == expect_gfd,
              f"{where}: DaemonSet {ds['metadata']['name']}: GPU_LABELER_PROFILES")
-    for vap in (d for d in docs if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == "gpu-labeler-own-node"):
+    for vap in (d for d in docs if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == f"{name}-own-node"):
         key = next(v["expression"] for v in vap["spec"]["variables"] if v["name"] == "allowedKey")
         need(("nvidia\\.com/" in key) == expect_gfd, f"{where}: the Node policy's allowedKey and nvidia.com")
 
@@ -245,7 +246,7 @@ MONITORING_KINDS = ("PodMonitor", "PrometheusRule")
 LAST_APPLIED_LIMIT = 256 * 1024
 
 
-def check_monitoring(where, text, expected):
+def check_monitoring(where, text, expected, name="gpu-labeler"):
     """deploy/components/prometheus and deploy/components/grafana: the PodMonitor scrapes every
     agent pod's metrics port, the PrometheusRule holds alerting rules an Alertmanager can route,
     the dashboard ConfigMap is one Grafana's sidecar loads. Without the components, none of it:
@@ -276,14 +277,14 @@ def check_monitoring(where, text, expected):
     for ds in daemonsets:
         pod = ds["spec"]["template"]
         labels = pod["metadata"]["labels"]
-        name = ds["metadata"]["name"]
-        need(all(labels.get(k) == v for k, v in match.items()), f"{where}: the PodMonitor selects DaemonSet {name}'s pods")
-        need(spec.get("jobLabel") in labels, f"{where}: the PodMonitor's jobLabel is a label of {name}'s pods")
+        ds_name = ds["metadata"]["name"]
+        need(all(labels.get(k) == v for k, v in match.items()), f"{where}: the PodMonitor selects DaemonSet {ds_name}'s pods")
+        need(spec.get("jobLabel") in labels, f"{where}: the PodMonitor's jobLabel is a label of {ds_name}'s pods")
         ports = {p.get("name"): p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
         listen = [a.rsplit(":", 1)[1] for c in pod["spec"]["containers"] for a in c["args"] if a.startswith("--listen=")]
         for e in endpoints:
-            need(e.get("port") in ports, f"{where}: the PodMonitor's port {e.get('port')!r} is a named port of {name}")
-            need([str(ports.get(e.get("port")))] == listen, f"{where}: {name} listens on the port the PodMonitor scrapes")
+            need(e.get("port") in ports, f"{where}: the PodMonitor's port {e.get('port')!r} is a named port of {ds_name}")
+            need([str(ports.get(e.get("port")))] == listen, f"{where}: {ds_name} listens on the port the PodMonitor scrapes")
     groups = pr["spec"]["groups"]
     rules = [r for g in groups for r in g.get("rules", [])]
     names = [r.get("alert") for r in rules]
@@ -300,7 +301,7 @@ def check_monitoring(where, text, expected):
         need('Runbook: README.md "Troubleshooting", row: ' in r.get("annotations", {}).get("description", ""),
              f"{where}: {a}'s description names its runbook row")
     meta = cm["metadata"]
-    need(meta["name"] == "gpu-labeler-dashboard", f"{where}: the dashboard ConfigMap's name has no hash suffix, got {meta['name']}")
+    need(meta["name"] == f"{name}-dashboard", f"{where}: the dashboard ConfigMap's name has no hash suffix, got {meta['name']}")
     need(meta["labels"].get("grafana_dashboard") == "1", f"{where}: grafana_dashboard: \"1\"")
     need(sorted(cm.get("data", {})) == ["gpu-labeler-dashboard.json"], f"{where}: the ConfigMap holds the dashboard alone")
     try:
@@ -316,23 +317,26 @@ def check_monitoring(where, text, expected):
     need(size < LAST_APPLIED_LIMIT, f"{where}: the dashboard ConfigMap is {size} bytes: kubectl apply's annotation takes 256 KiB")
 
 
-def check(where, text, expect_nvidia, expect_nodefeature):
+def check(where, text, expect_nvidia, expect_nodefeature, name="gpu-labeler", service_account="gpu-labeler",
+          namespace="gpu-labeler", expect_policy=True):
+    """`name`: the objects' base name; `namespace`: the Namespace object expected, None for none
+    (the Helm chart's renderings: `helm install --create-namespace` makes it)."""
     docs = [d for d in yaml.safe_load_all(text) if d]
     kinds = {}
     for d in docs:
         kinds.setdefault(d["kind"], []).append(d)
     daemonsets = kinds.get("DaemonSet", [])
     names = sorted(d["metadata"]["name"] for d in daemonsets)
-    need(names == (["gpu-labeler", "gpu-labeler-nvidia"] if expect_nvidia else ["gpu-labeler"]),
+    need(names == ([name, f"{name}-nvidia"] if expect_nvidia else [name]),
          f"{where}: DaemonSets {names}")
     for ds in daemonsets:
-        check_daemonset(where, ds, ds["metadata"]["name"].endswith("-nvidia"))
+        check_daemonset(where, ds, ds["metadata"]["name"].endswith("-nvidia"), service_account)
         args = ds["spec"]["template"]["spec"]["containers"][0]["args"]
         need(("--sink=nodefeature" in args) == expect_nodefeature, f"{where}: {ds['metadata']['name']} sink")
     if expect_nvidia:
         # The two DaemonSets split the nodes: one's required terms are the other's negation.
-        terms = {d["metadata"]["name"]: d["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
-                 ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] for d in daemonsets}
+        terms = {d["metadata"]["name"].replace(name, "gpu-labeler", 1): d["spec"]["template"]["spec"]["affinity"]
+                 ["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] for d in daemonsets}
         need(terms["gpu-labeler"] == [{"matchExpressions": [
             {"key": "feature.node.kubernetes.io/gpu-nvidia.count", "operator": "DoesNotExist"},
             {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}]}],
@@ -342,7 +346,7 @@ def check(where, text, expect_nvidia, expect_nodefeature):
             {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]}],
             f"{where}: gpu-labeler-nvidia's node affinity")
         sel = {d["metadata"]["name"]: d["spec"]["selector"]["matchLabels"] for d in daemonsets}
-        need(sel["gpu-labeler"] != sel["gpu-labeler-nvidia"], f"{where}: the DaemonSets' selectors overlap")
+        need(sel[name] != sel[f"{name}-nvidia"], f"{where}: the DaemonSets' selectors overlap")
     rules = [r for cr in kinds.get("ClusterRole", []) for r in cr["rules"]]
     roles = [r for role in kinds.get("Role", []) for r in role["rules"]]
     if expect_nodefeature:
@@ -353,7 +357,7 @@ def check(where, text, expect_nvidia, expect_nodefeature):
         vaps = sorted(v["metadata"]["name"] for v in kinds.get("ValidatingAdmissionPolicy", []))
         bindings = sorted(b["spec"]["policyName"] for b in kinds.get("ValidatingAdmissionPolicyBinding", [])
                           if b["spec"]["validationActions"] == ["Deny"])
-        need(vaps == ["gpu-labeler-own-nodefeature"] and bindings == vaps,
+        need(vaps == ([f"{name}-own-nodefeature"] if expect_policy else []) and bindings == vaps,
              f"{where}: the NodeFeature admission policy and its Deny binding, and no Node policy, got {vaps} {bindings}")
     else:
         need(rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}],
@@ -361,12 +365,12 @@ def check(where, text, expect_nvidia, expect_nodefeature):
         need(roles == [], f"{where}: no Role, got {roles}")
         vap = kinds.get("ValidatingAdmissionPolicy", [])
         binding = kinds.get("ValidatingAdmissionPolicyBinding", [])
-        need(len(vap) == 1 and len(binding) == 1
-             and binding[0]["spec"]["policyName"] == vap[0]["metadata"]["name"]
-             and binding[0]["spec"]["validationActions"] == ["Deny"],
+        need((len(vap) == 1 and len(binding) == 1
+              and binding[0]["spec"]["policyName"] == vap[0]["metadata"]["name"]
+              and binding[0]["spec"]["validationActions"] == ["Deny"]) if expect_policy else vap == binding == [],
              f"{where}: the admission policy and its Deny binding")
     ns = kinds.get("Namespace", [])
-    need(len(ns) == 1 and ns[0]["metadata"]["name"] == "gpu-labeler", f"{where}: Namespace")
+    need([n["metadata"]["name"] for n in ns] == ([namespace] if namespace else []), f"{where}: Namespace")
 
 
 def main():
@@ -511,4 +515,6 @@ def main():
     sys.exit(1 if problems else 0)
 
 
-main()
+if __name__ == "__main__":
+    KUBECTL, VALIDATE = sys.argv[1], sys.argv[2]
+    main()

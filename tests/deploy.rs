@@ -1221,7 +1221,8 @@ fn a_site_key_the_gfd_policy_refuses_costs_only_that_key() {
 /// The policies the tables above run through the real plugin are every policy deploy/ can
 /// install: the base's and the nodefeature component's ValidatingAdmissionPolicies, and the one
 /// component that changes a policy, nvidia-gfd (its `allowedKey`); every overlay is the base
-/// plus components.
+/// plus components. The Helm chart (deploy/helm: Go templates, not YAML) is left out here: its
+/// policies are these, `the_helm_charts_policies_are_the_tested_ones`.
 #[test]
 fn the_tested_policies_are_every_policy_deploy_installs() {
     let mut defines = Vec::new();
@@ -1231,7 +1232,9 @@ fn the_tested_policies_are_every_policy_deploy_installs() {
         for e in std::fs::read_dir(&dir).unwrap().flatten() {
             let p = e.path();
             if p.is_dir() {
-                walk.push(p);
+                if p != common::repo().join("deploy/helm") {
+                    walk.push(p);
+                }
                 continue;
             }
             let Some(ext) = p.extension().and_then(|x| x.to_str()) else {
@@ -1474,16 +1477,73 @@ fn the_nodefeature_policy_keeps_the_agent_to_its_own_nodes_object() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// The Helm chart's admission policies (deploy/helm/gpu-labeler, as .ci/check_helm.py renders
+/// it into tests/fixtures/deploy/helm/ and fails when a copy is stale) are the ones the tables
+/// above run through the real plugin, Helm's labels aside: the defaults' Node policy,
+/// `profiles: [nvidia-gfd]`'s, and `sink: nodefeature`'s NodeFeature policy; each rendering
+/// installs that policy and no other.
+#[test]
+fn the_helm_charts_policies_are_the_tested_ones() {
+    let unlabelled = |mut p: Vec<Value>| {
+        for d in &mut p {
+            d["metadata"].as_object_mut().unwrap().remove("labels");
+        }
+        p
+    };
+    for (fixture, name, tested) in [
+        ("defaults", "gpu-labeler-own-node", node_policy()),
+        ("nvidia-gfd", "gpu-labeler-own-node", gfd_node_policy()),
+        (
+            "nodefeature",
+            "gpu-labeler-own-nodefeature",
+            nodefeature_policy(),
+        ),
+    ] {
+        let rendered = docs(&format!(
+            "tests/fixtures/deploy/helm/{fixture}.rendered.yaml"
+        ));
+        assert_eq!(
+            unlabelled(policy_of(&rendered, name)),
+            unlabelled(tested),
+            "{fixture}"
+        );
+        let installed: Vec<&Value> = rendered
+            .iter()
+            .filter(|d| d["kind"] == "ValidatingAdmissionPolicy")
+            .map(|d| &d["metadata"]["name"])
+            .collect();
+        assert_eq!(installed, [name], "{fixture}");
+    }
+}
+
 /// A site that installs into its own namespace (`namespace: my-gpu-ns`), as rendered by
 /// `kubectl kustomize tests/fixtures/deploy/renamed-site` (.ci/check_deploy.py renders it again
 /// and fails when this copy is stale): the service account moved, the policy still applies to
 /// it and still refuses what it must.
 #[test]
 fn a_site_in_another_namespace_keeps_the_policy_in_force() {
-    let rendered: Vec<Value> = docs("tests/fixtures/deploy/renamed-site.rendered.yaml")
-        .into_iter()
-        .filter(|d| !d.is_null())
-        .collect();
+    site_keeps_the_policy_in_force(
+        "tests/fixtures/deploy/renamed-site.rendered.yaml",
+        "gpu-labeler-own-node",
+    );
+}
+
+/// The same with the Helm chart: `helm install site deploy/helm/gpu-labeler -n my-gpu-ns`
+/// (tests/fixtures/deploy/helm/renamed-site.rendered.yaml, from .ci/check_helm.py), whose
+/// objects and service account are named `site-gpu-labeler`: the policy follows the service
+/// account's name and namespace.
+#[test]
+fn a_helm_release_in_another_namespace_keeps_the_policy_in_force() {
+    site_keeps_the_policy_in_force(
+        "tests/fixtures/deploy/helm/renamed-site.rendered.yaml",
+        "site-gpu-labeler-own-node",
+    );
+}
+
+/// The policy `policy` of the rendering `path` admits the agent's own writes and refuses
+/// others', as the service account that rendering installs.
+fn site_keeps_the_policy_in_force(path: &str, policy: &str) {
+    let rendered: Vec<Value> = docs(path).into_iter().filter(|d| !d.is_null()).collect();
     let sa = rendered
         .iter()
         .find(|d| d["kind"] == "ServiceAccount")
@@ -1497,7 +1557,7 @@ fn a_site_in_another_namespace_keeps_the_policy_in_force() {
         )
         .into_boxed_str(),
     );
-    let p = policy_of(&rendered, "gpu-labeler-own-node");
+    let p = policy_of(&rendered, policy);
     let n = gpu_node;
     let as_site = |what, after, expected| Row {
         request: Request {

@@ -380,8 +380,20 @@ impl KubeApiServer {
         // The plugin loads policies through informers: wait until a request it must refuse is
         // refused (creating a Node is refused by the Node policy, another node's NodeFeature
         // by the NodeFeature policy).
-        let agent = Who::agent("n1");
-        let nodefeature = policy[0]["metadata"]["name"] == "gpu-labeler-own-nodefeature";
+        // The agent the policy concerns: the service account its match condition names
+        // (`gpu-labeler`, or a Helm release's own name).
+        let account = policy[0]["spec"]["matchConditions"][0]["expression"]
+            .as_str()
+            .and_then(|e| e.split("[^:]+:").nth(1))
+            .and_then(|rest| rest.split('$').next())
+            .expect("the policy's match condition names a service account");
+        let agent = Who::service_account(
+            &format!("system:serviceaccount:gpu-labeler:{account}"),
+            Some("n1"),
+        );
+        let nodefeature = policy[0]["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.ends_with("-own-nodefeature"));
         s.wait_enforced(|| {
             if nodefeature {
                 let probe = json!({"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
