@@ -234,3 +234,119 @@ fn templates_print_compare_and_type_check_as_go_does() {
          warning: rule \"mixed\" (NodeFeatureRule \"go\", rules.yaml:63:7) failed: failed to expand template at line 65, column 18: incompatible types for comparison\n"
     );
 }
+
+/// Issue 39, classes 1 to 3: a pattern Go's `regexp.Compile` refuses fails its rule (reported,
+/// the other rules apply), one Go accepts matches as Go matches it. Go's decisions from
+/// `regexp/syntax/parse.go` (Go 1.25): stacked repetition operators, flags other than `imsU`
+/// and unknown escapes are errors; braced and one-letter Unicode classes, `\x{...}` and octal
+/// escapes are accepted; `[` inside a class is a literal. The errors are Go's texts.
+#[test]
+fn regexes_go_refuses_fail_and_those_it_accepts_match() {
+    let on = |key: &str, pattern: &str| {
+        format!("            {key}: {{op: InRegexp, value: [{pattern:?}]}}")
+    };
+    let rules = [
+        // Class 1: Go refuses these.
+        rule("stars", "stars=true", &on("vendor", "10de**")),
+        rule("pluses", "pluses=true", &on("vendor", "10de++")),
+        rule("starplus", "starplus=true", &on("vendor", "x*+")),
+        rule("counted", "counted=true", &on("vendor", "e{1}*")),
+        rule("extended", "extended=true", &on("vendor", "(?x)10de")),
+        rule("unicode-escape", "uescape=true", &on("vendor", "\\u0031")),
+        // Class 2: Go accepts these; each matches the H100's attributes as Go matches them.
+        rule(
+            "letters",
+            "letters=true",
+            &on("device_name", "^\\p{L}+\\d+ \\["),
+        ),
+        rule(
+            "one-letter",
+            "oneletter=true",
+            &on("device_name", "^\\pL\\pL"),
+        ),
+        rule("greek", "greek=true", &on("device_name", "\\p{Greek}")),
+        rule(
+            "not-greek",
+            "notgreek=true",
+            &on("device_name", "^\\P{Greek}+$"),
+        ),
+        rule("han", "han=true", &on("device_name", "\\p{Han}")),
+        rule("hex", "hex=true", &on("vendor_name", "^\\x{4e}VIDIA")),
+        rule("octal", "octal=true", &on("vendor", "^\\061\\060de$")),
+        rule("nul", "nul=true", &on("vendor", "\\0")),
+        // Class 3: `[` in a class is a literal: `[[e]` is `[` or `e`.
+        rule("bracket", "bracket=true", &on("vendor", "^10d[[e]$")),
+        rule(
+            "collating",
+            "collating=true",
+            &on("device_name", "[[.H.]]100"),
+        ),
+        rule(
+            "equivalence",
+            "equivalence=true",
+            &on("device_name", "[[=a=]]"),
+        ),
+    ]
+    .concat();
+    let (out, stderr) = labels(&format!(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: re2\nspec:\n  rules:\n{rules}"
+    ));
+    let p = |k: &str| format!("feature.node.kubernetes.io/{k}");
+    assert_eq!(
+        out,
+        json!({"labels": {
+            p("letters"): "true",
+            p("oneletter"): "true",
+            p("notgreek"): "true",
+            p("hex"): "true",
+            p("octal"): "true",
+            // `[[.H.]]100`: one of `[`, `.`, `H`, then `]100`: "GH100 [H100 ..." has no `]100`.
+            // `[[=a=]]`: one of `[`, `=`, `a`, then `]`: "... 80GB]" ends `B]`, no match.
+            p("bracket"): "true",
+            p("pci-0300_102b.present"): "true",
+            p("pci-0302_10de.present"): "true",
+            p("pci-0302_10de.sriov.capable"): "true",
+        }})
+    );
+    let failed = |name: &str, line: u32, what: &str| {
+        format!(
+            "warning: rule \"{name}\" (NodeFeatureRule \"re2\", rules.yaml:{line}:7) failed: {what}\n"
+        )
+    };
+    assert_eq!(
+        stderr,
+        [
+            failed(
+                "stars",
+                7,
+                "invalid regexp \"10de**\": invalid nested repetition operator: `**`"
+            ),
+            failed(
+                "pluses",
+                14,
+                "invalid regexp \"10de++\": invalid nested repetition operator: `++`"
+            ),
+            failed(
+                "starplus",
+                21,
+                "invalid regexp \"x*+\": invalid nested repetition operator: `*+`"
+            ),
+            failed(
+                "counted",
+                28,
+                "invalid regexp \"e{1}*\": invalid nested repetition operator: `{1}*`"
+            ),
+            failed(
+                "extended",
+                35,
+                "invalid regexp \"(?x)10de\": invalid or unsupported Perl syntax: `(?x`"
+            ),
+            failed(
+                "unicode-escape",
+                42,
+                "invalid regexp \"\\\\u0031\": invalid escape sequence: `\\u`"
+            ),
+        ]
+        .concat()
+    );
+}

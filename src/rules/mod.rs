@@ -34,6 +34,7 @@ mod explain;
 mod expression;
 mod gojson;
 mod model;
+mod re2;
 mod simple_regex;
 mod sprig;
 mod template;

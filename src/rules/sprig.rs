@@ -2848,7 +2848,7 @@ mod tests {
             (
                 must_regex_match,
                 vec![v("a("), v("a(")],
-                "error: invalid regexp: regex parse error: a( ^ error: unclosed group",
+                "error: invalid regexp: missing closing ): `a(`",
             ),
             (from_json, vec![v("{")], "<no value>"),
             (
@@ -3140,7 +3140,7 @@ mod tests {
         assert_eq!(call(regex_match, &[v("("), v("x")]), "false");
         assert_eq!(
             call(must_regex_match, &[v("("), v("x")]),
-            "error: invalid regexp: regex parse error: ( ^ error: unclosed group"
+            "error: invalid regexp: missing closing ): `(`"
         );
     }
 
