@@ -350,3 +350,71 @@ fn regexes_go_refuses_fail_and_those_it_accepts_match() {
         .concat()
     );
 }
+
+/// Issue 39, class 4: NFD's template data is typed (`map[string]map[string][]MatchedElement`),
+/// so `index` of a domain or feature the data lacks (a `matchAny` element that did not match,
+/// a feature no term named) is the zero value of its type, a nil map or a nil list, whose
+/// `len` is 0 (text/template's `index` on a map: `reflect.Zero` of the element type for a
+/// missing key). A missing key of an element is "" (`MatchedElement` is `map[string]string`).
+#[test]
+fn index_of_what_the_template_data_lacks_is_go_s_zero_value() {
+    let rules = "    - name: zero\n      labelsTemplate: |\n        modules={{ len (index . \"kernel\" \"loadedmodule\") }}\n        domain={{ len (index . \"cpu\") }}\n        feature={{ len (index .pci \"nosuch\") }}\n        devices={{ len (index . \"pci\" \"device\") }}\n        attr=x{{ index (index .pci.device 0) \"nosuch\" }}\n      matchAny:\n        - matchFeatures:\n            - feature: kernel.loadedmodule\n              matchExpressions:\n                nosuchmodule: {op: Exists}\n        - matchFeatures:\n            - feature: pci.device\n              matchExpressions:\n                vendor: {op: In, value: [\"10de\"]}\n                class: {op: In, value: [\"0302\"]}\n";
+    let (out, stderr) = labels(&format!(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: zero\nspec:\n  rules:\n{rules}"
+    ));
+    assert_eq!(stderr, "");
+    let p = |k: &str| format!("feature.node.kubernetes.io/{k}");
+    assert_eq!(
+        out,
+        json!({"labels": {
+            p("modules"): "0",
+            p("domain"): "0",
+            p("feature"): "0",
+            p("devices"): "8",
+            p("attr"): "x",
+            p("pci-0300_102b.present"): "true",
+            p("pci-0302_10de.present"): "true",
+            p("pci-0302_10de.sriov.capable"): "true",
+        }})
+    );
+}
+
+/// Issue 39, classes 5 and 6: `{{ else with }}` (Go 1.23's text/template, which NFD v0.19 is
+/// built with) parses as `{{ else }}{{ with }}...{{ end }}`; a call with a wrong argument count
+/// fails the template when it runs, as text/template's `evalCall` checks the count against the
+/// function's Go signature (`toJson(v interface{})`, `hello()`).
+#[test]
+fn else_with_parses_and_wrong_argument_counts_fail() {
+    let rules = [
+        rule(
+            "elsewith",
+            r#"elsewith={{ with index .pci "nosuch" }}a{{ else with (index .pci.device 0).vendor }}{{ . }}{{ else }}c{{ end }}"#,
+            NVIDIA,
+        ),
+        rule("tojson", "tojson={{ toJson }}", NVIDIA),
+        rule("hello", "hello={{ hello 1 }}", NVIDIA),
+        rule("piped", r#"piped={{ "x" | upper "y" }}"#, NVIDIA),
+        rule("counted", "counted={{ len .pci.device | toJson }}", NVIDIA),
+    ]
+    .concat();
+    let (out, stderr) = labels(&format!(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: calls\nspec:\n  rules:\n{rules}"
+    ));
+    let p = |k: &str| format!("feature.node.kubernetes.io/{k}");
+    assert_eq!(
+        out,
+        json!({"labels": {
+            p("counted"): "8",
+            p("elsewith"): "10de",
+            p("pci-0300_102b.present"): "true",
+            p("pci-0302_10de.present"): "true",
+            p("pci-0302_10de.sriov.capable"): "true",
+        }})
+    );
+    assert_eq!(
+        stderr,
+        "warning: rule \"tojson\" (NodeFeatureRule \"calls\", rules.yaml:15:7) failed: failed to expand template at line 17, column 19: wrong number of args for toJson: want 1 got 0\n\
+         warning: rule \"hello\" (NodeFeatureRule \"calls\", rules.yaml:23:7) failed: failed to expand template at line 25, column 18: wrong number of args for hello: want 0 got 1\n\
+         warning: rule \"piped\" (NodeFeatureRule \"calls\", rules.yaml:31:7) failed: failed to expand template at line 33, column 18: wrong number of args for upper: want 1 got 2\n"
+    );
+}

@@ -402,6 +402,209 @@ pub static FUNCTIONS: &[(&str, Func)] = &[
     ("regexQuoteMeta", t_regex_quote_meta),
 ];
 
+/// The Go signature's parameter count of each function (Sprig v3.3.0's and text/template's
+/// own): fixed parameters, and whether a variadic one follows. text/template fails a call with
+/// another count before it runs (`{{ toJson }}`: "wrong number of args for toJson: want 1 got
+/// 0"; `{{ hello 1 }}`: "want 0 got 1").
+pub static ARITIES: &[(&str, usize, bool)] = &[
+    ("hello", 0, false),
+    // text/template's builtins (funcs.go)
+    ("index", 1, true),
+    ("call", 1, true),
+    ("eq", 1, true),
+    ("ne", 2, false),
+    ("lt", 2, false),
+    ("le", 2, false),
+    ("gt", 2, false),
+    ("ge", 2, false),
+    ("len", 1, false),
+    ("not", 1, false),
+    ("and", 1, true),
+    ("or", 1, true),
+    ("print", 0, true),
+    ("println", 0, true),
+    ("printf", 1, true),
+    ("html", 0, true),
+    ("js", 0, true),
+    ("urlquery", 0, true),
+    // strings.go, functions.go
+    ("abbrev", 2, false),
+    ("abbrevboth", 3, false),
+    ("trunc", 2, false),
+    ("trim", 1, false),
+    ("upper", 1, false),
+    ("lower", 1, false),
+    ("title", 1, false),
+    ("untitle", 1, false),
+    ("substr", 3, false),
+    ("repeat", 2, false),
+    ("trimall", 2, false),
+    ("trimAll", 2, false),
+    ("trimSuffix", 2, false),
+    ("trimPrefix", 2, false),
+    ("nospace", 1, false),
+    ("initials", 1, false),
+    ("swapcase", 1, false),
+    ("snakecase", 1, false),
+    ("camelcase", 1, false),
+    ("kebabcase", 1, false),
+    ("contains", 2, false),
+    ("hasPrefix", 2, false),
+    ("hasSuffix", 2, false),
+    ("quote", 0, true),
+    ("squote", 0, true),
+    ("cat", 0, true),
+    ("indent", 2, false),
+    ("nindent", 2, false),
+    ("replace", 3, false),
+    ("plural", 3, false),
+    ("sha256sum", 1, false),
+    ("sha1sum", 1, false),
+    ("sha512sum", 1, false),
+    ("adler32sum", 1, false),
+    ("b32enc", 1, false),
+    ("b32dec", 1, false),
+    ("wrap", 2, false),
+    ("wrapWith", 3, false),
+    ("toDecimal", 1, false),
+    ("seq", 0, true),
+    ("deepCopy", 1, false),
+    ("mustDeepCopy", 1, false),
+    ("merge", 1, true),
+    ("mustMerge", 1, true),
+    ("mergeOverwrite", 1, true),
+    ("mustMergeOverwrite", 1, true),
+    ("typeIsLike", 2, false),
+    ("toString", 1, false),
+    // conversion
+    ("atoi", 1, false),
+    ("int64", 1, false),
+    ("int", 1, false),
+    ("float64", 1, false),
+    ("split", 2, false),
+    ("splitList", 2, false),
+    ("splitn", 3, false),
+    ("toStrings", 1, false),
+    ("until", 1, false),
+    ("untilStep", 3, false),
+    // numeric.go
+    ("add1", 1, false),
+    ("add", 0, true),
+    ("sub", 2, false),
+    ("div", 2, false),
+    ("mod", 2, false),
+    ("mul", 1, true),
+    ("add1f", 1, false),
+    ("addf", 0, true),
+    ("subf", 1, true),
+    ("divf", 1, true),
+    ("mulf", 1, true),
+    ("biggest", 1, true),
+    ("max", 1, true),
+    ("min", 1, true),
+    ("maxf", 1, true),
+    ("minf", 1, true),
+    ("ceil", 1, false),
+    ("floor", 1, false),
+    ("round", 2, true),
+    ("join", 2, false),
+    ("sortAlpha", 1, false),
+    // defaults.go
+    ("default", 1, true),
+    ("empty", 1, false),
+    ("coalesce", 0, true),
+    ("all", 0, true),
+    ("any", 0, true),
+    ("compact", 1, false),
+    ("mustCompact", 1, false),
+    ("ternary", 3, false),
+    ("fail", 1, false),
+    ("fromJson", 1, false),
+    ("mustFromJson", 1, false),
+    ("toJson", 1, false),
+    ("mustToJson", 1, false),
+    ("toRawJson", 1, false),
+    ("mustToRawJson", 1, false),
+    ("toPrettyJson", 1, false),
+    ("mustToPrettyJson", 1, false),
+    // reflect.go
+    ("typeOf", 1, false),
+    ("typeIs", 2, false),
+    ("kindOf", 1, false),
+    ("kindIs", 2, false),
+    ("deepEqual", 2, false),
+    // paths
+    ("base", 1, false),
+    ("dir", 1, false),
+    ("clean", 1, false),
+    ("ext", 1, false),
+    ("isAbs", 1, false),
+    ("osBase", 1, false),
+    ("osClean", 1, false),
+    ("osDir", 1, false),
+    ("osExt", 1, false),
+    ("osIsAbs", 1, false),
+    ("b64enc", 1, false),
+    ("b64dec", 1, false),
+    // dict.go, list.go
+    ("tuple", 0, true),
+    ("list", 0, true),
+    ("dict", 0, true),
+    ("get", 2, false),
+    ("set", 3, false),
+    ("unset", 2, false),
+    ("hasKey", 2, false),
+    ("pluck", 1, true),
+    ("keys", 0, true),
+    ("pick", 1, true),
+    ("omit", 1, true),
+    ("values", 1, false),
+    ("dig", 0, true),
+    ("append", 2, false),
+    ("push", 2, false),
+    ("mustAppend", 2, false),
+    ("mustPush", 2, false),
+    ("prepend", 2, false),
+    ("mustPrepend", 2, false),
+    ("first", 1, false),
+    ("mustFirst", 1, false),
+    ("rest", 1, false),
+    ("mustRest", 1, false),
+    ("last", 1, false),
+    ("mustLast", 1, false),
+    ("initial", 1, false),
+    ("mustInitial", 1, false),
+    ("reverse", 1, false),
+    ("mustReverse", 1, false),
+    ("uniq", 1, false),
+    ("mustUniq", 1, false),
+    ("without", 1, true),
+    ("mustWithout", 1, true),
+    ("has", 2, false),
+    ("mustHas", 2, false),
+    ("slice", 1, true),
+    ("mustSlice", 1, true),
+    ("concat", 0, true),
+    ("chunk", 2, false),
+    ("mustChunk", 2, false),
+    // semver.go, regex.go
+    ("semver", 1, false),
+    ("semverCompare", 2, false),
+    ("regexMatch", 2, false),
+    ("mustRegexMatch", 2, false),
+    ("regexFindAll", 3, false),
+    ("mustRegexFindAll", 3, false),
+    ("regexFind", 2, false),
+    ("mustRegexFind", 2, false),
+    ("regexReplaceAll", 3, false),
+    ("mustRegexReplaceAll", 3, false),
+    ("regexReplaceAllLiteral", 3, false),
+    ("mustRegexReplaceAllLiteral", 3, false),
+    ("regexSplit", 3, false),
+    ("mustRegexSplit", 3, false),
+    ("regexQuoteMeta", 1, false),
+];
+
 /// The functions to register: the implemented ones and the unsupported stubs.
 pub fn registry() -> impl Iterator<Item = (&'static str, Func)> {
     FUNCTIONS
@@ -977,16 +1180,39 @@ fn go_index(a: &[Value]) -> R {
     if let [col, keys @ ..] = a
         && !keys.is_empty()
     {
-        let mut cur = col;
+        let mut cur = col.clone();
+        // When `cur` is a zero value standing for a missing key of the template data, a value
+        // of its type that the data has, whose members give the type of `cur`'s members.
+        let mut like: Option<Value> = None;
         for (n, k) in keys.iter().enumerate() {
-            let (Value::Map(m) | Value::Object(m), Value::String(key)) = (cur, k) else {
+            let (Value::Map(m) | Value::Object(m), Value::String(key)) = (&cur, k) else {
                 // Arrays, strings, numbers: text/template's own rules.
                 let mut rest = vec![cur.clone()];
                 rest.extend_from_slice(&keys[n..]);
                 return gtmpl_ng::funcs::index(&rest);
             };
-            match m.get(key) {
-                Some(v) => cur = v,
+            if let Some(v) = m.get(key) {
+                cur = v.clone();
+                like = None;
+                continue;
+            }
+            // A missing key gives the zero value of the map's element type. The template
+            // data (objects) is typed as NFD's: domains map to features, features to lists of
+            // elements, elements to strings; so a domain or feature the rule did not match is
+            // an empty map or list (`len` 0), as in Go.
+            let sample = match &cur {
+                Value::Object(_) => m
+                    .values()
+                    .next()
+                    .cloned()
+                    .or_else(|| like.as_ref().and_then(member)),
+                _ => None,
+            };
+            match sample {
+                Some(sample) => {
+                    cur = zero_like(&sample);
+                    like = Some(sample);
+                }
                 None if n + 1 == keys.len() => {
                     let strings = m.values().all(|v| matches!(v, Value::String(_)));
                     return Ok(if strings {
@@ -1002,9 +1228,30 @@ fn go_index(a: &[Value]) -> R {
                 }
             }
         }
-        return Ok(cur.clone());
+        return Ok(cur);
     }
     gtmpl_ng::funcs::index(a)
+}
+
+/// A member of a map or list of the template data (any one: they share a type).
+fn member(v: &Value) -> Option<Value> {
+    match v {
+        Value::Object(m) | Value::Map(m) => m.values().next().cloned(),
+        Value::Array(items) => items.first().cloned(),
+        _ => None,
+    }
+}
+
+/// The zero value of `v`'s type, as the template data's types are: a map is an empty map, a
+/// list an empty list, a string "".
+fn zero_like(v: &Value) -> Value {
+    match v {
+        Value::Object(_) => Value::Object(HashMap::new()),
+        Value::Map(_) => Value::Map(HashMap::new()),
+        Value::Array(_) => Value::Array(Vec::new()),
+        Value::String(_) => Value::from(""),
+        _ => Value::NoValue,
+    }
 }
 
 // ---- text/template's comparisons, with Go's kinds ----
@@ -2658,6 +2905,24 @@ fn regex_quote_meta(a: &[Value]) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every function a template can call has its Go parameter count, once.
+    #[test]
+    fn every_function_has_its_go_arity() {
+        let mut names: Vec<&str> = ARITIES.iter().map(|a| a.0).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before, "a function has two arities");
+        let mut callable: Vec<&str> = FUNCTIONS
+            .iter()
+            .map(|f| f.0)
+            .chain(gtmpl_ng::funcs::BUILTINS.iter().map(|f| f.0))
+            .collect();
+        callable.sort_unstable();
+        callable.dedup();
+        assert_eq!(names, callable);
+    }
 
     /// docs/sprig.md lists every function a template can name, each once, with the status the
     /// code gives it: refused ones are the unsupported stubs, absent ones are not registered,

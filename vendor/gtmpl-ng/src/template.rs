@@ -16,6 +16,10 @@ use gtmpl_value_ng::Func;
 pub struct Template {
     pub name: String,
     pub funcs: HashMap<String, Func>,
+    /// gpu-labeler: the Go parameter count of a function (fixed parameters, and whether a
+    /// variadic one follows), for text/template's check before a call (`wrong number of
+    /// args for toJson: want 1 got 0`). A function not named here is not checked.
+    pub arities: HashMap<String, (usize, bool)>,
     /// What one render of this template may consume. See [`Limits`].
     pub limits: Limits,
     /// The parsed trees by template name, in the `parse` module's own types -- which
@@ -28,6 +32,7 @@ impl Default for Template {
         Template {
             name: String::default(),
             funcs: BUILTINS.iter().map(|&(k, v)| (k.to_owned(), v)).collect(),
+            arities: HashMap::default(),
             tree_set: HashMap::default(),
             limits: Limits::default(),
         }
@@ -88,6 +93,12 @@ impl Template {
     /// ```
     pub fn add_func(&mut self, name: &str, func: Func) {
         self.funcs.insert(name.to_owned(), func);
+    }
+
+    /// gpu-labeler: declares the Go signature's parameter count of function `name`:
+    /// `fixed` parameters, then a variadic one when `variadic`.
+    pub fn set_arity(&mut self, name: &str, fixed: usize, variadic: bool) {
+        self.arities.insert(name.to_owned(), (fixed, variadic));
     }
 
     /// Adds custom functions to the template.
