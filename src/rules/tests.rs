@@ -1012,3 +1012,60 @@ fn explain_suggests_the_element_a_typo_meant() {
 "#;
     assert_eq!(explain(&set, &features(), Some("obj/typo")), want);
 }
+
+/// Issue 39, class 11: files load as the API server admits what `kubectl apply -f` sends. A
+/// JSON object followed by `---` and YAML documents is split as kubectl's YAML-or-JSON decoder
+/// splits it; an object whose name is not a DNS subdomain is refused (the API server's
+/// `ValidateObjectMeta`), the others load; of two objects with one name, the later (in file
+/// and path order) is the one a cluster keeps.
+#[test]
+fn files_load_as_kubectl_apply_leaves_the_cluster() {
+    let label = |name: &str, value: &str| {
+        doc(
+            name,
+            &format!("    - name: r-{name}\n      labels: {{{name}: \"{value}\"}}\n"),
+        )
+    };
+    let json = r#"{"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeatureRule",
+ "metadata": {"name": "first"},
+ "spec": {"rules": [{"name": "r-first", "labels": {"first": "json"}}]}}
+---
+"#;
+    let mixed = format!(
+        "{json}{}\n---\n{}",
+        label("second", "yaml"),
+        label("Bad_Name", "x")
+    );
+    let sources = vec![
+        RuleSource {
+            name: "a.yaml".into(),
+            text: format!("{}\n---\n{}", label("dup", "earlier"), label("kept", "a")),
+        },
+        RuleSource {
+            name: "b.json".into(),
+            text: mixed,
+        },
+        RuleSource {
+            name: "c.yaml".into(),
+            text: label("dup", "later"),
+        },
+    ];
+    let (set, errors) = RuleSet::load(sources);
+    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        errors,
+        vec![
+            "b.json:18:9: NodeFeatureRule \"Bad_Name\": invalid metadata.name \"Bad_Name\": must be a lowercase RFC 1123 subdomain: lower case alphanumeric characters, '-' or '.', starting and ending with an alphanumeric character (e.g. 'example.com')"
+        ]
+    );
+    let e = set.evaluate(&features(), &LabelPolicy::default());
+    assert_eq!(
+        e.output.labels,
+        labels(&[
+            (&fl("dup"), "later"),
+            (&fl("first"), "json"),
+            (&fl("kept"), "a"),
+            (&fl("second"), "yaml"),
+        ])
+    );
+}
