@@ -418,3 +418,93 @@ fn else_with_parses_and_wrong_argument_counts_fail() {
          warning: rule \"piped\" (NodeFeatureRule \"calls\", rules.yaml:31:7) failed: failed to expand template at line 33, column 18: wrong number of args for upper: want 1 got 2\n"
     );
 }
+
+/// Issue 39, classes 7 to 10, through whole rules: what Go's text/template and Sprig v3.3.0
+/// give (the sources of each are in `tests/fixtures/sprig/cases.tsv`, where every case of
+/// these classes has a row): mergo's treatment of nil, `deepCopy nil` failing, the decoders'
+/// error text, amd64's float-to-int conversion, strconv.ParseFloat's syntax, regexp.Split,
+/// Go's wrapping int in `seq`, encoding/json's nil for a number it cannot hold, `urlquery`'s
+/// `<no value>`, `%#v`.
+#[test]
+fn sprig_edges_give_go_s_labels() {
+    let rules = [
+        rule(
+            "merge",
+            r#"merge={{ (merge (dict "a" "1") nil).a }}"#,
+            NVIDIA,
+        ),
+        rule(
+            "sort",
+            r#"sort={{ sortAlpha (list "b" nil "a") | join "-" }}"#,
+            NVIDIA,
+        ),
+        rule("deepcopy", "deepcopy={{ deepCopy nil }}", NVIDIA),
+        rule(
+            "b64",
+            r#"b64={{ b64dec "Zm9v!" | replace " " "-" }}"#,
+            NVIDIA,
+        ),
+        rule(
+            "b32",
+            r#"b32={{ b32dec "MZXW6==x" | replace " " "-" }}"#,
+            NVIDIA,
+        ),
+        rule(
+            "int",
+            r#"int={{ int64 1e21 | toString | replace "-" "minus" }}"#,
+            NVIDIA,
+        ),
+        rule("max", "max={{ max 1 1e21 }}", NVIDIA),
+        rule(
+            "underscore",
+            r#"underscore={{ float64 "1_000.5" }}"#,
+            NVIDIA,
+        ),
+        rule("hexfloat", r#"hexfloat={{ float64 "0x1p-2" }}"#, NVIDIA),
+        rule("range", r#"range={{ float64 "1e400" }}"#, NVIDIA),
+        rule(
+            "split",
+            r#"split={{ regexSplit "" "abc" -1 | join "-" }}"#,
+            NVIDIA,
+        ),
+        rule("seq", "seq=x{{ seq 9223372036854775807 }}", NVIDIA),
+        rule("json", r#"json={{ len (fromJson "[1, 1e400]") }}"#, NVIDIA),
+        rule(
+            "query",
+            r#"query={{ urlquery nil | replace "%" "x" | replace "+" "-" }}"#,
+            NVIDIA,
+        ),
+        rule("gosyntax", r#"gosyntax={{ printf "%#v" 5 }}"#, NVIDIA),
+    ]
+    .concat();
+    let (out, stderr) = labels(&format!(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: edges\nspec:\n  rules:\n{rules}"
+    ));
+    let p = |k: &str| format!("feature.node.kubernetes.io/{k}");
+    assert_eq!(
+        out,
+        json!({"labels": {
+            p("merge"): "1",
+            p("sort"): "a-b",
+            p("b64"): "illegal-base64-data-at-input-byte-4",
+            p("b32"): "illegal-base32-data-at-input-byte-6",
+            p("int"): "minus9223372036854775808",
+            p("max"): "1",
+            p("underscore"): "1000.5",
+            p("hexfloat"): "0.25",
+            p("range"): "0",
+            p("split"): "a-b-c",
+            p("seq"): "x",
+            p("json"): "2",
+            p("query"): "x3Cno-valuex3E",
+            p("gosyntax"): "5",
+            p("pci-0300_102b.present"): "true",
+            p("pci-0302_10de.present"): "true",
+            p("pci-0302_10de.sriov.capable"): "true",
+        }})
+    );
+    assert_eq!(
+        stderr,
+        "warning: rule \"deepcopy\" (NodeFeatureRule \"edges\", rules.yaml:23:7) failed: failed to expand template at line 25, column 21: deepCopy: reflect: call of reflect.Value.Type on zero Value\n"
+    );
+}

@@ -633,6 +633,8 @@ mod tests {
                 "ERROR",
                 "a version's Inc* methods",
             ),
+            ("{{ 1i }}", "ERROR", "complex constants"),
+            ("{{ 1+2i }}", "ERROR", "complex constants"),
         ];
         let mut failures = Vec::new();
         let mut covered = std::collections::BTreeSet::new();
