@@ -1050,6 +1050,14 @@ fn files_load_as_kubectl_apply_leaves_the_cluster() {
             text: label("dup", "later"),
         },
     ];
+    // `rules check` says which of the two is kept.
+    let report = check(&sources, &[]);
+    assert_eq!(
+        report.warning_lines(),
+        vec![
+            "c.yaml:1:1: NodeFeatureRule \"dup\": another NodeFeatureRule named \"dup\" is in a.yaml; this one, the later, replaces it (as applying the files in order leaves it in a cluster)"
+        ]
+    );
     let (set, errors) = RuleSet::load(sources);
     let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
     assert_eq!(
