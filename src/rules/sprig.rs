@@ -609,6 +609,13 @@ pub static ARITIES: &[(&str, usize, bool)] = &[
     ("regexQuoteMeta", 1, false),
 ];
 
+/// [`ARITIES`] by name, built once for every template.
+pub fn arities() -> &'static HashMap<&'static str, (usize, bool)> {
+    static TABLE: std::sync::OnceLock<HashMap<&'static str, (usize, bool)>> =
+        std::sync::OnceLock::new();
+    TABLE.get_or_init(|| ARITIES.iter().map(|&(n, f, v)| (n, (f, v))).collect())
+}
+
 /// The functions to register: the implemented ones and the unsupported stubs.
 pub fn registry() -> impl Iterator<Item = (&'static str, Func)> {
     FUNCTIONS

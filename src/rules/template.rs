@@ -234,9 +234,7 @@ fn parse(source: &str) -> Result<Template, Failure> {
     for (name, func) in sprig::registry() {
         tmpl.add_func(name, func);
     }
-    for &(name, fixed, variadic) in sprig::ARITIES {
-        tmpl.set_arity(name, fixed, variadic);
-    }
+    tmpl.set_arities(sprig::arities());
     tmpl.parse(source).map_err(|e| match &e {
         ParseError::WithContext(ctx, msg) => Failure {
             at: Some((ctx.line, ctx.col)),

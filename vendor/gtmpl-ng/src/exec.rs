@@ -657,7 +657,11 @@ impl<'a, 'b, 'c, T: Write> State<'a, 'b, 'c, T> {
             .ok_or_else(|| ExecError::UndefinedFunction(name.to_string()))?;
         // gpu-labeler: text/template's `evalCall` checks the argument count against the
         // function's Go signature before it evaluates the arguments.
-        if let Some(&(fixed, variadic)) = self.template.arities.get(name.as_str()) {
+        if let Some(&(fixed, variadic)) = self
+            .template
+            .arities
+            .and_then(|table| table.get(name.as_str()))
+        {
             let given = args.len().saturating_sub(1);
             let count = given + usize::from(fin.is_some());
             if variadic && count < fixed {
