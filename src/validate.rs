@@ -275,7 +275,8 @@ fn is_name_chars(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
-fn dns_subdomain(s: &str) -> Result<(), String> {
+/// Kubernetes' `IsDNS1123Subdomain` (an object's name, a label key's prefix).
+pub fn dns_subdomain(s: &str) -> Result<(), String> {
     if s.len() > 253 {
         return Err("must be no more than 253 characters".to_string());
     }

@@ -365,7 +365,7 @@ fn rule_rows() -> Vec<Row> {
                 let e = expect(
                     0,
                     vec![warn(format!(
-                        "rule \"re\" (NodeFeatureRule \"r\", {}:7:7) failed: invalid regexp \"10d[\": regex parse error: 10d[ ^ error: unclosed character class",
+                        "rule \"re\" (NodeFeatureRule \"r\", {}:7:7) failed: invalid regexp \"10d[\": missing closing ]: `[`",
                         show(&bad)
                     ))],
                     good_labels(),

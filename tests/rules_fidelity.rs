@@ -234,3 +234,277 @@ fn templates_print_compare_and_type_check_as_go_does() {
          warning: rule \"mixed\" (NodeFeatureRule \"go\", rules.yaml:63:7) failed: failed to expand template at line 65, column 18: incompatible types for comparison\n"
     );
 }
+
+/// Issue 39, classes 1 to 3: a pattern Go's `regexp.Compile` refuses fails its rule (reported,
+/// the other rules apply), one Go accepts matches as Go matches it. Go's decisions from
+/// `regexp/syntax/parse.go` (Go 1.25): stacked repetition operators, flags other than `imsU`
+/// and unknown escapes are errors; braced and one-letter Unicode classes, `\x{...}` and octal
+/// escapes are accepted; `[` inside a class is a literal. The errors are Go's texts.
+#[test]
+fn regexes_go_refuses_fail_and_those_it_accepts_match() {
+    let on = |key: &str, pattern: &str| {
+        format!("            {key}: {{op: InRegexp, value: [{pattern:?}]}}")
+    };
+    let rules = [
+        // Class 1: Go refuses these.
+        rule("stars", "stars=true", &on("vendor", "10de**")),
+        rule("pluses", "pluses=true", &on("vendor", "10de++")),
+        rule("starplus", "starplus=true", &on("vendor", "x*+")),
+        rule("counted", "counted=true", &on("vendor", "e{1}*")),
+        rule("extended", "extended=true", &on("vendor", "(?x)10de")),
+        rule("unicode-escape", "uescape=true", &on("vendor", "\\u0031")),
+        // Class 2: Go accepts these; each matches the H100's attributes as Go matches them.
+        rule(
+            "letters",
+            "letters=true",
+            &on("device_name", "^\\p{L}+\\d+ \\["),
+        ),
+        rule(
+            "one-letter",
+            "oneletter=true",
+            &on("device_name", "^\\pL\\pL"),
+        ),
+        rule("greek", "greek=true", &on("device_name", "\\p{Greek}")),
+        rule(
+            "not-greek",
+            "notgreek=true",
+            &on("device_name", "^\\P{Greek}+$"),
+        ),
+        rule("han", "han=true", &on("device_name", "\\p{Han}")),
+        rule("hex", "hex=true", &on("vendor_name", "^\\x{4e}VIDIA")),
+        rule("octal", "octal=true", &on("vendor", "^\\061\\060de$")),
+        rule("nul", "nul=true", &on("vendor", "\\0")),
+        // Class 3: `[` in a class is a literal: `[[e]` is `[` or `e`.
+        rule("bracket", "bracket=true", &on("vendor", "^10d[[e]$")),
+        rule(
+            "collating",
+            "collating=true",
+            &on("device_name", "[[.H.]]100"),
+        ),
+        rule(
+            "equivalence",
+            "equivalence=true",
+            &on("device_name", "[[=a=]]"),
+        ),
+    ]
+    .concat();
+    let (out, stderr) = labels(&format!(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: re2\nspec:\n  rules:\n{rules}"
+    ));
+    let p = |k: &str| format!("feature.node.kubernetes.io/{k}");
+    assert_eq!(
+        out,
+        json!({"labels": {
+            p("letters"): "true",
+            p("oneletter"): "true",
+            p("notgreek"): "true",
+            p("hex"): "true",
+            p("octal"): "true",
+            // `[[.H.]]100`: one of `[`, `.`, `H`, then `]100`: "GH100 [H100 ..." has no `]100`.
+            // `[[=a=]]`: one of `[`, `=`, `a`, then `]`: "... 80GB]" ends `B]`, no match.
+            p("bracket"): "true",
+            p("pci-0300_102b.present"): "true",
+            p("pci-0302_10de.present"): "true",
+            p("pci-0302_10de.sriov.capable"): "true",
+        }})
+    );
+    let failed = |name: &str, line: u32, what: &str| {
+        format!(
+            "warning: rule \"{name}\" (NodeFeatureRule \"re2\", rules.yaml:{line}:7) failed: {what}\n"
+        )
+    };
+    assert_eq!(
+        stderr,
+        [
+            failed(
+                "stars",
+                7,
+                "invalid regexp \"10de**\": invalid nested repetition operator: `**`"
+            ),
+            failed(
+                "pluses",
+                14,
+                "invalid regexp \"10de++\": invalid nested repetition operator: `++`"
+            ),
+            failed(
+                "starplus",
+                21,
+                "invalid regexp \"x*+\": invalid nested repetition operator: `*+`"
+            ),
+            failed(
+                "counted",
+                28,
+                "invalid regexp \"e{1}*\": invalid nested repetition operator: `{1}*`"
+            ),
+            failed(
+                "extended",
+                35,
+                "invalid regexp \"(?x)10de\": invalid or unsupported Perl syntax: `(?x`"
+            ),
+            failed(
+                "unicode-escape",
+                42,
+                "invalid regexp \"\\\\u0031\": invalid escape sequence: `\\u`"
+            ),
+        ]
+        .concat()
+    );
+}
+
+/// Issue 39, class 4: NFD's template data is typed (`map[string]map[string][]MatchedElement`),
+/// so `index` of a domain or feature the data lacks (a `matchAny` element that did not match,
+/// a feature no term named) is the zero value of its type, a nil map or a nil list, whose
+/// `len` is 0 (text/template's `index` on a map: `reflect.Zero` of the element type for a
+/// missing key). A missing key of an element is "" (`MatchedElement` is `map[string]string`).
+#[test]
+fn index_of_what_the_template_data_lacks_is_go_s_zero_value() {
+    let rules = "    - name: zero\n      labelsTemplate: |\n        modules={{ len (index . \"kernel\" \"loadedmodule\") }}\n        domain={{ len (index . \"cpu\") }}\n        feature={{ len (index .pci \"nosuch\") }}\n        devices={{ len (index . \"pci\" \"device\") }}\n        attr=x{{ index (index .pci.device 0) \"nosuch\" }}\n      matchAny:\n        - matchFeatures:\n            - feature: kernel.loadedmodule\n              matchExpressions:\n                nosuchmodule: {op: Exists}\n        - matchFeatures:\n            - feature: pci.device\n              matchExpressions:\n                vendor: {op: In, value: [\"10de\"]}\n                class: {op: In, value: [\"0302\"]}\n";
+    let (out, stderr) = labels(&format!(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: zero\nspec:\n  rules:\n{rules}"
+    ));
+    assert_eq!(stderr, "");
+    let p = |k: &str| format!("feature.node.kubernetes.io/{k}");
+    assert_eq!(
+        out,
+        json!({"labels": {
+            p("modules"): "0",
+            p("domain"): "0",
+            p("feature"): "0",
+            p("devices"): "8",
+            p("attr"): "x",
+            p("pci-0300_102b.present"): "true",
+            p("pci-0302_10de.present"): "true",
+            p("pci-0302_10de.sriov.capable"): "true",
+        }})
+    );
+}
+
+/// Issue 39, classes 5 and 6: `{{ else with }}` (Go 1.23's text/template, which NFD v0.19 is
+/// built with) parses as `{{ else }}{{ with }}...{{ end }}`; a call with a wrong argument count
+/// fails the template when it runs, as text/template's `evalCall` checks the count against the
+/// function's Go signature (`toJson(v interface{})`, `hello()`).
+#[test]
+fn else_with_parses_and_wrong_argument_counts_fail() {
+    let rules = [
+        rule(
+            "elsewith",
+            r#"elsewith={{ with index .pci "nosuch" }}a{{ else with (index .pci.device 0).vendor }}{{ . }}{{ else }}c{{ end }}"#,
+            NVIDIA,
+        ),
+        rule("tojson", "tojson={{ toJson }}", NVIDIA),
+        rule("hello", "hello={{ hello 1 }}", NVIDIA),
+        rule("piped", r#"piped={{ "x" | upper "y" }}"#, NVIDIA),
+        rule("counted", "counted={{ len .pci.device | toJson }}", NVIDIA),
+    ]
+    .concat();
+    let (out, stderr) = labels(&format!(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: calls\nspec:\n  rules:\n{rules}"
+    ));
+    let p = |k: &str| format!("feature.node.kubernetes.io/{k}");
+    assert_eq!(
+        out,
+        json!({"labels": {
+            p("counted"): "8",
+            p("elsewith"): "10de",
+            p("pci-0300_102b.present"): "true",
+            p("pci-0302_10de.present"): "true",
+            p("pci-0302_10de.sriov.capable"): "true",
+        }})
+    );
+    assert_eq!(
+        stderr,
+        "warning: rule \"tojson\" (NodeFeatureRule \"calls\", rules.yaml:15:7) failed: failed to expand template at line 17, column 19: wrong number of args for toJson: want 1 got 0\n\
+         warning: rule \"hello\" (NodeFeatureRule \"calls\", rules.yaml:23:7) failed: failed to expand template at line 25, column 18: wrong number of args for hello: want 0 got 1\n\
+         warning: rule \"piped\" (NodeFeatureRule \"calls\", rules.yaml:31:7) failed: failed to expand template at line 33, column 18: wrong number of args for upper: want 1 got 2\n"
+    );
+}
+
+/// Issue 39, classes 7 to 10, through whole rules: what Go's text/template and Sprig v3.3.0
+/// give (the sources of each are in `tests/fixtures/sprig/cases.tsv`, where every case of
+/// these classes has a row): mergo's treatment of nil, `deepCopy nil` failing, the decoders'
+/// error text, amd64's float-to-int conversion, strconv.ParseFloat's syntax, regexp.Split,
+/// Go's wrapping int in `seq`, encoding/json's nil for a number it cannot hold, `urlquery`'s
+/// `<no value>`, `%#v`.
+#[test]
+fn sprig_edges_give_go_s_labels() {
+    let rules = [
+        rule(
+            "merge",
+            r#"merge={{ (merge (dict "a" "1") nil).a }}"#,
+            NVIDIA,
+        ),
+        rule(
+            "sort",
+            r#"sort={{ sortAlpha (list "b" nil "a") | join "-" }}"#,
+            NVIDIA,
+        ),
+        rule("deepcopy", "deepcopy={{ deepCopy nil }}", NVIDIA),
+        rule(
+            "b64",
+            r#"b64={{ b64dec "Zm9v!" | replace " " "-" }}"#,
+            NVIDIA,
+        ),
+        rule(
+            "b32",
+            r#"b32={{ b32dec "MZXW6==x" | replace " " "-" }}"#,
+            NVIDIA,
+        ),
+        rule(
+            "int",
+            r#"int={{ int64 1e21 | toString | replace "-" "minus" }}"#,
+            NVIDIA,
+        ),
+        rule("max", "max={{ max 1 1e21 }}", NVIDIA),
+        rule(
+            "underscore",
+            r#"underscore={{ float64 "1_000.5" }}"#,
+            NVIDIA,
+        ),
+        rule("hexfloat", r#"hexfloat={{ float64 "0x1p-2" }}"#, NVIDIA),
+        rule("range", r#"range={{ float64 "1e400" }}"#, NVIDIA),
+        rule(
+            "split",
+            r#"split={{ regexSplit "" "abc" -1 | join "-" }}"#,
+            NVIDIA,
+        ),
+        rule("seq", "seq=x{{ seq 9223372036854775807 }}", NVIDIA),
+        rule("json", r#"json={{ len (fromJson "[1, 1e400]") }}"#, NVIDIA),
+        rule(
+            "query",
+            r#"query={{ urlquery nil | replace "%" "x" | replace "+" "-" }}"#,
+            NVIDIA,
+        ),
+        rule("gosyntax", r#"gosyntax={{ printf "%#v" 5 }}"#, NVIDIA),
+    ]
+    .concat();
+    let (out, stderr) = labels(&format!(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: edges\nspec:\n  rules:\n{rules}"
+    ));
+    let p = |k: &str| format!("feature.node.kubernetes.io/{k}");
+    assert_eq!(
+        out,
+        json!({"labels": {
+            p("merge"): "1",
+            p("sort"): "a-b",
+            p("b64"): "illegal-base64-data-at-input-byte-4",
+            p("b32"): "illegal-base32-data-at-input-byte-6",
+            p("int"): "minus9223372036854775808",
+            p("max"): "1",
+            p("underscore"): "1000.5",
+            p("hexfloat"): "0.25",
+            p("range"): "0",
+            p("split"): "a-b-c",
+            p("seq"): "x",
+            p("json"): "2",
+            p("query"): "x3Cno-valuex3E",
+            p("gosyntax"): "5",
+            p("pci-0300_102b.present"): "true",
+            p("pci-0302_10de.present"): "true",
+            p("pci-0302_10de.sriov.capable"): "true",
+        }})
+    );
+    assert_eq!(
+        stderr,
+        "warning: rule \"deepcopy\" (NodeFeatureRule \"edges\", rules.yaml:23:7) failed: failed to expand template at line 25, column 21: deepCopy: reflect: call of reflect.Value.Type on zero Value\n"
+    );
+}

@@ -95,7 +95,7 @@ pub fn check(sources: &[RuleSource], known_features: &[&str]) -> CheckReport {
         if let Some(first) = seen_objects.insert(&obj.name, source) {
             r.warning(
                 obj.pos,
-                format!("another NodeFeatureRule named {:?} is in {first}; in a cluster one would replace the other", obj.name),
+                format!("another NodeFeatureRule named {:?} is in {first}; this one, the later, replaces it (as applying the files in order leaves it in a cluster)", obj.name),
             );
         }
         let mut names = BTreeSet::new();

@@ -523,102 +523,10 @@ pub(crate) fn compile_go_regex(pattern: &str) -> Result<regex::Regex, String> {
     build_regex(&t).map_err(|e| one_line(&e.to_string()))
 }
 
-/// Go's regexp syntax in Rust's: `\Q...\E` quotes a literal; a repeat count over 1000 is an
-/// error (`invalid repeat count`); the Perl classes `\d \s \w` and `\b` are ASCII, as in Go
-/// (Rust's are Unicode-aware). Everything else is the same RE2 syntax.
+/// Go's regexp syntax in Rust's (`re2.rs`): Go's parser decides what is accepted and what
+/// refused, with Go's error text; what it accepts is written so that it means the same to Rust.
 pub(crate) fn go_regex(pattern: &str) -> Result<String, String> {
-    let mut out = String::with_capacity(pattern.len() + 8);
-    let chars: Vec<char> = pattern.chars().collect();
-    let mut i = 0;
-    let mut in_class = false;
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '\\' && i + 1 < chars.len() {
-            let n = chars[i + 1];
-            match n {
-                'Q' if !in_class => {
-                    let rest: String = chars[i + 2..].iter().collect();
-                    let (lit, after) = match rest.find("\\E") {
-                        Some(end) => (
-                            rest[..end].to_string(),
-                            i + 2 + rest[..end].chars().count() + 2,
-                        ),
-                        None => (rest.clone(), chars.len()),
-                    };
-                    out.push_str(&regex::escape(&lit));
-                    i = after;
-                    continue;
-                }
-                'd' => out.push_str("[0-9]"),
-                'D' => out.push_str("[^0-9]"),
-                's' => out.push_str("[\\t\\n\\f\\r ]"),
-                'S' => out.push_str("[^\\t\\n\\f\\r ]"),
-                'w' => out.push_str("[0-9A-Za-z_]"),
-                'W' => out.push_str("[^0-9A-Za-z_]"),
-                'b' if !in_class => out.push_str("(?-u:\\b)"),
-                'B' if !in_class => out.push_str("(?-u:\\B)"),
-                _ => {
-                    out.push(c);
-                    out.push(n);
-                }
-            }
-            i += 2;
-            continue;
-        }
-        if in_class {
-            if c == ']' {
-                in_class = false;
-            }
-            out.push(c);
-            i += 1;
-            continue;
-        }
-        match c {
-            '[' => {
-                in_class = true;
-                out.push(c);
-                i += 1;
-                // A `]` (after an optional `^`) first in a class is a literal.
-                if chars.get(i) == Some(&'^') {
-                    out.push('^');
-                    i += 1;
-                }
-                if chars.get(i) == Some(&']') {
-                    out.push_str("\\]");
-                    i += 1;
-                }
-                continue;
-            }
-            // `{n}`, `{n,}`, `{n,m}` repeat; any other `{` is a literal in Go (an error in Rust).
-            '{' => {
-                let rest: String = chars[i + 1..].iter().collect();
-                let body = rest.find('}').map(|end| &rest[..end]);
-                let counts: Vec<&str> = body.map(|b| b.split(',').collect()).unwrap_or_default();
-                let repeat = body.is_some()
-                    && (1..=2).contains(&counts.len())
-                    && !counts[0].is_empty()
-                    && counts.iter().all(|n| n.chars().all(|d| d.is_ascii_digit()));
-                if !repeat {
-                    out.push_str("\\{");
-                    i += 1;
-                    continue;
-                }
-                if counts
-                    .iter()
-                    .any(|n| n.parse::<u64>().map_or(!n.is_empty(), |v| v > 1000))
-                {
-                    return Err(format!(
-                        "invalid repeat count: `{{{}}}`",
-                        body.unwrap_or_default()
-                    ));
-                }
-                out.push(c);
-            }
-            _ => out.push(c),
-        }
-        i += 1;
-    }
-    Ok(out)
+    super::re2::translate(pattern)
 }
 
 fn one_line(s: &str) -> String {
@@ -891,7 +799,7 @@ mod tests {
         );
         assert_eq!(
             expr("InRegexp", &["("], "").eval(v("x")).unwrap_err(),
-            "invalid regexp \"(\": regex parse error: ( ^ error: unclosed group"
+            "invalid regexp \"(\": missing closing ): `(`"
         );
         assert_eq!(
             expr("GtLt", &["5", "1"], "").eval(v("3")),
@@ -995,7 +903,7 @@ mod tests {
         );
         assert_eq!(
             msgs(expr("InRegexp", &["ok", "(x"], "")),
-            vec!["Error: invalid regexp \"(x\": regex parse error: (x ^ error: unclosed group"]
+            vec!["Error: invalid regexp \"(x\": missing closing ): `(x`"]
         );
     }
 }

@@ -34,6 +34,7 @@ mod explain;
 mod expression;
 mod gojson;
 mod model;
+mod re2;
 mod simple_regex;
 mod sprig;
 mod template;
@@ -275,8 +276,13 @@ impl RuleSet {
             objects.extend(objs);
             errors.extend(errs);
         }
-        // Stable: objects with the same name keep their load order.
+        // Stable: objects with the same name keep their load order. Of two objects with one
+        // name the later replaces the earlier, as `kubectl apply` of the files in this order
+        // leaves the cluster with the later one.
         objects.sort_by(|a: &CompiledObject, b| a.name.cmp(&b.name));
+        objects.reverse();
+        objects.dedup_by(|later, earlier| later.name == earlier.name);
+        objects.reverse();
         (RuleSet { objects }, errors)
     }
 

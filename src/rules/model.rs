@@ -286,6 +286,7 @@ fn read_object(doc: &Node) -> (Option<ObjectSpec>, Vec<Problem>) {
     };
     // The name first, so that every later problem can name the object.
     let mut name = None;
+    let mut name_pos = None;
     let mut metadata_pos = None;
     for (k, v) in entries {
         if k.key_text().as_deref() == Some("metadata") {
@@ -294,6 +295,7 @@ fn read_object(doc: &Node) -> (Option<ObjectSpec>, Vec<Problem>) {
                 for (mk, mv) in meta {
                     if mk.key_text().as_deref() == Some("name") {
                         name = cx.string(mv, "metadata.name");
+                        name_pos = Some(mv.pos);
                     }
                 }
             }
@@ -339,8 +341,17 @@ fn read_object(doc: &Node) -> (Option<ObjectSpec>, Vec<Problem>) {
         ),
         _ => {}
     }
-    if name.as_deref().is_none_or(str::is_empty) {
-        cx.err(metadata_pos.unwrap_or(doc.pos), "metadata.name is required");
+    match name.as_deref() {
+        None | Some("") => cx.err(metadata_pos.unwrap_or(doc.pos), "metadata.name is required"),
+        // The API server admits only a DNS subdomain as the name of an object.
+        Some(n) => {
+            if let Err(e) = crate::validate::dns_subdomain(n) {
+                cx.err(
+                    name_pos.unwrap_or(doc.pos),
+                    format!("invalid metadata.name {n:?}: {e}"),
+                );
+            }
+        }
     }
     if !spec_seen {
         cx.err(doc.pos, "spec is required");

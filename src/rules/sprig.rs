@@ -82,7 +82,11 @@ impl Go {
             Go::A => true,
             Go::S => matches!(v, Value::String(_)),
             Go::B => matches!(v, Value::Bool(_)),
-            Go::M => matches!(v, Value::Map(_) | Value::Object(_)),
+            // A map parameter can be nil (text/template: reflect.Zero of the map type).
+            Go::M => matches!(
+                v,
+                Value::Map(_) | Value::Object(_) | Value::Nil | Value::NoValue
+            ),
             Go::I => match v {
                 Value::Number(n) => match n.kind() {
                     gtmpl_ng::NumberKind::Float(x) => x.is_finite() && x.fract() == 0.0,
@@ -402,6 +406,216 @@ pub static FUNCTIONS: &[(&str, Func)] = &[
     ("regexQuoteMeta", t_regex_quote_meta),
 ];
 
+/// The Go signature's parameter count of each function (Sprig v3.3.0's and text/template's
+/// own): fixed parameters, and whether a variadic one follows. text/template fails a call with
+/// another count before it runs (`{{ toJson }}`: "wrong number of args for toJson: want 1 got
+/// 0"; `{{ hello 1 }}`: "want 0 got 1").
+pub static ARITIES: &[(&str, usize, bool)] = &[
+    ("hello", 0, false),
+    // text/template's builtins (funcs.go)
+    ("index", 1, true),
+    ("call", 1, true),
+    ("eq", 1, true),
+    ("ne", 2, false),
+    ("lt", 2, false),
+    ("le", 2, false),
+    ("gt", 2, false),
+    ("ge", 2, false),
+    ("len", 1, false),
+    ("not", 1, false),
+    ("and", 1, true),
+    ("or", 1, true),
+    ("print", 0, true),
+    ("println", 0, true),
+    ("printf", 1, true),
+    ("html", 0, true),
+    ("js", 0, true),
+    ("urlquery", 0, true),
+    // strings.go, functions.go
+    ("abbrev", 2, false),
+    ("abbrevboth", 3, false),
+    ("trunc", 2, false),
+    ("trim", 1, false),
+    ("upper", 1, false),
+    ("lower", 1, false),
+    ("title", 1, false),
+    ("untitle", 1, false),
+    ("substr", 3, false),
+    ("repeat", 2, false),
+    ("trimall", 2, false),
+    ("trimAll", 2, false),
+    ("trimSuffix", 2, false),
+    ("trimPrefix", 2, false),
+    ("nospace", 1, false),
+    ("initials", 1, false),
+    ("swapcase", 1, false),
+    ("snakecase", 1, false),
+    ("camelcase", 1, false),
+    ("kebabcase", 1, false),
+    ("contains", 2, false),
+    ("hasPrefix", 2, false),
+    ("hasSuffix", 2, false),
+    ("quote", 0, true),
+    ("squote", 0, true),
+    ("cat", 0, true),
+    ("indent", 2, false),
+    ("nindent", 2, false),
+    ("replace", 3, false),
+    ("plural", 3, false),
+    ("sha256sum", 1, false),
+    ("sha1sum", 1, false),
+    ("sha512sum", 1, false),
+    ("adler32sum", 1, false),
+    ("b32enc", 1, false),
+    ("b32dec", 1, false),
+    ("wrap", 2, false),
+    ("wrapWith", 3, false),
+    ("toDecimal", 1, false),
+    ("seq", 0, true),
+    ("deepCopy", 1, false),
+    ("mustDeepCopy", 1, false),
+    ("merge", 1, true),
+    ("mustMerge", 1, true),
+    ("mergeOverwrite", 1, true),
+    ("mustMergeOverwrite", 1, true),
+    ("typeIsLike", 2, false),
+    ("toString", 1, false),
+    // conversion
+    ("atoi", 1, false),
+    ("int64", 1, false),
+    ("int", 1, false),
+    ("float64", 1, false),
+    ("split", 2, false),
+    ("splitList", 2, false),
+    ("splitn", 3, false),
+    ("toStrings", 1, false),
+    ("until", 1, false),
+    ("untilStep", 3, false),
+    // numeric.go
+    ("add1", 1, false),
+    ("add", 0, true),
+    ("sub", 2, false),
+    ("div", 2, false),
+    ("mod", 2, false),
+    ("mul", 1, true),
+    ("add1f", 1, false),
+    ("addf", 0, true),
+    ("subf", 1, true),
+    ("divf", 1, true),
+    ("mulf", 1, true),
+    ("biggest", 1, true),
+    ("max", 1, true),
+    ("min", 1, true),
+    ("maxf", 1, true),
+    ("minf", 1, true),
+    ("ceil", 1, false),
+    ("floor", 1, false),
+    ("round", 2, true),
+    ("join", 2, false),
+    ("sortAlpha", 1, false),
+    // defaults.go
+    ("default", 1, true),
+    ("empty", 1, false),
+    ("coalesce", 0, true),
+    ("all", 0, true),
+    ("any", 0, true),
+    ("compact", 1, false),
+    ("mustCompact", 1, false),
+    ("ternary", 3, false),
+    ("fail", 1, false),
+    ("fromJson", 1, false),
+    ("mustFromJson", 1, false),
+    ("toJson", 1, false),
+    ("mustToJson", 1, false),
+    ("toRawJson", 1, false),
+    ("mustToRawJson", 1, false),
+    ("toPrettyJson", 1, false),
+    ("mustToPrettyJson", 1, false),
+    // reflect.go
+    ("typeOf", 1, false),
+    ("typeIs", 2, false),
+    ("kindOf", 1, false),
+    ("kindIs", 2, false),
+    ("deepEqual", 2, false),
+    // paths
+    ("base", 1, false),
+    ("dir", 1, false),
+    ("clean", 1, false),
+    ("ext", 1, false),
+    ("isAbs", 1, false),
+    ("osBase", 1, false),
+    ("osClean", 1, false),
+    ("osDir", 1, false),
+    ("osExt", 1, false),
+    ("osIsAbs", 1, false),
+    ("b64enc", 1, false),
+    ("b64dec", 1, false),
+    // dict.go, list.go
+    ("tuple", 0, true),
+    ("list", 0, true),
+    ("dict", 0, true),
+    ("get", 2, false),
+    ("set", 3, false),
+    ("unset", 2, false),
+    ("hasKey", 2, false),
+    ("pluck", 1, true),
+    ("keys", 0, true),
+    ("pick", 1, true),
+    ("omit", 1, true),
+    ("values", 1, false),
+    ("dig", 0, true),
+    ("append", 2, false),
+    ("push", 2, false),
+    ("mustAppend", 2, false),
+    ("mustPush", 2, false),
+    ("prepend", 2, false),
+    ("mustPrepend", 2, false),
+    ("first", 1, false),
+    ("mustFirst", 1, false),
+    ("rest", 1, false),
+    ("mustRest", 1, false),
+    ("last", 1, false),
+    ("mustLast", 1, false),
+    ("initial", 1, false),
+    ("mustInitial", 1, false),
+    ("reverse", 1, false),
+    ("mustReverse", 1, false),
+    ("uniq", 1, false),
+    ("mustUniq", 1, false),
+    ("without", 1, true),
+    ("mustWithout", 1, true),
+    ("has", 2, false),
+    ("mustHas", 2, false),
+    ("slice", 1, true),
+    ("mustSlice", 1, true),
+    ("concat", 0, true),
+    ("chunk", 2, false),
+    ("mustChunk", 2, false),
+    // semver.go, regex.go
+    ("semver", 1, false),
+    ("semverCompare", 2, false),
+    ("regexMatch", 2, false),
+    ("mustRegexMatch", 2, false),
+    ("regexFindAll", 3, false),
+    ("mustRegexFindAll", 3, false),
+    ("regexFind", 2, false),
+    ("mustRegexFind", 2, false),
+    ("regexReplaceAll", 3, false),
+    ("mustRegexReplaceAll", 3, false),
+    ("regexReplaceAllLiteral", 3, false),
+    ("mustRegexReplaceAllLiteral", 3, false),
+    ("regexSplit", 3, false),
+    ("mustRegexSplit", 3, false),
+    ("regexQuoteMeta", 1, false),
+];
+
+/// [`ARITIES`] by name, built once for every template.
+pub fn arities() -> &'static HashMap<&'static str, (usize, bool)> {
+    static TABLE: std::sync::OnceLock<HashMap<&'static str, (usize, bool)>> =
+        std::sync::OnceLock::new();
+    TABLE.get_or_init(|| ARITIES.iter().map(|&(n, f, v)| (n, (f, v))).collect())
+}
+
 /// The functions to register: the implemented ones and the unsupported stubs.
 pub fn registry() -> impl Iterator<Item = (&'static str, Func)> {
     FUNCTIONS
@@ -521,7 +735,7 @@ fn i(v: &Value) -> i64 {
     match v {
         Value::Number(n) => n
             .as_i64()
-            .or_else(|| n.as_f64().map(|f| f as i64))
+            .or_else(|| n.as_f64().map(go_f64_to_i64))
             .or_else(|| n.as_u64().map(|u| u as i64))
             .unwrap_or(0),
         Value::String(s) => go_parse_int0(trim_zero_decimal(s)).unwrap_or(0),
@@ -530,15 +744,177 @@ fn i(v: &Value) -> i64 {
     }
 }
 
+/// Go's `int64(x)` of a float64 on amd64 (CVTTSD2SI): truncated toward zero, and a value out
+/// of range (or NaN) is MinInt64 (`int64 1e21` is -9223372036854775808).
+fn go_f64_to_i64(x: f64) -> i64 {
+    // 2^63: the first float above int64's range.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if x.is_nan() || !(-LIMIT..LIMIT).contains(&x) {
+        i64::MIN
+    } else {
+        x as i64
+    }
+}
+
 /// Sprig's `toFloat64` (spf13/cast): numbers of any kind, strings as `strconv.ParseFloat`
 /// (no spaces), booleans; anything else is 0.
 fn f(v: &Value) -> f64 {
     match v {
         Value::Number(n) => number_f64(n),
-        Value::String(s) => s.parse::<f64>().unwrap_or(0.0),
+        Value::String(s) => go_parse_float(s).unwrap_or(0.0),
         Value::Bool(b) => f64::from(u8::from(*b)),
         _ => 0.0,
     }
+}
+
+/// Go's `strconv.ParseFloat(s, 64)` without its error: `None` for a syntax error or a value
+/// out of range (cast then gives 0). The syntax is Go's (atof.go `special`, `readFloat`,
+/// `underscoreOK`): `inf`, `infinity`, `nan` in any case (a sign only before the infinities),
+/// decimal mantissas with an optional exponent, hexadecimal ones (`0x1.8p1`) whose `p`
+/// exponent is required, and `_` only between digits (or after a base prefix).
+fn go_parse_float(s: &str) -> Option<f64> {
+    let (sign, body) = match s.as_bytes().first()? {
+        b'+' => (1.0, &s[1..]),
+        b'-' => (-1.0, &s[1..]),
+        _ => (1.0, s),
+    };
+    let lower = body.to_ascii_lowercase();
+    if lower == "inf" || lower == "infinity" {
+        return Some(sign * f64::INFINITY);
+    }
+    if lower == "nan" && body.len() == s.len() {
+        return Some(f64::NAN);
+    }
+    let b = lower.as_bytes();
+    let hex = b.len() > 2 && b[0] == b'0' && b[1] == b'x';
+    let mut i = if hex { 2 } else { 0 };
+    let is_digit = |c: u8| c.is_ascii_digit() || hex && (b'a'..=b'f').contains(&c);
+    let (mut mantissa, mut dot, mut digits, mut underscores) = (String::new(), false, 0, false);
+    while i < b.len() {
+        match b[i] {
+            b'_' => underscores = true,
+            b'.' if !dot => {
+                dot = true;
+                mantissa.push('.');
+            }
+            c if is_digit(c) => {
+                digits += 1;
+                mantissa.push(c as char);
+            }
+            _ => break,
+        }
+        i += 1;
+    }
+    if digits == 0 {
+        return None;
+    }
+    let exp_char = if hex { b'p' } else { b'e' };
+    let mut exp: Option<i64> = None;
+    if i < b.len() && b[i] == exp_char {
+        i += 1;
+        let neg = match b.get(i) {
+            Some(b'+') => {
+                i += 1;
+                false
+            }
+            Some(b'-') => {
+                i += 1;
+                true
+            }
+            _ => false,
+        };
+        if !b.get(i).is_some_and(u8::is_ascii_digit) {
+            return None;
+        }
+        let mut e: i64 = 0;
+        while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'_') {
+            if b[i] == b'_' {
+                underscores = true;
+            } else if e < 10_000 {
+                e = e * 10 + i64::from(b[i] - b'0');
+            }
+            i += 1;
+        }
+        exp = Some(if neg { -e } else { e });
+    } else if hex {
+        return None;
+    }
+    if i != b.len() || underscores && !underscore_ok(&lower) {
+        return None;
+    }
+    let v = if hex {
+        // The mantissa's hex digits as an integer scaled by 2^(exp - 4 * fraction digits);
+        // digits past the 30th only round (sticky), as Go's atofHex keeps them.
+        let (int, frac) = mantissa.split_once('.').unwrap_or((&mantissa, ""));
+        let all = format!("{int}{frac}");
+        let mut m: u128 = 0;
+        let mut scale = exp.unwrap_or(0) - 4 * frac.len() as i64;
+        for (k, c) in all.chars().enumerate() {
+            let d = u128::from(c.to_digit(16).unwrap_or(0));
+            if k < 30 {
+                m = m * 16 + d;
+            } else {
+                scale += 4;
+                if d != 0 {
+                    m |= 1;
+                }
+            }
+        }
+        let mut v = m as f64;
+        // Scaled in steps, so that no step overflows or underflows before the last.
+        while scale > 0 {
+            let step = scale.min(1000);
+            v *= 2f64.powi(step as i32);
+            scale -= step;
+        }
+        while scale < 0 {
+            let step = scale.max(-1000);
+            v *= 2f64.powi(step as i32);
+            scale -= step;
+        }
+        v
+    } else {
+        let text = match exp {
+            Some(e) => format!("{mantissa}e{e}"),
+            None => mantissa,
+        };
+        text.parse::<f64>().ok()?
+    };
+    // Out of range is an error (ParseFloat returns ±Inf with ErrRange).
+    v.is_finite().then_some(sign * v)
+}
+
+/// strconv's `underscoreOK`: each `_` between two digits, or after a base prefix and before a
+/// digit (`s` lower case, its sign still on).
+fn underscore_ok(s: &str) -> bool {
+    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let b = s.as_bytes();
+    let mut saw = b'^';
+    let mut i = 0;
+    let mut hex = false;
+    if b.len() >= 2 && b[0] == b'0' && matches!(b[1], b'b' | b'o' | b'x') {
+        i = 2;
+        saw = b'0';
+        hex = b[1] == b'x';
+    }
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_digit() || hex && (b'a'..=b'f').contains(&c) {
+            saw = b'0';
+        } else if c == b'_' {
+            if saw != b'0' {
+                return false;
+            }
+            saw = b'_';
+        } else {
+            if saw == b'_' {
+                return false;
+            }
+            saw = b'!';
+        }
+        i += 1;
+    }
+    saw != b'_'
 }
 
 fn num_f(x: f64) -> Value {
@@ -974,19 +1350,45 @@ fn sha256sum(a: &[Value]) -> R {
 /// text/template's `index`, but a key a map lacks gives the map's zero value, as in Go, instead
 /// of an error: `""` in NFD's matched elements (string maps), no value in the others.
 fn go_index(a: &[Value]) -> R {
+    if let [Value::Nil | Value::NoValue, ..] = a {
+        return Err(fail("index of untyped nil"));
+    }
     if let [col, keys @ ..] = a
         && !keys.is_empty()
     {
-        let mut cur = col;
+        let mut cur = col.clone();
+        // When `cur` is a zero value standing for a missing key of the template data, a value
+        // of its type that the data has, whose members give the type of `cur`'s members.
+        let mut like: Option<Value> = None;
         for (n, k) in keys.iter().enumerate() {
-            let (Value::Map(m) | Value::Object(m), Value::String(key)) = (cur, k) else {
+            let (Value::Map(m) | Value::Object(m), Value::String(key)) = (&cur, k) else {
                 // Arrays, strings, numbers: text/template's own rules.
                 let mut rest = vec![cur.clone()];
                 rest.extend_from_slice(&keys[n..]);
                 return gtmpl_ng::funcs::index(&rest);
             };
-            match m.get(key) {
-                Some(v) => cur = v,
+            if let Some(v) = m.get(key) {
+                cur = v.clone();
+                like = None;
+                continue;
+            }
+            // A missing key gives the zero value of the map's element type. The template
+            // data (objects) is typed as NFD's: domains map to features, features to lists of
+            // elements, elements to strings; so a domain or feature the rule did not match is
+            // an empty map or list (`len` 0), as in Go.
+            let sample = match &cur {
+                Value::Object(_) => m
+                    .values()
+                    .next()
+                    .cloned()
+                    .or_else(|| like.as_ref().and_then(member)),
+                _ => None,
+            };
+            match sample {
+                Some(sample) => {
+                    cur = zero_like(&sample);
+                    like = Some(sample);
+                }
                 None if n + 1 == keys.len() => {
                     let strings = m.values().all(|v| matches!(v, Value::String(_)));
                     return Ok(if strings {
@@ -1002,9 +1404,30 @@ fn go_index(a: &[Value]) -> R {
                 }
             }
         }
-        return Ok(cur.clone());
+        return Ok(cur);
     }
     gtmpl_ng::funcs::index(a)
+}
+
+/// A member of a map or list of the template data (any one: they share a type).
+fn member(v: &Value) -> Option<Value> {
+    match v {
+        Value::Object(m) | Value::Map(m) => m.values().next().cloned(),
+        Value::Array(items) => items.first().cloned(),
+        _ => None,
+    }
+}
+
+/// The zero value of `v`'s type, as the template data's types are: a map is an empty map, a
+/// list an empty list, a string "".
+fn zero_like(v: &Value) -> Value {
+    match v {
+        Value::Object(_) => Value::Object(HashMap::new()),
+        Value::Map(_) => Value::Map(HashMap::new()),
+        Value::Array(_) => Value::Array(Vec::new()),
+        Value::String(_) => Value::from(""),
+        _ => Value::NoValue,
+    }
 }
 
 // ---- text/template's comparisons, with Go's kinds ----
@@ -1194,36 +1617,77 @@ fn b32enc(a: &[Value]) -> R {
     Ok(out.into())
 }
 
-/// The inverse; invalid input gives Go's error text, as Sprig returns it.
+/// The inverse; invalid input gives Go's error text, as Sprig returns it (encoding/base32's
+/// `DecodeString`: newlines dropped, then `decode`, whose offsets are those of its
+/// `CorruptInputError`s; anything after the padding is not read).
 fn b32dec(a: &[Value]) -> R {
     want(a, "b32dec", 1)?;
     let text = s(&a[0]);
-    let bytes = text.as_bytes();
-    let bad = |at: usize| Ok(format!("illegal base32 data at input byte {at}").into());
-    if !bytes.len().is_multiple_of(8) {
-        return bad(bytes.len() / 8 * 8);
+    let src: Vec<u8> = text
+        .bytes()
+        .filter(|c| !matches!(c, b'\r' | b'\n'))
+        .collect();
+    Ok(match go_b32_decode(&src) {
+        Ok(out) => String::from_utf8_lossy(&out).into_owned(),
+        Err(at) => format!("illegal base32 data at input byte {at}"),
     }
+    .into())
+}
+
+fn go_b32_decode(mut src: &[u8]) -> Result<Vec<u8>, usize> {
+    let olen = src.len();
     let mut out = Vec::new();
-    for (q, quantum) in bytes.chunks(8).enumerate() {
-        let pad = quantum.iter().rev().take_while(|c| **c == b'=').count();
-        let chars = 8 - pad;
-        // A padded quantum ends the input, and only some lengths are whole bytes.
-        if !matches!(chars, 8 | 7 | 5 | 4 | 2) || (pad > 0 && q + 1 != bytes.len() / 8) {
-            return bad(q * 8 + chars);
-        }
-        let mut bits = 0u64;
-        for (k, c) in quantum[..chars].iter().enumerate() {
-            let Some(v) = B32.iter().position(|x| x == c) else {
-                return bad(q * 8 + k);
+    let mut end = false;
+    while !src.is_empty() && !end {
+        let mut dbuf = [0u8; 8];
+        let mut dlen = 8;
+        let mut j = 0;
+        while j < 8 {
+            let Some((&c, rest)) = src.split_first() else {
+                return Err(olen - j);
             };
-            bits |= (v as u64) << (35 - 5 * k);
+            src = rest;
+            if c == b'=' && j >= 2 && src.len() < 8 {
+                if src.len() + j < 7 {
+                    return Err(olen);
+                }
+                for k in 0..7 - j {
+                    if src.len() > k && src[k] != b'=' {
+                        return Err(olen - src.len() + k - 1);
+                    }
+                }
+                dlen = j;
+                end = true;
+                if matches!(dlen, 1 | 3 | 6) {
+                    return Err(olen - src.len() - 1);
+                }
+                break;
+            }
+            let Some(v) = B32.iter().position(|x| *x == c) else {
+                return Err(olen - src.len() - 1);
+            };
+            dbuf[j] = v as u8;
+            j += 1;
         }
-        let n = chars * 5 / 8;
-        for k in 0..n {
-            out.push(((bits >> (32 - 8 * k)) & 0xff) as u8);
-        }
+        let d = dbuf;
+        let bytes = [
+            d[0] << 3 | d[1] >> 2,
+            d[1] << 6 | d[2] << 1 | d[3] >> 4,
+            d[3] << 4 | d[4] >> 1,
+            d[4] << 7 | d[5] << 2 | d[6] >> 3,
+            d[6] << 5 | d[7],
+        ];
+        let n = match dlen {
+            8 => 5,
+            7 => 4,
+            5 => 3,
+            4 => 2,
+            2 => 1,
+            _ => 0,
+        };
+        out.extend_from_slice(&bytes[..n]);
     }
-    Ok(String::from_utf8_lossy(&out).into_owned().into())
+    Ok(out)
 }
 
 /// goutils' `WrapCustom` (Apache commons' WordUtils.wrap), on bytes as Go slices strings: wraps at
@@ -1307,19 +1771,20 @@ fn seq(a: &[Value]) -> R {
     let (start, stop, step) = match p.as_slice() {
         [] => return Ok("".into()),
         [end] => {
+            // Go's int addition wraps: past MaxInt64 the range is empty.
             let inc = if *end < 1 { -1 } else { 1 };
-            (1, end + inc, inc)
+            (1, end.wrapping_add(inc), inc)
         }
         [start, end] => {
             let inc = if end < start { -1 } else { 1 };
-            (*start, end + inc, inc)
+            (*start, end.wrapping_add(inc), inc)
         }
         [start, step, end] => {
             if end < start && *step > 0 {
                 return Ok("".into());
             }
             let inc = if end < start { -1 } else { 1 };
-            (*start, end + inc, *step)
+            (*start, end.wrapping_add(inc), *step)
         }
         _ => return Ok("".into()),
     };
@@ -1337,7 +1802,14 @@ fn seq(a: &[Value]) -> R {
 
 fn deep_copy(a: &[Value]) -> R {
     want(a, "deepCopy", 1)?;
-    Ok(a[0].clone())
+    match &a[0] {
+        // copystructure.Copy(nil) asks reflect.ValueOf(nil).Type(): a panic, which
+        // text/template returns as the call's error.
+        Value::Nil | Value::NoValue => Err(fail(
+            "deepCopy: reflect: call of reflect.Value.Type on zero Value",
+        )),
+        v => Ok(v.clone()),
+    }
 }
 
 /// mergo's Merge: every key of each source that the destination lacks (or holds as an empty
@@ -1345,6 +1817,12 @@ fn deep_copy(a: &[Value]) -> R {
 fn merge_into(dst: &mut HashMap<String, Value>, src: &HashMap<String, Value>, overwrite: bool) {
     for (k, v) in src {
         match (dst.get_mut(k), v) {
+            // mergo's deepMerge: a nil value of a source map is set only with overwrite.
+            (_, Value::Nil | Value::NoValue) => {
+                if overwrite {
+                    dst.insert(k.clone(), Value::Nil);
+                }
+            }
             (Some(Value::Map(d) | Value::Object(d)), Value::Map(sm) | Value::Object(sm)) => {
                 merge_into(d, sm, overwrite)
             }
@@ -1361,9 +1839,17 @@ fn merge_into(dst: &mut HashMap<String, Value>, src: &HashMap<String, Value>, ov
 
 fn merge_with(a: &[Value], name: &str, overwrite: bool) -> R {
     want_min(a, name, 1)?;
-    let mut dst = map_of(&a[0], name)?.clone();
+    // A nil argument is a nil map (text/template gives a nillable parameter its zero value),
+    // which mergo merges as an empty one.
+    let map = |v: &Value| -> Result<HashMap<String, Value>, FuncError> {
+        match v {
+            Value::Nil | Value::NoValue => Ok(HashMap::new()),
+            other => map_of(other, name).cloned(),
+        }
+    };
+    let mut dst = map(&a[0])?;
     for src in &a[1..] {
-        merge_into(&mut dst, map_of(src, name)?, overwrite);
+        merge_into(&mut dst, &map(src)?, overwrite);
     }
     Ok(Value::Map(dst))
 }
@@ -1715,7 +2201,12 @@ fn join(a: &[Value]) -> R {
 fn sort_alpha(a: &[Value]) -> R {
     want(a, "sortAlpha", 1)?;
     let mut items: Vec<String> = match &a[0] {
-        Value::Array(v) => v.iter().map(strval).collect(),
+        // Sprig's strslice drops the nils of a []interface{}.
+        Value::Array(v) => v
+            .iter()
+            .filter(|x| !matches!(x, Value::Nil | Value::NoValue))
+            .map(strval)
+            .collect(),
         other => vec![strval(other)],
     };
     items.sort();
@@ -1855,17 +2346,87 @@ fn must_to_pretty_json(a: &[Value]) -> R {
     json_of(a, "mustToPrettyJson", PRETTY)
 }
 
-fn must_from_json(a: &[Value]) -> R {
-    want(a, "mustFromJson", 1)?;
-    serde_json::from_str::<serde_json::Value>(&s(&a[0]))
-        .map(|v| from_serde(&v))
-        .map_err(|e| fail(format!("mustFromJson: {e}")))
+/// encoding/json's `Unmarshal` into an `interface{}`: the value, and the error it returns with
+/// it. A syntax error gives no value; a number beyond float64 is nil where it stands and the
+/// decoding goes on (`saveError`), its error returned at the end.
+fn go_unmarshal(text: &str) -> (Value, Option<String>) {
+    let (text, out_of_range) = nulls_for_huge_numbers(text);
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v) => (
+            from_serde(&v),
+            out_of_range.map(|n| {
+                format!("json: cannot unmarshal number {n} into Go value of type float64")
+            }),
+        ),
+        Err(e) => (Value::NoValue, Some(e.to_string())),
+    }
 }
 
-/// Sprig drops the error: invalid JSON is no value.
+/// `text` with each number literal that float64 cannot hold (`1e400`) written `null`, and the
+/// first such literal.
+fn nulls_for_huge_numbers(text: &str) -> (std::borrow::Cow<'_, str>, Option<String>) {
+    let b = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut first = None;
+    let (mut i, mut copied) = (0, 0);
+    let mut in_string = false;
+    while i < b.len() {
+        let c = b[i];
+        if in_string {
+            match c {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if c == b'"' {
+            in_string = true;
+            i += 1;
+            continue;
+        }
+        if c == b'-' || c.is_ascii_digit() {
+            let start = i;
+            i += 1;
+            while i < b.len()
+                && (b[i].is_ascii_digit() || matches!(b[i], b'.' | b'e' | b'E' | b'+' | b'-'))
+            {
+                i += 1;
+            }
+            let literal = &text[start..i];
+            if literal.parse::<f64>().is_ok_and(f64::is_infinite) {
+                let o = out.get_or_insert_with(String::new);
+                o.push_str(&text[copied..start]);
+                o.push_str("null");
+                copied = i;
+                first.get_or_insert_with(|| literal.to_string());
+            }
+            continue;
+        }
+        i += 1;
+    }
+    match out {
+        Some(mut o) => {
+            o.push_str(&text[copied..]);
+            (std::borrow::Cow::Owned(o), first)
+        }
+        None => (std::borrow::Cow::Borrowed(text), None),
+    }
+}
+
+fn must_from_json(a: &[Value]) -> R {
+    want(a, "mustFromJson", 1)?;
+    match go_unmarshal(&s(&a[0])) {
+        (v, None) => Ok(v),
+        (_, Some(e)) => Err(fail(format!("mustFromJson: {e}"))),
+    }
+}
+
+/// Sprig drops the error: invalid JSON is no value, a number out of range nil in its place.
 fn from_json(a: &[Value]) -> R {
     want(a, "fromJson", 1)?;
-    Ok(must_from_json(a).unwrap_or(Value::NoValue))
+    Ok(go_unmarshal(&s(&a[0])).0)
 }
 
 // ---- reflection ----
@@ -2010,25 +2571,81 @@ fn b64enc(a: &[Value]) -> R {
     Ok(out.into())
 }
 
+/// encoding/base64's `StdEncoding.DecodeString`, as Sprig returns it: the bytes, or the
+/// error's text with Go's offset (`decodeQuantum`: `\r` and `\n` skipped, padding checked,
+/// trailing data after it an error).
 fn b64dec(a: &[Value]) -> R {
     want(a, "b64dec", 1)?;
     let text = s(&a[0]);
-    let mut bits = 0u32;
-    let mut nbits = 0;
+    Ok(match go_b64_decode(text.as_bytes()) {
+        Ok(out) => String::from_utf8_lossy(&out).into_owned(),
+        Err(at) => format!("illegal base64 data at input byte {at}"),
+    }
+    .into())
+}
+
+fn go_b64_decode(src: &[u8]) -> Result<Vec<u8>, usize> {
+    let newline = |c: u8| c == b'\n' || c == b'\r';
     let mut out = Vec::new();
-    for c in text.bytes().filter(|c| *c != b'=') {
-        let Some(v) = B64.iter().position(|x| *x == c) else {
-            return Ok(format!("illegal base64 data at input byte {}", out.len()).into());
-        };
-        bits = (bits << 6) | v as u32;
-        nbits += 6;
-        if nbits >= 8 {
-            nbits -= 8;
-            out.push((bits >> nbits) as u8);
-            bits &= (1 << nbits) - 1;
+    let mut si = 0;
+    while si < src.len() {
+        let mut dbuf = [0u8; 4];
+        let mut dlen = 4;
+        let mut trailing = None;
+        let mut j = 0;
+        while j < 4 {
+            if si == src.len() {
+                if j == 0 {
+                    return Ok(out);
+                }
+                // Padded: a quantum cut short is an error.
+                return Err(si - j);
+            }
+            let c = src[si];
+            si += 1;
+            if let Some(v) = B64.iter().position(|x| *x == c) {
+                dbuf[j] = v as u8;
+                j += 1;
+                continue;
+            }
+            if newline(c) {
+                continue;
+            }
+            if c != b'=' || j < 2 {
+                return Err(si - 1);
+            }
+            if j == 2 {
+                while si < src.len() && newline(src[si]) {
+                    si += 1;
+                }
+                if si == src.len() {
+                    return Err(src.len());
+                }
+                if src[si] != b'=' {
+                    return Err(si - 1);
+                }
+                si += 1;
+            }
+            while si < src.len() && newline(src[si]) {
+                si += 1;
+            }
+            if si < src.len() {
+                trailing = Some(si);
+            }
+            dlen = j;
+            break;
+        }
+        let val = u32::from(dbuf[0]) << 18
+            | u32::from(dbuf[1]) << 12
+            | u32::from(dbuf[2]) << 6
+            | u32::from(dbuf[3]);
+        let bytes = [(val >> 16) as u8, (val >> 8) as u8, val as u8];
+        out.extend_from_slice(&bytes[..dlen - 1]);
+        if let Some(at) = trailing {
+            return Err(at);
         }
     }
-    Ok(String::from_utf8_lossy(&out).into_owned().into())
+    Ok(out)
 }
 
 // ---- data structures ----
@@ -2632,14 +3249,69 @@ fn regex_split(a: &[Value]) -> R {
     let text = s(&a[1]);
     let n = i(&a[2]);
     let r = re(&a[0])?;
-    let parts: Vec<Value> = if n < 0 {
-        r.split(&text).map(Value::from).collect()
-    } else if n == 0 {
-        Vec::new()
-    } else {
-        r.splitn(&text, n as usize).map(Value::from).collect()
-    };
-    Ok(Value::Array(parts))
+    Ok(Value::Array(
+        go_regex_split(&r, &a[0], &text, n)
+            .into_iter()
+            .map(Value::from)
+            .collect(),
+    ))
+}
+
+/// Go's `regexp.Split(s, n)`: the texts between the matches, where an empty match right at
+/// the start of the text adds no empty first piece (`regexSplit "" "abc" -1` is `[a b c]`), and
+/// an empty text splits into `[""]` unless the pattern is empty.
+fn go_regex_split<'t>(r: &regex::Regex, pattern: &Value, text: &'t str, n: i64) -> Vec<&'t str> {
+    if n == 0 {
+        return Vec::new();
+    }
+    if !s(pattern).is_empty() && text.is_empty() {
+        return vec![""];
+    }
+    let mut out = Vec::new();
+    let (mut beg, mut end) = (0, 0);
+    for m in go_find_all(r, text) {
+        if n > 0 && out.len() as i64 == n - 1 {
+            break;
+        }
+        end = m.0;
+        if m.1 != 0 {
+            out.push(&text[beg..end]);
+        }
+        beg = m.1;
+    }
+    if end != text.len() {
+        out.push(&text[beg..]);
+    }
+    out
+}
+
+/// Go's `FindAllStringIndex(s, -1)`: leftmost-first matches, where an empty match right after
+/// the previous match is not one, and the search moves on by one character after an empty one.
+fn go_find_all(r: &regex::Regex, text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    let mut prev_end: Option<usize> = None;
+    while pos <= text.len() {
+        let Some(m) = r.find_at(text, pos) else {
+            break;
+        };
+        let (a, b) = (m.start(), m.end());
+        let accept = !(b == a && prev_end == Some(a));
+        if b == a {
+            // Move past one character (Go advances by the rune's width).
+            pos = text[b..]
+                .chars()
+                .next()
+                .map_or(text.len() + 1, |c| b + c.len_utf8());
+        } else {
+            pos = b;
+        }
+        if accept {
+            out.push((a, b));
+            prev_end = Some(b);
+        }
+    }
+    out
 }
 
 /// Go's `regexp.QuoteMeta`: a backslash before each of `\.+*?()|[]{}^$`, nothing else.
@@ -2658,6 +3330,24 @@ fn regex_quote_meta(a: &[Value]) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every function a template can call has its Go parameter count, once.
+    #[test]
+    fn every_function_has_its_go_arity() {
+        let mut names: Vec<&str> = ARITIES.iter().map(|a| a.0).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before, "a function has two arities");
+        let mut callable: Vec<&str> = FUNCTIONS
+            .iter()
+            .map(|f| f.0)
+            .chain(gtmpl_ng::funcs::BUILTINS.iter().map(|f| f.0))
+            .collect();
+        callable.sort_unstable();
+        callable.dedup();
+        assert_eq!(names, callable);
+    }
 
     /// docs/sprig.md lists every function a template can name, each once, with the status the
     /// code gives it: refused ones are the unsupported stubs, absent ones are not registered,
@@ -2848,7 +3538,7 @@ mod tests {
             (
                 must_regex_match,
                 vec![v("a("), v("a(")],
-                "error: invalid regexp: regex parse error: a( ^ error: unclosed group",
+                "error: invalid regexp: missing closing ): `a(`",
             ),
             (from_json, vec![v("{")], "<no value>"),
             (
@@ -3140,7 +3830,7 @@ mod tests {
         assert_eq!(call(regex_match, &[v("("), v("x")]), "false");
         assert_eq!(
             call(must_regex_match, &[v("("), v("x")]),
-            "error: invalid regexp: regex parse error: ( ^ error: unclosed group"
+            "error: invalid regexp: missing closing ): `(`"
         );
     }
 

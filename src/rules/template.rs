@@ -234,6 +234,7 @@ fn parse(source: &str) -> Result<Template, Failure> {
     for (name, func) in sprig::registry() {
         tmpl.add_func(name, func);
     }
+    tmpl.set_arities(sprig::arities());
     tmpl.parse(source).map_err(|e| match &e {
         ParseError::WithContext(ctx, msg) => Failure {
             at: Some((ctx.line, ctx.col)),
@@ -630,6 +631,8 @@ mod tests {
                 "ERROR",
                 "a version's Inc* methods",
             ),
+            ("{{ 1i }}", "ERROR", "complex constants"),
+            ("{{ 1+2i }}", "ERROR", "complex constants"),
         ];
         let mut failures = Vec::new();
         let mut covered = std::collections::BTreeSet::new();

@@ -923,7 +923,7 @@ fn check_reports_everything_at_once() {
     assert_eq!(
         report.error_lines(),
         vec![
-            "r.yaml:12:50: rule \"regex\" (NodeFeatureRule \"obj\"): pci.devise: class: invalid regexp \"((\": regex parse error: (( ^ error: unclosed group",
+            "r.yaml:12:50: rule \"regex\" (NodeFeatureRule \"obj\"): pci.devise: class: invalid regexp \"((\": missing closing ): `((`",
             "r.yaml:18:42: rule \"numbers\" (NodeFeatureRule \"obj\"): gpu.device: memory_mib: Gt needs an integer, got \"40GB\"",
             "r.yaml:19:13: rule \"numbers\" (NodeFeatureRule \"obj\"): gpu.device: count: GtLt bounds are inverted: 8 is not less than 2",
             "r.yaml:20:40: rule \"numbers\" (NodeFeatureRule \"obj\"): gpu.device: uuid: Exists takes no values (has 1)",
@@ -1011,4 +1011,69 @@ fn explain_suggests_the_element_a_typo_meant() {
 1 rule(s): 0 matched, 1 did not match, 0 failed.
 "#;
     assert_eq!(explain(&set, &features(), Some("obj/typo")), want);
+}
+
+/// Issue 39, class 11: files load as the API server admits what `kubectl apply -f` sends. A
+/// JSON object followed by `---` and YAML documents is split as kubectl's YAML-or-JSON decoder
+/// splits it; an object whose name is not a DNS subdomain is refused (the API server's
+/// `ValidateObjectMeta`), the others load; of two objects with one name, the later (in file
+/// and path order) is the one a cluster keeps.
+#[test]
+fn files_load_as_kubectl_apply_leaves_the_cluster() {
+    let label = |name: &str, value: &str| {
+        doc(
+            name,
+            &format!("    - name: r-{name}\n      labels: {{{name}: \"{value}\"}}\n"),
+        )
+    };
+    let json = r#"{"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeatureRule",
+ "metadata": {"name": "first"},
+ "spec": {"rules": [{"name": "r-first", "labels": {"first": "json"}}]}}
+---
+"#;
+    let mixed = format!(
+        "{json}{}\n---\n{}",
+        label("second", "yaml"),
+        label("Bad_Name", "x")
+    );
+    let sources = vec![
+        RuleSource {
+            name: "a.yaml".into(),
+            text: format!("{}\n---\n{}", label("dup", "earlier"), label("kept", "a")),
+        },
+        RuleSource {
+            name: "b.json".into(),
+            text: mixed,
+        },
+        RuleSource {
+            name: "c.yaml".into(),
+            text: label("dup", "later"),
+        },
+    ];
+    // `rules check` says which of the two is kept.
+    let report = check(&sources, &[]);
+    assert_eq!(
+        report.warning_lines(),
+        vec![
+            "c.yaml:1:1: NodeFeatureRule \"dup\": another NodeFeatureRule named \"dup\" is in a.yaml; this one, the later, replaces it (as applying the files in order leaves it in a cluster)"
+        ]
+    );
+    let (set, errors) = RuleSet::load(sources);
+    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        errors,
+        vec![
+            "b.json:18:9: NodeFeatureRule \"Bad_Name\": invalid metadata.name \"Bad_Name\": must be a lowercase RFC 1123 subdomain: lower case alphanumeric characters, '-' or '.', starting and ending with an alphanumeric character (e.g. 'example.com')"
+        ]
+    );
+    let e = set.evaluate(&features(), &LabelPolicy::default());
+    assert_eq!(
+        e.output.labels,
+        labels(&[
+            (&fl("dup"), "later"),
+            (&fl("first"), "json"),
+            (&fl("kept"), "a"),
+            (&fl("second"), "yaml"),
+        ])
+    );
 }

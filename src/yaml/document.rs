@@ -194,29 +194,61 @@ pub fn parse_documents(text: &str) -> (Vec<Node>, Vec<SyntaxError>) {
 /// not the whole file's (1,000 rules: 300 KB of text, about 50,000 nodes).
 pub fn each_document(text: &str, mut f: impl FnMut(Result<Node, SyntaxError>)) {
     if looks_like_json(text) {
-        // JSON is YAML, and the YAML parser gives positions; a JSON file that YAML refuses
-        // (tab indentation) is read by serde_json instead, which still names the line of a
-        // syntax error.
-        f(match serde_saphyr::from_str::<Node>(text) {
-            Ok(node) => Ok(node),
-            Err(yaml_err) => match serde_json::from_str::<serde_json::Value>(text) {
-                // Only tabs and characters YAML does not print (DEL, C1 controls, U+FFFE/F,
-                // which JSON strings may hold raw) make valid JSON invalid YAML; anything else
-                // (a duplicate key) stays the YAML parser's error.
-                Ok(v) if text.chars().any(|c| c == '\t' || !yaml_printable(c)) => Ok(from_json(&v)),
-                Ok(_) => Err(saphyr_error(&yaml_err, 0)),
-                Err(e) => Err(SyntaxError {
-                    pos: Pos::new(
-                        u32::try_from(e.line()).unwrap_or(0),
-                        u32::try_from(e.column()).unwrap_or(0),
-                    ),
-                    message: e.to_string(),
-                }),
-            },
-        });
+        // A JSON object followed by `---` and YAML documents: kubectl's YAML-or-JSON decoder
+        // reads the first as JSON and the rest as YAML, so the file is split there.
+        if let Some((json, rest)) = json_then_yaml(text) {
+            each_json_document(json, &mut f);
+            let base = u32::try_from(json.matches('\n').count()).unwrap_or(u32::MAX);
+            each_yaml_document(rest, base, &mut f);
+            return;
+        }
+        each_json_document(text, &mut f);
         return;
     }
+    each_yaml_document(text, 0, &mut f);
+}
+
+/// When `text` is one JSON value followed by a line `---` (and YAML documents), the JSON and
+/// the rest; `None` for anything else (one JSON value, or JSON followed by anything but `---`,
+/// which stays the JSON parser's error).
+fn json_then_yaml(text: &str) -> Option<(&str, &str)> {
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<serde::de::IgnoredAny>();
+    stream.next()?.ok()?;
+    let end = stream.byte_offset();
+    let rest = &text[end..];
+    // The first line with text after the JSON: a document marker at the start of its line.
+    let first = rest.lines().find(|l| !l.trim().is_empty())?.trim_end();
+    let marker = first == "---" || first.starts_with("--- ") || first.starts_with("---\t");
+    marker.then_some((&text[..end], rest))
+}
+
+fn each_json_document(text: &str, f: &mut impl FnMut(Result<Node, SyntaxError>)) {
+    // JSON is YAML, and the YAML parser gives positions; a JSON file that YAML refuses
+    // (tab indentation) is read by serde_json instead, which still names the line of a
+    // syntax error.
+    f(match serde_saphyr::from_str::<Node>(text) {
+        Ok(node) => Ok(node),
+        Err(yaml_err) => match serde_json::from_str::<serde_json::Value>(text) {
+            // Only tabs and characters YAML does not print (DEL, C1 controls, U+FFFE/F,
+            // which JSON strings may hold raw) make valid JSON invalid YAML; anything else
+            // (a duplicate key) stays the YAML parser's error.
+            Ok(v) if text.chars().any(|c| c == '\t' || !yaml_printable(c)) => Ok(from_json(&v)),
+            Ok(_) => Err(saphyr_error(&yaml_err, 0)),
+            Err(e) => Err(SyntaxError {
+                pos: Pos::new(
+                    u32::try_from(e.line()).unwrap_or(0),
+                    u32::try_from(e.column()).unwrap_or(0),
+                ),
+                message: e.to_string(),
+            }),
+        },
+    });
+}
+
+/// The YAML documents of `text`, which starts at file line `base + 1`.
+fn each_yaml_document(text: &str, base: u32, f: &mut impl FnMut(Result<Node, SyntaxError>)) {
     for (offset, chunk) in split_documents(text) {
+        let offset = offset.saturating_add(base);
         if is_blank_document(chunk) {
             continue;
         }

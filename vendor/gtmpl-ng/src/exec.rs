@@ -655,6 +655,28 @@ impl<'a, 'b, 'c, T: Write> State<'a, 'b, 'c, T> {
             .funcs
             .get(name.as_str())
             .ok_or_else(|| ExecError::UndefinedFunction(name.to_string()))?;
+        // gpu-labeler: text/template's `evalCall` checks the argument count against the
+        // function's Go signature before it evaluates the arguments.
+        if let Some(&(fixed, variadic)) = self
+            .template
+            .arities
+            .and_then(|table| table.get(name.as_str()))
+        {
+            let given = args.len().saturating_sub(1);
+            let count = given + usize::from(fin.is_some());
+            if variadic && count < fixed {
+                return Err(crate::FuncError::Generic(format!(
+                    "wrong number of args for {name}: want at least {fixed} got {given}"
+                ))
+                .into());
+            }
+            if !variadic && count != fixed {
+                return Err(crate::FuncError::Generic(format!(
+                    "wrong number of args for {name}: want {fixed} got {count}"
+                ))
+                .into());
+            }
+        }
         // Go evaluates `and` and `or` lazily since 1.18: the arguments after the one
         // that decides are never evaluated, so `{{ and false (len nil) }}` is `false`
         // rather than an error. Recognised by name *and* address: the name so the

@@ -492,11 +492,22 @@ impl Parser {
         let else_list = match *next.typ() {
             NodeType::End => None,
             NodeType::Else => {
-                if allow_else_if && self.peek_must("else if")?.typ == ItemType::ItemIf {
+                // gpu-labeler: Go 1.23's `{{else with}}` as well as `{{else if}}`: each is
+                // read as `{{else}}{{if ...}}...{{end}}{{end}}`, in its own kind of block.
+                let chained = match self.peek_must("else if")?.typ {
+                    ItemType::ItemIf if allow_else_if && context == "if" => Some(true),
+                    ItemType::ItemWith if context == "with" => Some(false),
+                    _ => None,
+                };
+                if let Some(is_if) = chained {
                     self.next_must("else if")?;
                     let mut else_list =
                         ListNode::new(next.pos(), next.line(), next.col(), next.len());
-                    else_list.append(self.if_control()?);
+                    else_list.append(if is_if {
+                        self.if_control()?
+                    } else {
+                        self.with_control()?
+                    });
                     let else_list = finish_list(else_list);
                     // `else if` shares the enclosing `{{end}}`, which the nested `if`
                     // consumed, so the body runs to wherever that one ended.
@@ -571,7 +582,11 @@ impl Parser {
     }
 
     fn else_control(&mut self) -> Result<Nodes, ParseError> {
-        if self.peek_non_space_must("else")?.typ == ItemType::ItemIf {
+        // gpu-labeler: `{{else with}}` (Go 1.23) is left pending as `{{else if}}` is.
+        if matches!(
+            self.peek_non_space_must("else")?.typ,
+            ItemType::ItemIf | ItemType::ItemWith
+        ) {
             let peek = self.peek_non_space_must("else")?;
             return Ok(Nodes::Else(ElseNode::new(
                 peek.pos,

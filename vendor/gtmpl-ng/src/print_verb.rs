@@ -84,6 +84,53 @@ pub fn print(p: &FormatParams, verb: char, val: &Value) -> String {
     }
 }
 
+/// gpu-labeler: Go's `%#v` (fmt's `sharpV`): a string quoted as `strconv.Quote`, an integer
+/// in decimal, a list `[]interface {}{...}`, a map `map[string]interface {}{"k":v, ...}`
+/// (an element's map, all strings, `map[string]string{...}`), nil `<nil>` at the top and
+/// `interface {}(nil)` inside a container.
+pub fn go_syntax(val: &Value, top: bool) -> String {
+    let plain = FormatParams::default();
+    match val {
+        Value::Number(n) => match n.kind() {
+            // Template constants are Go ints; the value type does not tell a Go uint apart.
+            NumberKind::Unsigned(u) => u.to_string(),
+            NumberKind::Signed(i) => i.to_string(),
+            NumberKind::Float(f) => float(&plain, f, FloatFormat::General),
+        },
+        Value::Nil | Value::NoValue if top => "<nil>".to_string(),
+        Value::Nil | Value::NoValue => "interface {}(nil)".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::String(s) => quote_string(&plain, s),
+        Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(|v| go_syntax(v, false)).collect();
+            format!("[]interface {{}}{{{}}}", inner.join(", "))
+        }
+        Value::Map(entries) | Value::Object(entries) => {
+            let mut keys: Vec<&String> = entries.keys().collect();
+            keys.sort();
+            let strings = matches!(val, Value::Object(_))
+                && !entries.is_empty()
+                && entries.values().all(|v| matches!(v, Value::String(_)));
+            let inner: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", quote_string(&plain, k), go_syntax(&entries[k], false)))
+                .collect();
+            let ty = if strings {
+                "map[string]string"
+            } else {
+                "map[string]interface {}"
+            };
+            format!("{ty}{{{}}}", inner.join(", "))
+        }
+        Value::Function(_) => val.to_string(),
+    }
+}
+
+/// Pads `text` to the width of `p`, as a `%v` result.
+pub fn pad(p: &FormatParams, text: &str) -> String {
+    pad_text(p, text)
+}
+
 /// Go's marker for a verb that does not apply: `%!d(string=x)`, or `%!d(<nil>)` for a
 /// value with no type to name.
 ///

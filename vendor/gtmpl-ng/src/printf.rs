@@ -153,11 +153,18 @@ pub fn sprintf(format: &str, args: &[Value]) -> String {
             // Go moves `+` and `#` into its field-name and Go-syntax modes for `v`
             // and clears both, so neither reaches a number's sign: `%+v` of 42 is
             // `42`, not `+42`.
+            // gpu-labeler: `%#v` is Go syntax (`"a"`, `[]interface {}{1, "a"}`).
+            let go_syntax = verb == 'v' && params.sharp;
             if verb == 'v' {
                 params.plus = false;
                 params.sharp = false;
             }
-            out.push_str(&print(&params, verb, &args[arg_index]));
+            if go_syntax {
+                let text = crate::print_verb::go_syntax(&args[arg_index], true);
+                out.push_str(&crate::print_verb::pad(&params, &text));
+            } else {
+                out.push_str(&print(&params, verb, &args[arg_index]));
+            }
             arg_index += 1;
         }
     }

@@ -16,6 +16,11 @@ use gtmpl_value_ng::Func;
 pub struct Template {
     pub name: String,
     pub funcs: HashMap<String, Func>,
+    /// gpu-labeler: the Go parameter count of a function (fixed parameters, and whether a
+    /// variadic one follows), for text/template's check before a call (`wrong number of
+    /// args for toJson: want 1 got 0`). A function not named here is not checked. One table
+    /// shared by every template (a template is parsed per rule).
+    pub arities: Option<&'static HashMap<&'static str, (usize, bool)>>,
     /// What one render of this template may consume. See [`Limits`].
     pub limits: Limits,
     /// The parsed trees by template name, in the `parse` module's own types -- which
@@ -28,6 +33,7 @@ impl Default for Template {
         Template {
             name: String::default(),
             funcs: BUILTINS.iter().map(|&(k, v)| (k.to_owned(), v)).collect(),
+            arities: None,
             tree_set: HashMap::default(),
             limits: Limits::default(),
         }
@@ -88,6 +94,12 @@ impl Template {
     /// ```
     pub fn add_func(&mut self, name: &str, func: Func) {
         self.funcs.insert(name.to_owned(), func);
+    }
+
+    /// gpu-labeler: declares the Go signature's parameter count of the functions: by name,
+    /// `fixed` parameters, then a variadic one when `variadic`.
+    pub fn set_arities(&mut self, table: &'static HashMap<&'static str, (usize, bool)>) {
+        self.arities = Some(table);
     }
 
     /// Adds custom functions to the template.
