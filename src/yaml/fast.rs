@@ -253,6 +253,11 @@ mod tests {
         for dir in ["rules", "deploy", "data", "docs", "tests", "examples"] {
             yaml_files(&root.join(dir), &mut files);
         }
+        // A Helm chart's templates are Go templates, YAML only once rendered.
+        let templates = root.join("deploy/helm");
+        files.retain(|f| {
+            !(f.starts_with(&templates) && f.components().any(|c| c.as_os_str() == "templates"))
+        });
         assert!(files.len() > 50, "{} YAML files", files.len());
         let (mut read, mut chunks) = (0, 0);
         for f in &files {
