@@ -19,15 +19,16 @@ fn tracked_files() -> Vec<String> {
         .args(["ls-files", "-z"])
         .current_dir(repo())
         .output();
-    if let Ok(out) = out {
-        if out.status.success() && !out.stdout.is_empty() {
-            return out
-                .stdout
-                .split(|b| *b == 0)
-                .filter(|p| !p.is_empty())
-                .map(|p| String::from_utf8_lossy(p).into_owned())
-                .collect();
-        }
+    if let Ok(out) = out
+        && out.status.success()
+        && !out.stdout.is_empty()
+    {
+        return out
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
     }
     let mut files = Vec::new();
     walk(&repo(), &repo(), &mut files);
