@@ -380,7 +380,7 @@ fn snapshot_round_trip_json_yaml_and_node_feature() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// NFD's own expectations on its test sysfs (shared/hardware/nfd_pci_testdata/PROVENANCE.md).
+// NFD's own expectations on its test sysfs (tests/fixtures/captures/nfd_pci_testdata/PROVENANCE.md).
 
 fn nfd_labels_with_config(config: Option<&str>) -> Value {
     let dir = tempfile::tempdir().unwrap();

@@ -186,7 +186,7 @@ fn strip_cluster_args(args: Vec<String>) -> Vec<String> {
     out
 }
 
-/// AMD's node labeller on an MI300X (its documented labels, ../shared/hardware); the node is
+/// AMD's node labeller on an MI300X (its documented labels, tests/fixtures/migrate); the node is
 /// the MI300X capture of tests/fixtures/sysfs/amd-mi300x-cpx (the same part, in CPX mode: the
 /// CU, SIMD and device-id values agree). `diff` shows the labeller's keys as others' (`?`), the
 /// rest as added; after the publish only those remain, untouched.

@@ -1,0 +1,215 @@
+//! What a fixture was built from is in the repository, or named by its public source.
+//!
+//! The captures the fixtures come from live in `tests/fixtures/captures/` (see the
+//! `PROVENANCE.md` there). These tests fail when a tracked file points at a captures folder
+//! outside the repository (which a clone does not have), and when a file under
+//! `tests/fixtures/captures/` is not named in a provenance note.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The repository's files, relative to its root: `git ls-files` where this is a git checkout,
+/// else every file below the root less `target/` and `.git/`.
+fn tracked_files() -> Vec<String> {
+    let out = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(repo())
+        .output();
+    if let Ok(out) = out
+        && out.status.success()
+        && !out.stdout.is_empty()
+    {
+        return out
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+    }
+    let mut files = Vec::new();
+    walk(&repo(), &repo(), &mut files);
+    files
+}
+
+fn walk(root: &Path, dir: &Path, files: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let rel = path
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if rel == "target" || rel == ".git" {
+            continue;
+        }
+        if path.is_symlink() || path.is_file() {
+            files.push(rel);
+        } else if path.is_dir() {
+            walk(root, &path, files);
+        }
+    }
+}
+
+/// The spellings of the captures folder outside the repository, assembled so that this file
+/// does not name them itself.
+fn outside_spellings() -> Vec<String> {
+    let shared = "shared";
+    vec![
+        format!("../{shared}/"),
+        format!("{shared}/hardware"),
+        format!("/work/{shared}"),
+    ]
+}
+
+/// The offending lines of `text`, as "path:line: text".
+fn outside_references(path: &str, text: &str, spellings: &[String]) -> Vec<String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| spellings.iter().any(|s| line.contains(s.as_str())))
+        .map(|(n, line)| format!("{path}:{}: {}", n + 1, line.trim()))
+        .collect()
+}
+
+#[test]
+fn no_tracked_file_points_at_captures_outside_the_repository() {
+    let spellings = outside_spellings();
+    let mut found = Vec::new();
+    for rel in tracked_files() {
+        if rel.starts_with("target/") {
+            continue;
+        }
+        let path = repo().join(&rel);
+        if path.is_symlink() {
+            if let Ok(target) = std::fs::read_link(&path) {
+                found.extend(outside_references(
+                    &rel,
+                    &target.to_string_lossy(),
+                    &spellings,
+                ));
+            }
+            continue;
+        }
+        // Binary files (tarballs) are read lossily: a path in them still shows.
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        found.extend(outside_references(
+            &rel,
+            &String::from_utf8_lossy(&bytes),
+            &spellings,
+        ));
+    }
+    assert!(
+        found.is_empty(),
+        "tracked files point at a captures folder outside the repository; copy the capture \
+         into tests/fixtures/captures/ (with its provenance) or cite its public source:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_check_sees_each_outside_spelling() {
+    let spellings = outside_spellings();
+    for line in [
+        "built from ../{s}/gpud/lspci-vvv",
+        "DEFAULT = Path(\"/work/{s}/hw\")",
+        "see {s}/hardware/hwloc",
+    ] {
+        let line = line.replace("{s}", "shared");
+        assert_eq!(
+            outside_references("x", &line, &spellings).len(),
+            1,
+            "{line}"
+        );
+    }
+    let fine = "tests/fixtures/captures/gpud/lspci-vvv (leptonai/gpud, shared by Lepton)";
+    assert!(outside_references("x", fine, &spellings).is_empty());
+}
+
+const CAPTURES: &str = "tests/fixtures/captures/";
+
+/// Whether `rel` (a path below the captures folder) is named by a provenance note: the
+/// folder's top `PROVENANCE.md` names the path, or a folder above it at least two levels down
+/// (a copied tree such as `amd_kfd/testdata/topo-mi210-xgmi-pcie/`; naming `gpud/` alone does
+/// not name what is in it), or a `PROVENANCE.md` in a folder above the file names the file.
+fn is_named(rel: &str, notes: &[(String, String)]) -> bool {
+    let name = rel.rsplit('/').next().unwrap();
+    notes.iter().any(|(dir, text)| {
+        if !(dir.is_empty() || rel.starts_with(&format!("{dir}/"))) {
+            return false;
+        }
+        if dir.is_empty() {
+            if text.contains(&format!("`{rel}`")) || text.contains(&format!("`{rel}/`")) {
+                return true;
+            }
+            let mut prefix = String::new();
+            for part in rel.split('/').take(rel.split('/').count() - 1) {
+                prefix.push_str(part);
+                prefix.push('/');
+                if prefix.matches('/').count() >= 2 && text.contains(&format!("`{prefix}`")) {
+                    return true;
+                }
+            }
+            false
+        } else {
+            text.contains(name)
+        }
+    })
+}
+
+#[test]
+fn every_capture_is_named_by_a_provenance_note() {
+    let files: Vec<String> = tracked_files()
+        .into_iter()
+        .filter_map(|f| f.strip_prefix(CAPTURES).map(str::to_owned))
+        .collect();
+    assert!(
+        files.iter().any(|f| f == "PROVENANCE.md"),
+        "{CAPTURES}PROVENANCE.md is missing"
+    );
+    let notes: Vec<(String, String)> = files
+        .iter()
+        .filter(|f| f.rsplit('/').next() == Some("PROVENANCE.md"))
+        .map(|f| {
+            let dir = f
+                .strip_suffix("PROVENANCE.md")
+                .unwrap()
+                .trim_end_matches('/');
+            let text = std::fs::read_to_string(repo().join(CAPTURES).join(f)).unwrap();
+            (dir.to_owned(), text)
+        })
+        .collect();
+    let unnamed: Vec<&String> = files
+        .iter()
+        .filter(|f| f.rsplit('/').next() != Some("PROVENANCE.md"))
+        .filter(|f| !is_named(f, &notes))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "captures no provenance note names (add them to {CAPTURES}PROVENANCE.md, with their \
+         public source): {unnamed:?}"
+    );
+}
+
+#[test]
+fn the_naming_rule_is_what_the_note_says() {
+    let notes = vec![
+        (
+            String::new(),
+            "| `gpud/` | `gpud/lspci-vvv`, `amd/testdata/` |\n| `top.ttar` | y |".to_owned(),
+        ),
+        ("hwloc".to_owned(), "| nvidiaDGX2.xml | z |".to_owned()),
+    ];
+    assert!(is_named("gpud/lspci-vvv", &notes));
+    assert!(!is_named("gpud/lspci.nn", &notes));
+    assert!(is_named("amd/testdata/nodes/0/properties", &notes));
+    assert!(is_named("top.ttar", &notes));
+    assert!(is_named("hwloc/nvidiaDGX2.xml", &notes));
+    assert!(!is_named("hwloc/other.xml", &notes));
+    assert!(!is_named("other.ttar", &notes));
+    assert!(!is_named("nvidia_smi/a.xml", &notes));
+}
