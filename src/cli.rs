@@ -224,7 +224,7 @@ pub struct PublishArgs {
     #[arg(long, env = "GPU_LABELER_FEATURES_FILE", value_name = "FILE")]
     pub features_file: Option<PathBuf>,
     /// Time between scans, e.g. 60s, 5m (default: the config's publish.interval, else 60s).
-    #[arg(long, env = "GPU_LABELER_INTERVAL")]
+    #[arg(long, env = "GPU_LABELER_INTERVAL", value_parser = interval_arg)]
     pub interval: Option<String>,
     /// Publish once and exit.
     #[arg(long, env = "GPU_LABELER_ONESHOT", value_parser = boolish())]
@@ -823,4 +823,10 @@ fn cmd_inventory(nodes: &NodesArgs, format: ReportFormat) -> Result<u8, Error> {
 fn print(s: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(s.as_bytes()).and_then(|_| out.flush());
+}
+
+/// `--interval`: checked as the flag is parsed, so that a bad value is a usage error (exit 2)
+/// as every other flag's; kept as written for the daemon.
+fn interval_arg(s: &str) -> Result<String, String> {
+    config::parse_interval(s).map(|_| s.to_string())
 }

@@ -526,11 +526,21 @@ fn an_interval_under_a_second_is_refused_by_flag_and_by_config() {
         "--no-nvml",
     ];
     let by_flag = run(base.iter().copied().chain(["--interval", "500ms"]));
+    // A bad flag value is a usage error, as every flag's (exit 2); a bad config value is
+    // invalid input (exit 1), with its file:line:column.
     assert_eq!(
         (by_flag.code, by_flag.stderr.as_str()),
         (
-            1,
-            "error: --interval: invalid interval \"500ms\": at least 1s (how often the node is scanned)\n"
+            2,
+            "error: invalid value '500ms' for '--interval <INTERVAL>': invalid interval \"500ms\": at least 1s (how often the node is scanned)\n\nFor more information, try '--help'.\n"
+        )
+    );
+    let garbage = run(base.iter().copied().chain(["--interval", "abc"]));
+    assert_eq!(
+        (garbage.code, garbage.stderr.as_str()),
+        (
+            2,
+            "error: invalid value 'abc' for '--interval <INTERVAL>': invalid duration \"abc\": expected e.g. 60s, 5m, 1h\n\nFor more information, try '--help'.\n"
         )
     );
     let by_config = run(base
