@@ -452,14 +452,16 @@ fn a_snapshot_is_read_once_and_again_only_when_it_changes() {
     assert!(agent_alive(agent));
 }
 
-/// An agent with NVML from the fake library on `fixture` (the built-in rules on), `config`, and
-/// the rules folder `dir/rules` holding `a.yaml`: a rule that labels `test.a`.
+/// An agent with NVML from the fake library on a copy of the h100-8x fixture (returned, for
+/// the test to rewrite), the built-in rules on, `config`, and the rules folder `dir/rules`
+/// holding `a.yaml`: a rule that labels `test.a`.
 fn start_with_nvml(
     proxy: &FakeApiServer,
     dir: &std::path::Path,
-    fixture: &std::path::Path,
     config: &str,
-) -> Agent {
+) -> (Agent, std::path::PathBuf) {
+    let fixture = dir.join("nvml.json");
+    std::fs::copy(common::nvml_fixture("h100-8x"), &fixture).unwrap();
     let kubeconfig = write_kubeconfig(dir, &proxy.url());
     let config_file = dir.join("config.yaml");
     std::fs::write(&config_file, config).unwrap();
@@ -479,7 +481,8 @@ fn start_with_nvml(
         ]
         .map(String::from),
     );
-    Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())])
+    let agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+    (agent, fixture)
 }
 
 /// Rewrites the h100-8x fixture at `path` so that `function` misbehaves with `action` (the fake
@@ -520,12 +523,9 @@ fn wait_label(kube: &KubeApiServer, agent: &Agent, label: &str, value: &str) -> 
 fn nvml_that_hangs_mid_run_never_delays_other_labels() {
     let (kube, proxy) = proxied();
     let dir = tempfile::tempdir().unwrap();
-    let fixture = dir.path().join("nvml.json");
-    std::fs::copy(common::nvml_fixture("h100-8x"), &fixture).unwrap();
-    let agent = start_with_nvml(
+    let (agent, fixture) = start_with_nvml(
         &proxy,
         dir.path(),
-        &fixture,
         "publish: {spread: 0s}\nsources:\n  nvml: {timeout: 3s, checkInterval: 1s}\n",
     );
     let rules = dir.path().join("rules");
@@ -576,12 +576,9 @@ fn nvml_that_hangs_mid_run_never_delays_other_labels() {
 fn a_segfaulting_query_is_said_once_per_change() {
     let (kube, proxy) = proxied();
     let dir = tempfile::tempdir().unwrap();
-    let fixture = dir.path().join("nvml.json");
-    std::fs::copy(common::nvml_fixture("h100-8x"), &fixture).unwrap();
-    let agent = start_with_nvml(
+    let (agent, fixture) = start_with_nvml(
         &proxy,
         dir.path(),
-        &fixture,
         "sources:\n  nvml: {timeout: 3s, checkInterval: 1s}\n",
     );
     wait_label(&kube, &agent, "gpu.memory", "81559");
