@@ -856,10 +856,6 @@ impl Daemon {
         loop {
             self.health.beat();
             let mut force_reload = false;
-            // The config in force says how far a fleet-wide change is spread.
-            if let Some(ev) = events.as_mut() {
-                ev.coalescer.set_spread(self.inputs.config.publish.spread);
-            }
             let due = events
                 .as_ref()
                 .and_then(|e| e.coalescer.due())
@@ -924,13 +920,16 @@ impl Daemon {
                         from.join(", ")
                     );
                 }
+                // The config was re-read: the files to watch and the spread may be others.
                 if std::mem::take(&mut self.rewatch) {
                     ev.files.set(&self.watched_paths());
+                    ev.coalescer.set_spread(self.inputs.config.publish.spread);
                 }
                 if lost {
                     tracing::info!(
                         "our labels on the Node were changed by someone else during the write"
                     );
+                    self.health.metrics.event(Source::Node.as_str());
                     ev.coalescer.add(Event {
                         source: Source::Node,
                         at: Instant::now(),

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
@@ -419,7 +420,6 @@ pub async fn watch_node(
     events: UnboundedSender<Event>,
     watching: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
-    use std::sync::atomic::Ordering;
     let mut version = "0".to_string();
     let mut pacer = WatchPacer::new();
     loop {
@@ -500,7 +500,7 @@ async fn watch_once(
         }
     };
     // Open: until it breaks, the stream says what changes.
-    watching.store(true, std::sync::atomic::Ordering::Relaxed);
+    watching.store(true, Ordering::Relaxed);
     let mut stream = std::pin::pin!(stream);
     while let Some(e) = stream.next().await {
         let n = match e {
@@ -525,12 +525,8 @@ async fn watch_once(
         if let Some(v) = n.metadata.resource_version.clone() {
             *version = v;
         }
+        let at = crate::publish::node::version_of(&n);
         let labels = n.metadata.labels.unwrap_or_default();
-        let at = n
-            .metadata
-            .resource_version
-            .as_deref()
-            .and_then(|v| v.parse().ok());
         let lost = ours.lock().map(|mut v| v.saw(labels, at)).unwrap_or(false);
         if lost {
             tracing::info!(

@@ -158,6 +158,24 @@ fn wedge(agent: &Agent, dir: &Path, fixture: &Path) {
     assert!(stale.is_some(), "{}", agent.log_text());
 }
 
+/// Waits until the Node's labels are `want`; `what` names the step in the failure.
+fn labels_become(
+    server: &FakeApiServer,
+    agent: &Agent,
+    want: &std::collections::BTreeMap<String, String>,
+    what: &str,
+) {
+    let ok = wait_for(WAIT, || {
+        (server.labels("gpu-node-1") == *want).then_some(())
+    });
+    assert!(
+        ok.is_some(),
+        "{what}: labels {:#?}\nlog:\n{}",
+        server.labels("gpu-node-1"),
+        agent.log_text()
+    );
+}
+
 /// The pid of `agent`'s NVML child (spawned by any of its threads), once there is one.
 fn nvml_child(agent: &Agent) -> Option<u32> {
     let tasks = std::fs::read_dir(format!("/proc/{}/task", agent.pid())).ok()?;
@@ -200,18 +218,7 @@ fn nvml_labels_outlive_a_wedged_driver_for_the_grace_period() {
     let mut agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
     let kubelet = map(&[("kubernetes.io/os", "linux")]);
     let with_nvml = union(&[&kubelet, &common::h100_default_labels()]);
-    let labels_become = |want: &std::collections::BTreeMap<String, String>, what: &str| {
-        let ok = wait_for(WAIT, || {
-            (server.labels("gpu-node-1") == *want).then_some(())
-        });
-        assert!(
-            ok.is_some(),
-            "{what}: labels {:#?}\nlog:\n{}",
-            server.labels("gpu-node-1"),
-            agent.log_text()
-        );
-    };
-    labels_become(&with_nvml, "NVML answering");
+    labels_become(&server, &agent, &with_nvml, "NVML answering");
     let addr = agent.health_addr();
 
     // The driver wedges: the next child hangs in init.
@@ -221,7 +228,7 @@ fn nvml_labels_outlive_a_wedged_driver_for_the_grace_period() {
     // After the grace period, what sysfs knows.
     let mut sysfs = kubelet.clone();
     sysfs.extend(common::dell_sysfs_default_labels());
-    labels_become(&sysfs, "after the grace period");
+    labels_become(&server, &agent, &sysfs, "after the grace period");
     assert_eq!(
         metric(addr, "gpu_labeler_nvml_status{status=\"error\"}"),
         Some(1.0)
@@ -268,18 +275,7 @@ fn nvml_labels_stay_while_their_gpus_are_on_the_bus() {
     let agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
     let kubelet = map(&[("kubernetes.io/os", "linux")]);
     let with_nvml = union(&[&kubelet, &common::h100_default_labels()]);
-    let labels_become = |want: &std::collections::BTreeMap<String, String>, what: &str| {
-        let ok = wait_for(WAIT, || {
-            (server.labels("gpu-node-1") == *want).then_some(())
-        });
-        assert!(
-            ok.is_some(),
-            "{what}: labels {:#?}\nlog:\n{}",
-            server.labels("gpu-node-1"),
-            agent.log_text()
-        );
-    };
-    labels_become(&with_nvml, "NVML answering");
+    labels_become(&server, &agent, &with_nvml, "NVML answering");
 
     // The driver wedges.
     wedge(&agent, dir.path(), &fixture);
@@ -307,7 +303,7 @@ fn nvml_labels_stay_while_their_gpus_are_on_the_bus() {
     let mut want = common::labels_of(r.ok());
     want.extend(kubelet.clone());
     assert_eq!(want["feature.node.kubernetes.io/gpu.count"], "7");
-    labels_become(&want, "a GPU gone");
+    labels_become(&server, &agent, &want, "a GPU gone");
 }
 
 /// `labels -o json` of the Dell fixture (its sysfs root replaced by the caller).

@@ -480,7 +480,8 @@ pub struct NodeSink {
     admits: Option<Admits>,
 }
 
-fn version_of(node: &Node) -> Option<u64> {
+/// A Node's resourceVersion as a number (it is one on every API server), to order two views.
+pub fn version_of(node: &Node) -> Option<u64> {
     node.metadata.resource_version.as_deref()?.parse().ok()
 }
 
