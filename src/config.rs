@@ -58,6 +58,47 @@ pub struct Sources {
     pub nvml: NvmlConfig,
     #[serde(default)]
     pub sharing: SharingConfig,
+    #[serde(default)]
+    pub health: HealthConfig,
+}
+
+/// `sources.health`: which GPU faults count, and how long one is held after it is gone
+/// (`gpu.device` `health`, docs/catalog.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HealthConfig {
+    /// Report `pcie-link` when a GPU's PCIe link width trained below its maximum. Off for
+    /// parts that narrow the link when idle.
+    #[serde(default = "default_true")]
+    pub pcie_link: bool,
+    /// A fault clears only after it has been absent this long, so that an intermittent fault
+    /// does not flap labels and taints (`0s`: at once).
+    #[serde(default = "default_clear_after", deserialize_with = "any_duration")]
+    pub clear_after: Duration,
+    /// The XIDs that count as critical (`xid` fault), NVIDIA's documented defaults unless set.
+    #[serde(default = "default_critical_xids")]
+    pub critical_xids: Vec<u32>,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        HealthConfig {
+            pcie_link: true,
+            clear_after: default_clear_after(),
+            critical_xids: default_critical_xids(),
+        }
+    }
+}
+
+fn default_clear_after() -> Duration {
+    Duration::from_secs(300)
+}
+
+/// XIDs whose documented resolution is a GPU reset or a node reboot (NVIDIA's XID catalog,
+/// docs.nvidia.com/deploy/xid-errors): double-bit ECC (48), row remapping (63, 64), NVLink (74),
+/// fallen off the bus (79), ECC (92, 94, 95), GSP (119, 120), unrecovered ECC (140).
+pub fn default_critical_xids() -> Vec<u32> {
+    vec![48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140]
 }
 
 /// NFD's `sources.pci` keys with NFD's defaults.
@@ -247,6 +288,13 @@ pub struct Publish {
     /// `0s` turns it off; at most an hour.
     #[serde(default = "default_spread", deserialize_with = "spread_duration")]
     pub spread: Duration,
+    /// The node sink applies the rules' `taints` (NFD's `enable-taints`), in the allowed
+    /// namespaces only. Off by default.
+    #[serde(default)]
+    pub taints: bool,
+    /// The node sink sets a `GPUHealthy` condition on `nodes/status`. Off by default.
+    #[serde(default)]
+    pub condition: bool,
 }
 
 fn default_spread() -> Duration {
@@ -334,6 +382,8 @@ impl Default for Publish {
             interval: default_interval(),
             events: true,
             spread: default_spread(),
+            taints: false,
+            condition: false,
         }
     }
 }

@@ -95,6 +95,23 @@ pub struct NvmlGpu {
     pub nvlinks_active: Option<u32>,
     #[serde(default)]
     pub fabric: Option<NvmlFabric>,
+    /// What NVML says is wrong with this GPU now (`gpu.device` `health`), in the order of
+    /// [`NvmlFault::KINDS`]; empty when nothing is.
+    #[serde(default)]
+    pub faults: Vec<NvmlFault>,
+}
+
+/// One health fault NVML reports for a GPU: its kind (one of [`NvmlFault::KINDS`]) and the
+/// detail the `health_<kind>` attribute carries.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NvmlFault {
+    pub kind: String,
+    pub detail: String,
+}
+
+impl NvmlFault {
+    /// The kinds NVML reports, in the order `health` lists them.
+    pub const KINDS: [&'static str; 6] = ["ecc", "remap", "xid", "nvlink", "fabric", "thermal"];
 }
 
 /// What one scan found.
@@ -366,6 +383,7 @@ fn read_gpu(
         }),
         mig_devices: Vec::new(),
         nvlinks_active: nvlinks_active(dev, &mut w),
+        faults: Vec::new(),
         fabric: fabric(nvml, dev, &mut w),
     };
     if mig_enabled == Some(true) {
