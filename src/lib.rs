@@ -3,11 +3,13 @@
 //!
 //! Data flows one way: `discover` -> `FeatureSet` -> `rules` + built-in labels -> `NodeOutput`
 //! -> `publish`. Everything between discovery and publishing is pure. The modules stand in
-//! floors in that order, each importing only the floors below it (README "Architecture";
-//! `tests/architecture.rs` checks it):
+//! floors in that order, each importing only the floors below it (docs/architecture.md;
+//! `tests/architecture.rs` checks it, and that no files of a folder import each other in a
+//! cycle):
 //!
-//! 0. [`sysfs`], [`pciids`], [`yaml`], [`catalogue`], [`config`], [`features`], [`output`], [`validate`],
-//!    [`error`]: the readers and the shared vocabulary
+//! 0. [`sysfs`], [`pciids`], [`yaml`], [`gotmpl`], [`catalogue`], [`config`], [`features`],
+//!    [`output`], [`validate`], [`error`]: the readers, Go's text/template and Sprig with Go's
+//!    semantics, and the shared vocabulary
 //! 1. [`discover`]: one file per source
 //! 2. [`rules`], [`default_rules`]: NodeFeatureRule parsing and evaluation
 //! 3. [`labels`], [`pipeline`]: label assembly, and the inputs every command loads
@@ -21,6 +23,7 @@ pub mod catalogue;
 pub mod config;
 pub mod error;
 pub mod features;
+pub mod gotmpl;
 pub mod names;
 pub mod output;
 pub mod pciids;

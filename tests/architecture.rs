@@ -1,9 +1,11 @@
-//! The modules stand in floors, in the order the data flows (README "Architecture"): each
-//! module imports only the modules before it in `ORDER`, so the graph has no cycle and no arrow
+//! The modules stand in floors, in the order the data flows (docs/architecture.md): each
+//! module imports only the modules before it in `FLOORS`, so the graph has no cycle and no arrow
 //! points up. This test reads every `crate::` path in `src/` and fails on any other import; it
-//! also checks that the README's table and `src/lib.rs` list the same modules.
+//! also checks that docs/architecture.md's table and `src/lib.rs` list the same modules. Inside
+//! every folder the files stand in an order too (no import cycle between them), and no source
+//! file is longer than `MAX_FILE_LINES`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Ground floor first; on each floor, a module may import the ones listed before it.
@@ -15,6 +17,7 @@ const FLOORS: &[(u8, &[&str])] = &[
             "sysfs",
             "pciids",
             "yaml",
+            "gotmpl",
             "catalogue",
             "config",
             "features",
@@ -199,16 +202,18 @@ fn lib_declares_exactly_the_modules_of_the_table() {
     assert_eq!(declared, table);
 }
 
-/// The README's architecture block: `floor N  module  what it owns`, then `         module ...`
-/// for the further modules of that floor, ground floor first.
+/// docs/architecture.md's block: `floor N  module  what it owns`, then `         module ...`
+/// for the further modules of that floor, ground floor first; a line indented further goes on
+/// with the text of the line before.
 #[test]
-fn readme_architecture_matches_the_table() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let section = readme
-        .split("\n### Architecture\n")
+fn the_documented_architecture_matches_the_table() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .unwrap();
+    let section = doc
+        .split("# Architecture\n")
         .nth(1)
-        .expect("README has an Architecture section");
+        .expect("docs/architecture.md has its heading");
     let block = section
         .split("```text\n")
         .nth(1)
@@ -221,7 +226,10 @@ fn readme_architecture_matches_the_table() {
             let (n, r) = r.split_once(' ').unwrap();
             current = Some(n.parse::<u8>().unwrap());
             r
-        } else if line.starts_with("         ") && current.is_some() {
+        } else if line.starts_with("         ")
+            && !line.starts_with("          ")
+            && current.is_some()
+        {
             line
         } else {
             continue;
@@ -261,5 +269,539 @@ use crate::Error;
     assert_eq!(
         violations("z", "src/z.rs", "", &order),
         ["src/z.rs: module `z` is not in the order table"]
+    );
+}
+
+/// The most lines a source file may have: past it, a file is split by what its parts do.
+const MAX_FILE_LINES: usize = 1_500;
+
+#[test]
+fn no_source_file_is_longer_than_the_limit() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    files.sort();
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let lines = std::fs::read_to_string(path).unwrap().lines().count();
+            (lines > MAX_FILE_LINES).then(|| {
+                format!(
+                    "src/{}: {lines} lines (at most {MAX_FILE_LINES})",
+                    path.strip_prefix(src()).unwrap().display()
+                )
+            })
+        })
+        .collect();
+    assert_eq!(long, Vec::<String>::new());
+    assert!(files.len() >= 40, "only {} files read", files.len());
+}
+
+/// A file's text with its comments, string literals and character literals blanked (newlines
+/// kept), so that only code names modules.
+fn code_of(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = b.to_vec();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for c in &mut out[from..to.min(b.len())] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    };
+    let mut i = 0;
+    while i < b.len() {
+        let word_before = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+        if b[i..].starts_with(b"//") {
+            let end = text[i..].find('\n').map_or(b.len(), |e| i + e);
+            blank(&mut out, i, end);
+            i = end;
+        } else if b[i..].starts_with(b"/*") {
+            let (mut depth, mut j) = (0, i);
+            while j < b.len() {
+                if b[j..].starts_with(b"/*") {
+                    depth += 1;
+                    j += 2;
+                } else if b[j..].starts_with(b"*/") {
+                    depth -= 1;
+                    j += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    j += 1;
+                }
+            }
+            blank(&mut out, i, j);
+            i = j;
+        } else if !word_before
+            && (b[i..].starts_with(b"r\"")
+                || b[i..].starts_with(b"r#")
+                || b[i..].starts_with(b"br"))
+        {
+            let start = i;
+            let mut j = i + if b[i] == b'b' { 2 } else { 1 };
+            let hashes = b[j..].iter().take_while(|&&c| c == b'#').count();
+            j += hashes;
+            if b.get(j) != Some(&b'"') {
+                i += 1;
+                continue;
+            }
+            let close: Vec<u8> = std::iter::once(b'"')
+                .chain(std::iter::repeat_n(b'#', hashes))
+                .collect();
+            let end = b[j + 1..]
+                .windows(close.len())
+                .position(|w| w == close.as_slice())
+                .map_or(b.len(), |p| j + 1 + p + close.len());
+            blank(&mut out, start, end);
+            i = end;
+        } else if b[i] == b'"' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != b'"' {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            blank(&mut out, i, j + 1);
+            i = j + 1;
+        } else if b[i] == b'\'' {
+            // A character literal ('x', '\n', '\u{2028}', 'é'); a lifetime ('a) is left alone.
+            let end = if b.get(i + 1) == Some(&b'\\') {
+                text[i + 3..].find('\'').map(|e| i + 3 + e + 1)
+            } else {
+                let c = text[i + 1..].chars().next().map_or(1, char::len_utf8);
+                (b.get(i + 1 + c) == Some(&b'\'')).then_some(i + 2 + c)
+            };
+            match end {
+                Some(end) => {
+                    blank(&mut out, i, end);
+                    i = end;
+                }
+                None => i += 1,
+            }
+        } else {
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A module path: `["rules", "eval"]` for `src/rules/eval.rs`, `[]` for the crate root.
+type ModPath = Vec<String>;
+
+/// The module of a file under `src/`: `rules/mod.rs` is `rules`, `rules/eval.rs` is
+/// `rules::eval`, `lib.rs` and `main.rs` are the root.
+fn module_of(rel: &Path) -> ModPath {
+    let mut parts: Vec<String> = rel
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_str().unwrap().to_string())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") || parts == ["lib"] || parts == ["main"] {
+        parts.pop();
+    }
+    parts
+}
+
+fn is_ident(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// The file modules that `code` (the code of the file of module `own`) names: every path that
+/// starts at `crate`, `super` or `self`, or at a child module of `own`, including each member
+/// of a `{...}` group, resolved to the deepest module of `modules` it names. Inside an inline
+/// `mod name { ... }`, `super` and `self` count from it.
+fn file_imports(own: &[String], code: &str, modules: &BTreeSet<ModPath>) -> BTreeSet<ModPath> {
+    let b = code.as_bytes();
+    let mut found = BTreeSet::new();
+    // The module of the code at the cursor: the file's, then the inline modules around it.
+    let mut current: ModPath = own.to_vec();
+    // One entry per open brace: whether it opened an inline module.
+    let mut braces: Vec<bool> = Vec::new();
+    let mut module_brace_next = false;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' => {
+                braces.push(module_brace_next);
+                module_brace_next = false;
+                i += 1;
+                continue;
+            }
+            b'}' => {
+                if braces.pop() == Some(true) {
+                    current.pop();
+                }
+                i += 1;
+                continue;
+            }
+            b';' => module_brace_next = false,
+            _ => {}
+        }
+        let starts_word = is_ident(b[i]) && (i == 0 || !(is_ident(b[i - 1]) || b[i - 1] == b'.'));
+        let after_path = i >= 2 && &b[i - 2..i] == b"::";
+        if !starts_word || after_path || b[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let end = i + b[i..].iter().take_while(|&&c| is_ident(c)).count();
+        let word = &code[i..end];
+        if word == "mod" {
+            let rest = code[end..].trim_start();
+            let name: String = rest
+                .bytes()
+                .take_while(|&c| is_ident(c))
+                .map(char::from)
+                .collect();
+            if !name.is_empty() && rest[name.len()..].trim_start().starts_with('{') {
+                current.push(name);
+                module_brace_next = true;
+            }
+            i = end;
+            continue;
+        }
+        let (paths, next) = read_path(code, i);
+        for path in paths {
+            if let Some(target) = resolve(own, &current, &path, modules) {
+                found.insert(target);
+            }
+        }
+        i = next.max(end);
+    }
+    found.remove(own);
+    found
+}
+
+/// The path that starts at `i` (`a::b::{c, d::e}`, `a::*`) as its full paths (`a::b::c`,
+/// `a::b::d::e`, `a`), and where it ends; none for a word without `::`.
+fn read_path(code: &str, i: usize) -> (Vec<Vec<String>>, usize) {
+    let b = code.as_bytes();
+    let mut segments = Vec::new();
+    let mut j = i;
+    loop {
+        let end = j + b[j..].iter().take_while(|&&c| is_ident(c)).count();
+        segments.push(code[j..end].to_string());
+        let rest = &code[end..];
+        let trimmed = rest.trim_start();
+        let Some(after) = trimmed.strip_prefix("::") else {
+            // A word alone (`self.x`, `pub(crate)`, `mod name;`) names no module.
+            let paths = if segments.len() > 1 {
+                vec![segments]
+            } else {
+                Vec::new()
+            };
+            return (paths, end);
+        };
+        let after_trim = after.trim_start();
+        let k = code.len() - after_trim.len();
+        if after_trim.starts_with('{') {
+            let close = matching_brace(code, k);
+            let mut paths = Vec::new();
+            for item in split_top_level(&code[k + 1..close]) {
+                let item = item.trim();
+                let offset = item.as_ptr() as usize - code.as_ptr() as usize;
+                if item.is_empty() {
+                    continue;
+                }
+                if !is_ident(item.as_bytes()[0]) {
+                    // `*`: the module itself.
+                    paths.push(segments.clone());
+                    continue;
+                }
+                let mut subs = read_path(code, offset).0;
+                if subs.is_empty() {
+                    // A member named alone: `self`, a module, an item.
+                    let word = item.bytes().take_while(|&c| is_ident(c)).count();
+                    subs.push(vec![item[..word].to_string()]);
+                }
+                for sub in subs {
+                    let mut p = segments.clone();
+                    if sub != ["self"] {
+                        p.extend(sub);
+                    }
+                    paths.push(p);
+                }
+            }
+            return (paths, close + 1);
+        }
+        if !after_trim.bytes().next().is_some_and(is_ident) {
+            return (vec![segments], k);
+        }
+        j = k;
+    }
+}
+
+fn matching_brace(code: &str, open: usize) -> usize {
+    let mut depth = 0;
+    for (j, c) in code[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return open + j;
+                }
+            }
+            _ => {}
+        }
+    }
+    code.len()
+}
+
+/// The items of a `{...}` group, split at its top-level commas.
+fn split_top_level(group: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (j, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..j]);
+                start = j + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&group[start..]);
+    items
+}
+
+/// The file module that `path`, written in module `current` of the file of module `own`, names.
+fn resolve(
+    own: &[String],
+    current: &[String],
+    path: &[String],
+    modules: &BTreeSet<ModPath>,
+) -> Option<ModPath> {
+    let mut base: ModPath;
+    let mut rest = path;
+    match path.first()?.as_str() {
+        "crate" => {
+            base = Vec::new();
+            rest = &path[1..];
+        }
+        "self" => {
+            base = current.to_vec();
+            rest = &path[1..];
+        }
+        "super" => {
+            base = current.to_vec();
+            while rest.first().is_some_and(|s| s == "super") {
+                base.pop();
+                rest = &rest[1..];
+            }
+        }
+        first => {
+            // A child module named without `self::` (Rust 2018), only where the file's own
+            // code stands (an inline module's scope does not see the file's children).
+            let mut child = current.to_vec();
+            child.push(first.to_string());
+            if current != own || !modules.contains(&child) {
+                return None;
+            }
+            base = current.to_vec();
+        }
+    }
+    // Inside an inline module, the file module around it.
+    while !base.is_empty() && !modules.contains(&base) {
+        base.pop();
+    }
+    for segment in rest {
+        let mut next = base.clone();
+        next.push(segment.clone());
+        if !modules.contains(&next) {
+            break;
+        }
+        base = next;
+    }
+    Some(base)
+}
+
+/// A cycle of `graph`, as its nodes in order (the first repeated at the end), if it has one.
+fn find_cycle(graph: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Option<Vec<ModPath>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Open,
+        Done,
+    }
+    fn visit(
+        node: &ModPath,
+        graph: &BTreeMap<ModPath, BTreeSet<ModPath>>,
+        marks: &mut BTreeMap<ModPath, Mark>,
+        stack: &mut Vec<ModPath>,
+    ) -> Option<Vec<ModPath>> {
+        marks.insert(node.clone(), Mark::Open);
+        stack.push(node.clone());
+        for next in graph.get(node).into_iter().flatten() {
+            match marks.get(next) {
+                Some(Mark::Open) => {
+                    let from = stack.iter().position(|n| n == next).unwrap();
+                    let mut cycle = stack[from..].to_vec();
+                    cycle.push(next.clone());
+                    return Some(cycle);
+                }
+                Some(Mark::Done) => {}
+                None => {
+                    if let Some(c) = visit(next, graph, marks, stack) {
+                        return Some(c);
+                    }
+                }
+            }
+        }
+        stack.pop();
+        marks.insert(node.clone(), Mark::Done);
+        None
+    }
+    let mut marks = BTreeMap::new();
+    for node in graph.keys() {
+        if !marks.contains_key(node)
+            && let Some(c) = visit(node, graph, &mut marks, &mut Vec::new())
+        {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// Every import cycle between the files of one folder: for each folder (the crate root
+/// included), its `mod.rs`, its files and its subfolders (each as one node, all its files
+/// together) are the nodes, and a file's imports of another node are the edges. Each cycle is
+/// named by its files, `a.rs -> b.rs -> a.rs`.
+fn folder_cycles(files: &BTreeMap<ModPath, (String, BTreeSet<ModPath>)>) -> Vec<String> {
+    let modules: BTreeSet<ModPath> = files.keys().cloned().collect();
+    let folders: BTreeSet<ModPath> = modules
+        .iter()
+        .filter(|m| files[*m].0.ends_with("mod.rs") || m.is_empty())
+        .cloned()
+        .collect();
+    let mut cycles = Vec::new();
+    for folder in &folders {
+        let node = |m: &ModPath| -> Option<ModPath> {
+            m.starts_with(folder)
+                .then(|| m[..(folder.len() + 1).min(m.len())].to_vec())
+        };
+        let mut graph: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
+        for (from, (_, imports)) in files {
+            let Some(a) = node(from) else { continue };
+            for to in imports {
+                if let Some(b) = node(to)
+                    && a != b
+                {
+                    graph.entry(a.clone()).or_default().insert(b);
+                }
+            }
+        }
+        if let Some(cycle) = find_cycle(&graph) {
+            let names: Vec<String> = cycle
+                .iter()
+                .map(|m| {
+                    if folders.contains(m) && m != folder {
+                        format!("src/{}/", m.join("/"))
+                    } else {
+                        files[m].0.clone()
+                    }
+                })
+                .collect();
+            cycles.push(names.join(" -> "));
+        }
+    }
+    cycles
+}
+
+/// Every file of `src/` by module: its path, and the file modules it imports.
+fn import_graph() -> BTreeMap<ModPath, (String, BTreeSet<ModPath>)> {
+    let mut paths = Vec::new();
+    rust_files(&src(), &mut paths);
+    let by_module: BTreeMap<ModPath, PathBuf> = paths
+        .into_iter()
+        .filter(|p| !p.ends_with("main.rs"))
+        .map(|p| (module_of(p.strip_prefix(src()).unwrap()), p))
+        .collect();
+    let modules: BTreeSet<ModPath> = by_module.keys().cloned().collect();
+    by_module
+        .iter()
+        .map(|(m, p)| {
+            let code = code_of(&std::fs::read_to_string(p).unwrap());
+            let name = format!("src/{}", p.strip_prefix(src()).unwrap().display());
+            (m.clone(), (name, file_imports(m, &code, &modules)))
+        })
+        .collect()
+}
+
+/// No file imports, through others of its folder, itself: inside every folder the files stand
+/// in an order too (`a.rs` importing `super::b` while `b.rs` imports `super::a` is a cycle,
+/// and so is a file that imports its folder's `mod.rs` while `mod.rs` imports it).
+#[test]
+fn no_import_cycle_inside_any_folder() {
+    let graph = import_graph();
+    assert!(graph.len() >= 40, "only {} files read", graph.len());
+    assert_eq!(folder_cycles(&graph), Vec::<String>::new());
+}
+
+/// The cycle checker itself, on files as the old `yaml/` had them (`document.rs` and `fast.rs`
+/// importing each other) and on the old `rules/` (expression -> model -> template -> sprig ->
+/// expression), through a group, a child named bare, an inline test module and a comment.
+#[test]
+fn the_cycle_checker_names_the_cycle() {
+    let texts: &[(&str, &str)] = &[
+        ("yaml/mod.rs", "pub mod document;\nmod fast;\n"),
+        (
+            "yaml/document.rs",
+            "// use super::nothing;\nfn f() { super::fast::parse(\"crate::rules\"); }\n",
+        ),
+        (
+            "yaml/fast.rs",
+            "use super::document::{Node, Pos};\n#[cfg(test)]\nmod tests {\n    use super::*;\n    use super::super::document::split;\n}\n",
+        ),
+        (
+            "rules/mod.rs",
+            "mod expression;\nmod model;\nuse expression::Expr;\n",
+        ),
+        (
+            "rules/expression.rs",
+            "use super::{\n    model::ExprSpec,\n    sprig,\n};\npub(crate) fn f(&self) { self.g(); }\n",
+        ),
+        (
+            "rules/model.rs",
+            "pub origin: Option<super::template::Origin>,\n",
+        ),
+        ("rules/template.rs", "use super::sprig;\n"),
+        (
+            "rules/sprig.rs",
+            "fn re() { super::expression::compile(); }\n",
+        ),
+        ("lib.rs", "pub mod rules;\npub mod yaml;\n"),
+    ];
+    let modules: BTreeSet<ModPath> = texts.iter().map(|(p, _)| module_of(Path::new(p))).collect();
+    let files: BTreeMap<ModPath, (String, BTreeSet<ModPath>)> = texts
+        .iter()
+        .map(|(p, t)| {
+            let m = module_of(Path::new(p));
+            let imports = file_imports(&m, &code_of(t), &modules);
+            (m, (format!("src/{p}"), imports))
+        })
+        .collect();
+    let m = |s: &str| -> ModPath { s.split("::").map(str::to_string).collect() };
+    assert_eq!(
+        files[&m("yaml::fast")].1,
+        BTreeSet::from([m("yaml::document")])
+    );
+    assert_eq!(
+        files[&m("yaml::document")].1,
+        BTreeSet::from([m("yaml::fast")])
+    );
+    assert_eq!(
+        files[&m("rules")].1,
+        BTreeSet::from([m("rules::expression")])
+    );
+    assert_eq!(
+        files[&m("rules::expression")].1,
+        BTreeSet::from([m("rules::model"), m("rules::sprig")])
+    );
+    assert_eq!(
+        folder_cycles(&files),
+        [
+            "src/rules/expression.rs -> src/rules/model.rs -> src/rules/template.rs -> src/rules/sprig.rs -> src/rules/expression.rs",
+            "src/yaml/document.rs -> src/yaml/fast.rs -> src/yaml/document.rs",
+        ]
     );
 }

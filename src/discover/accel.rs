@@ -15,8 +15,8 @@ use crate::pciids::PciIds;
 use crate::sysfs::Sysfs;
 use crate::validate::sanitize_value;
 
-use super::Warnings;
 use super::pci::{PciAddress, PciDevice};
+use super::warnings::Warnings;
 
 pub const ACCEL_DEVICE: &str = "accel.device";
 pub const ACCEL_NODE: &str = "accel.node";

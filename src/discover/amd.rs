@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use crate::sysfs::{Sysfs, SysfsError, short};
 
-use super::Warnings;
 use super::pci::PciDevice;
+use super::warnings::Warnings;
 
 /// What the KFD says about one topology node with SIMDs (a GPU or a GPU partition).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use crate::features::FeatureSet;
 use crate::sysfs::Sysfs;
 
-use super::Warnings;
+use super::warnings::Warnings;
 
 pub const DMIID: &str = "system.dmiid";
 

@@ -28,9 +28,9 @@ use crate::pciids::PciIds;
 use crate::sysfs::Sysfs;
 use crate::validate::sanitize_value;
 
-use super::Warnings;
 use super::nvml::{NvmlGpu, NvmlMigDevice, NvmlScan};
 use super::pci::{PciAddress, PciDevice};
+use super::warnings::Warnings;
 use super::{accel, amd, intel, vgpu};
 use crate::catalogue;
 

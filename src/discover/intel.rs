@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use crate::sysfs::Sysfs;
 
-use super::Warnings;
 use super::pci::PciDevice;
+use super::warnings::Warnings;
 
 pub fn attributes(
     sysfs: &Sysfs,

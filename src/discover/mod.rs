@@ -23,11 +23,11 @@ pub mod pci;
 pub mod plausible;
 pub mod sharing;
 pub mod vgpu;
+mod warnings;
 
 pub const PCI_DEVICE: &str = "pci.device";
 
-/// Human-readable problems found while discovering, each naming the path it came from.
-pub type Warnings = Vec<String>;
+pub use warnings::Warnings;
 
 /// Where and how to discover.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use crate::features::{Attributes, Instance, Text};
 use crate::pciids::{PciIds, Wanted};
 use crate::sysfs::{DirHandle, Sysfs, SysfsError, open_dir_at, short};
 
-use super::Warnings;
+use super::warnings::Warnings;
 
 /// NFD's mandatory attributes: a function lacking one is skipped (as NFD does).
 pub const MANDATORY: [&str; 5] = [

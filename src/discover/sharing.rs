@@ -34,7 +34,7 @@ use serde_saphyr::Spanned;
 use crate::config::SharingConfig;
 use crate::features::FeatureSet;
 
-use super::Warnings;
+use super::warnings::Warnings;
 
 pub const GPU_SHARING: &str = "gpu.sharing";
 

@@ -13,9 +13,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::expression::{Expr, Op, Severity};
 use super::model::{ObjectSpec, RuleSpec, TermSpec};
-use super::template::{MAX_TEMPLATE_OUTPUT, RuleTemplate, heavy_actions, unsupported_functions};
-use super::{RuleLoadError, RuleSource, closest, read_source};
+use super::source::{RuleLoadError, RuleSource, read_source};
+use super::template::RuleTemplate;
 use crate::config::LabelPolicy;
+use crate::gotmpl::engine::{heavy_actions, unsupported_functions};
+use crate::gotmpl::limits::MAX_TEMPLATE_OUTPUT;
+use crate::names::closest;
 use crate::output::{FEATURE_PREFIX, Taint};
 use crate::validate::{
     label_value, namespace, qualified_name, validate_annotation, validate_extended_resource,

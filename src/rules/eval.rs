@@ -315,7 +315,7 @@ fn closest_name<'a, S: AsRef<str> + ?Sized + 'a>(
     if input != Input::Absent {
         return None;
     }
-    super::closest(key, names.map(AsRef::as_ref)).map(str::to_string)
+    crate::names::closest(key, names.map(AsRef::as_ref)).map(str::to_string)
 }
 
 #[derive(Debug, Clone, PartialEq)]

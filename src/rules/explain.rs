@@ -12,9 +12,10 @@ use std::fmt::Write;
 
 use super::eval::{CompiledRule, ExprTrace, MatcherTrace, RuleOutput, Seen, Term, TermTrace};
 use super::expression::Expr;
-use super::{Evaluation, OutputKind, RuleRecord, RuleSet, closest};
+use super::ruleset::{Evaluation, OutputKind, RuleRecord, RuleSet, namespaced};
 use crate::config::LabelPolicy;
 use crate::features::FeatureSet;
+use crate::names::closest;
 use crate::validate::{FEATURE_NS, add_namespace};
 
 /// How many instances are listed per term before the rest is summarised.
@@ -118,11 +119,9 @@ pub fn explain_label_rules(
             let obj = &set.objects[rec.object];
             let rule = &obj.rules[rec.rule];
             let map: BTreeMap<String, String> = rule.labels.iter().cloned().collect();
-            let names = super::namespaced(&map, FEATURE_NS)
-                .iter()
-                .any(|(k, _)| k == key);
+            let names = namespaced(&map, FEATURE_NS).iter().any(|(k, _)| k == key);
             let gave = match &rec.result {
-                Ok(Some(o)) => super::namespaced(&o.labels, FEATURE_NS)
+                Ok(Some(o)) => namespaced(&o.labels, FEATURE_NS)
                     .iter()
                     .any(|(k, _)| k == key),
                 _ => false,
@@ -191,7 +190,7 @@ fn label_winners(records: &[RuleRecord]) -> BTreeMap<String, (usize, usize)> {
     let mut w = BTreeMap::new();
     for rec in records {
         if let Ok(Some(out)) = &rec.result {
-            for k in super::namespaced(&out.labels, FEATURE_NS)
+            for k in namespaced(&out.labels, FEATURE_NS)
                 .into_iter()
                 .map(|(k, _)| k)
             {
@@ -472,7 +471,7 @@ fn explain_output(
             .iter()
             .find(|r| r.kind == kind && r.key == key && r.object == object && r.rule == rule)
     };
-    let mut labels = super::namespaced(&output.labels, FEATURE_NS);
+    let mut labels = namespaced(&output.labels, FEATURE_NS);
     labels.sort();
     if labels.is_empty()
         && output.vars.is_empty()

@@ -15,6 +15,10 @@ use regex::RegexSet;
 use super::simple_regex::Sequence;
 
 use super::model::ExprSpec;
+use crate::gotmpl::regexp::{
+    REGEX_DFA_SIZE_LIMIT, REGEX_SIZE_LIMIT, build_regex, compile_go_regex, go_regex, one_line,
+};
+use crate::gotmpl::version::{Version, parse_version};
 use crate::yaml::document::Pos;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,15 +93,6 @@ pub enum Input<'a> {
     Flag,
     /// An attribute value, an instance attribute, or an element name (`matchName`).
     Value(&'a str),
-}
-
-/// A version as NFD compares them: Masterminds' lenient semver (`v` prefix, missing minor or
-/// patch are 0), the pre-release and build metadata dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Version {
-    pub major: u64,
-    pub minor: u64,
-    pub patch: u64,
 }
 
 #[derive(Debug)]
@@ -501,93 +496,9 @@ fn shown_pattern(v: &str) -> String {
     }
 }
 
-/// The most memory one compiled pattern (or one `InRegexp` set) may take, as RE2 bounds its
-/// programs (`max_mem`): a larger one is refused ("exceeds size limit"), that rule alone failing
-/// with its file and line, so that a rule file cannot cost more than the agent's memory budget
-/// (ten 100,000-character patterns took 40 MB each before).
-pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
-/// The most memory one pattern's lazy DFA cache may grow to (it falls back to slower search,
-/// never to more memory).
-pub const REGEX_DFA_SIZE_LIMIT: usize = 1 << 20;
-
-fn build_regex(translated: &str) -> Result<regex::Regex, regex::Error> {
-    regex::RegexBuilder::new(translated)
-        .size_limit(REGEX_SIZE_LIMIT)
-        .dfa_size_limit(REGEX_DFA_SIZE_LIMIT)
-        .build()
-}
-
-/// A Go (RE2) pattern, compiled as Go compiles it, within [`REGEX_SIZE_LIMIT`].
-pub(crate) fn compile_go_regex(pattern: &str) -> Result<regex::Regex, String> {
-    let t = go_regex(pattern)?;
-    build_regex(&t).map_err(|e| one_line(&e.to_string()))
-}
-
-/// Go's regexp syntax in Rust's (`re2.rs`): Go's parser decides what is accepted and what
-/// refused, with Go's error text; what it accepts is written so that it means the same to Rust.
-pub(crate) fn go_regex(pattern: &str) -> Result<String, String> {
-    super::re2::translate(pattern)
-}
-
-fn one_line(s: &str) -> String {
-    s.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// Go's `strconv.Atoi` on 64-bit: an optional sign and decimal digits, within `i64`.
 pub fn parse_int(s: &str) -> Option<i64> {
     s.parse::<i64>().ok()
-}
-
-/// Masterminds semver's `NewVersion` (coercing mode), with the pre-release dropped as NFD does.
-pub fn parse_version(s: &str) -> Result<Version, String> {
-    let rest = s.strip_prefix('v').unwrap_or(s);
-    let (core, meta) = match rest.split_once('+') {
-        Some((c, m)) => (c, Some(m)),
-        None => (rest, None),
-    };
-    let (nums, pre) = match core.split_once('-') {
-        Some((n, p)) => (n, Some(p)),
-        None => (core, None),
-    };
-    let parts: Vec<&str> = nums.split('.').collect();
-    if parts.is_empty() || parts.len() > 3 {
-        return Err("invalid semantic version".to_string());
-    }
-    let mut n = [0u64; 3];
-    for (i, p) in parts.iter().enumerate() {
-        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
-            return Err("invalid semantic version".to_string());
-        }
-        n[i] = p
-            .parse::<u64>()
-            .map_err(|e| format!("error parsing version segment: {e}"))?;
-    }
-    let ident_ok =
-        |seg: &str| !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-    if let Some(pre) = pre {
-        for seg in pre.split('.') {
-            if !ident_ok(seg) {
-                return Err("invalid semantic version".to_string());
-            }
-            if seg.len() > 1 && seg.starts_with('0') && seg.bytes().all(|b| b.is_ascii_digit()) {
-                return Err("version segment starts with 0".to_string());
-            }
-        }
-    }
-    if let Some(meta) = meta
-        && !meta.split('.').all(ident_ok)
-    {
-        return Err("invalid semantic version".to_string());
-    }
-    Ok(Version {
-        major: n[0],
-        minor: n[1],
-        patch: n[2],
-    })
 }
 
 #[cfg(test)]

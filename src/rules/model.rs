@@ -199,7 +199,7 @@ impl Cx {
     }
 
     fn unknown_field(&mut self, node: &Node, key: &str, path: &str, known: &[&str]) {
-        let hint = super::closest(key, known.iter().copied())
+        let hint = crate::names::closest(key, known.iter().copied())
             .map(|k| format!(" (did you mean \"{k}\"?)"))
             .unwrap_or_default();
         let known = known.join(", ");
@@ -671,7 +671,7 @@ fn read_expr(cx: &mut Cx, node: &Node, pos: Pos, key: &str, path: &str) -> Optio
             .iter()
             .find(|o| o.eq_ignore_ascii_case(&op))
             .copied()
-            .or_else(|| super::closest(&op, OPS.iter().copied()))
+            .or_else(|| crate::names::closest(&op, OPS.iter().copied()))
             .map(|o| format!(" (did you mean \"{o}\"?)"))
             .unwrap_or_default();
         cx.err(

@@ -8,19 +8,10 @@
 //! reports it then. Missing keys are errors because every map in the data is handed to the
 //! engine as a struct-like object, for which a missing field is an error.
 
-use gtmpl_ng::{Context, ExecError, ParseError, StructuredError, Template, Value};
+use gtmpl_ng::{Context, Template, Value};
 
-use super::sprig;
+use crate::gotmpl::engine::{self, Failure};
 use crate::yaml::document::Pos;
-
-/// NFD's bound on template size.
-pub const MAX_TEMPLATE_SIZE: usize = 64 * 1024;
-/// What one template may write: far more than the labels of a node can carry (a line is at
-/// most ~380 bytes: a 316-byte key, `=`, a 63-byte value), far less than the engine's 64 MiB.
-pub const MAX_TEMPLATE_OUTPUT: usize = 1 << 20;
-/// What one function call may return (`repeat`, `indent`, ...): an annotation value is at most
-/// 1024 bytes; a megabyte per call made a loop churn hundreds of megabytes a cycle.
-pub const MAX_FUNCTION_OUTPUT: usize = 64 * 1024;
 
 /// Where a template's text stands in its file, when every line of it is there as written (a
 /// literal block scalar, or a one-line plain or quoted scalar): template line L is file line
@@ -113,15 +104,6 @@ pub type Finding = (Option<Pos>, String);
 /// A `.domain.feature` a template reads from its data root.
 pub type FeatureRef = (String, String);
 
-/// A template's parse error: where in the template (line, byte column), and what.
-#[derive(Debug, Clone)]
-struct Failure {
-    at: Option<(usize, usize)>,
-    /// `invalid template: ` for a syntax error, empty for a template refused outright.
-    kind: &'static str,
-    message: String,
-}
-
 /// A template of a rule, parsed once.
 pub struct RuleTemplate {
     pub source: String,
@@ -152,7 +134,7 @@ impl RuleTemplate {
             source: source.to_string(),
             pos,
             origin,
-            parsed: parse(source),
+            parsed: engine::parse(source),
         }
     }
 
@@ -202,7 +184,7 @@ impl RuleTemplate {
             (None, prefix) => format!("failed to parse template: {}{prefix}{}", f.kind, f.message),
         })?;
         let out = tmpl.render(&Context::from(data.clone())).map_err(|e| {
-            let (at, message) = exec_message(&e);
+            let (at, message) = engine::exec_message(&e);
             match self.place(at) {
                 (Some(p), _) => format!(
                     "failed to expand template at line {}, column {}: {message}",
@@ -213,60 +195,6 @@ impl RuleTemplate {
         })?;
         expand_lines(&out).map_err(|e| format!("failed to expand template: {e}"))
     }
-}
-
-fn parse(source: &str) -> Result<Template, Failure> {
-    if source.len() > MAX_TEMPLATE_SIZE {
-        return Err(Failure {
-            at: None,
-            kind: "",
-            message: format!(
-                "template exceeds maximum allowed size: {} bytes > {MAX_TEMPLATE_SIZE} limit",
-                source.len()
-            ),
-        });
-    }
-    let mut tmpl = Template::with_limits(
-        gtmpl_ng::Limits::default()
-            .with_output_bytes(MAX_TEMPLATE_OUTPUT)
-            .with_function_output(MAX_FUNCTION_OUTPUT),
-    );
-    for (name, func) in sprig::registry() {
-        tmpl.add_func(name, func);
-    }
-    tmpl.set_arities(sprig::arities());
-    tmpl.parse(source).map_err(|e| match &e {
-        ParseError::WithContext(ctx, msg) => Failure {
-            at: Some((ctx.line, ctx.col)),
-            kind: "invalid template: ",
-            message: msg.to_string(),
-        },
-        other => Failure {
-            at: None,
-            kind: "invalid template: ",
-            message: other.to_string(),
-        },
-    })?;
-    Ok(tmpl)
-}
-
-/// Where in the template (line, byte column) and what, from the engine's error chain.
-fn exec_message(e: &ExecError) -> (Option<(usize, usize)>, String) {
-    match e {
-        ExecError::Structured(s) => structured_message(s),
-        other => (None, other.to_string()),
-    }
-}
-
-/// The engine's chain is the failing action's own message, then one "while evaluating" per
-/// enclosing action (`range`, `if`, `with`): the position already says where, so those go.
-fn structured_message(s: &StructuredError) -> (Option<(usize, usize)>, String) {
-    let messages: Vec<&str> = s
-        .chain()
-        .map(|c| c.message.trim())
-        .filter(|m| !m.is_empty() && *m != "while evaluating")
-        .collect();
-    (Some((s.context.line, s.context.col)), messages.join(": "))
 }
 
 /// NFD's `ExpandMap`: trimmed non-empty lines, each `key=value` (split at the first `=`).
@@ -288,80 +216,6 @@ pub fn expand_lines(out: &str) -> Result<Vec<(String, String)>, String> {
         }
     }
     Ok(pairs)
-}
-
-/// The actions of `source` that can write far more than labels carry: a count above 1,000 given
-/// to a function that multiplies (`repeat`, `until`, `untilStep`, `seq`) or to `range`. Their
-/// output is cut at `MAX_TEMPLATE_OUTPUT` (the rule then fails); `rules check` warns.
-pub fn heavy_actions(source: &str) -> Vec<String> {
-    const MULTIPLIERS: [&str; 5] = ["repeat", "until", "untilStep", "seq", "range"];
-    let mut found = Vec::new();
-    let mut rest = source;
-    while let Some(start) = rest.find("{{") {
-        let after = &rest[start + 2..];
-        let end = after.find("}}").unwrap_or(after.len());
-        let action = after[..end].trim_matches(|c: char| c == '-' || c.is_whitespace());
-        rest = &after[end..];
-        let words: Vec<&str> = action
-            .split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == '|')
-            .filter(|w| !w.is_empty())
-            .collect();
-        let multiplies = words.iter().any(|w| MULTIPLIERS.contains(w));
-        let large = words
-            .iter()
-            .any(|w| w.parse::<u64>().is_ok_and(|n| n > 1000));
-        if multiplies && large {
-            found.push(action.to_string());
-        }
-    }
-    found
-}
-
-/// Template functions Sprig has that this engine does not implement, used in `source`
-/// (a lexical scan of the actions; for `rules check` warnings).
-pub fn unsupported_functions(source: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut rest = source;
-    while let Some(start) = rest.find("{{") {
-        let after = &rest[start + 2..];
-        let end = after.find("}}").unwrap_or(after.len());
-        let action = &after[..end];
-        rest = &after[end..];
-        let mut in_str: Option<char> = None;
-        let mut word = String::new();
-        let mut prev = ' ';
-        let mut word_prev = ' ';
-        for c in action.chars().chain(std::iter::once(' ')) {
-            if let Some(q) = in_str {
-                if c == q && prev != '\\' {
-                    in_str = None;
-                }
-                prev = c;
-                continue;
-            }
-            if c.is_ascii_alphanumeric() || c == '_' {
-                if word.is_empty() {
-                    word_prev = prev;
-                }
-                word.push(c);
-            } else {
-                if !word.is_empty()
-                    && word_prev != '.'
-                    && word_prev != '$'
-                    && sprig::UNSUPPORTED.contains(&word.as_str())
-                    && !found.contains(&word)
-                {
-                    found.push(word.clone());
-                }
-                word.clear();
-                if c == '"' || c == '`' || c == '\'' {
-                    in_str = Some(c);
-                }
-            }
-            prev = c;
-        }
-    }
-    found
 }
 
 #[cfg(test)]
@@ -496,7 +350,7 @@ mod tests {
         );
         let t = RuleTemplate::parse("{{ env \"HOME\" }}", Pos::default());
         assert!(t.parse_error().is_some(), "env is removed, as in NFD");
-        let big = "x".repeat(MAX_TEMPLATE_SIZE + 1);
+        let big = "x".repeat(crate::gotmpl::limits::MAX_TEMPLATE_SIZE + 1);
         assert!(
             RuleTemplate::parse(&big, Pos::default())
                 .parse_error()
@@ -650,9 +504,9 @@ mod tests {
                 want = d.1.to_string();
             }
             covered.insert(func);
-            let got = parse(source).map_err(|f| f.message).and_then(|t| {
+            let got = engine::parse(source).map_err(|f| f.message).and_then(|t| {
                 t.render(&Context::from(Value::Nil))
-                    .map_err(|e| exec_message(&e).1)
+                    .map_err(|e| engine::exec_message(&e).1)
             });
             let ok = match &got {
                 Ok(out) => *out == want,
@@ -676,22 +530,12 @@ mod tests {
             deviations.len(),
             "a deviation is not in cases.tsv"
         );
-        let names = sprig::FUNCTIONS
+        let names = crate::gotmpl::sprig::FUNCTIONS
             .iter()
             .map(|f| f.0)
             .chain(gtmpl_ng::funcs::BUILTINS.iter().map(|f| f.0))
             .filter(|n| !["call"].contains(n));
         let missing: Vec<&str> = names.filter(|n| !covered.contains(n)).collect();
         assert!(missing.is_empty(), "no cases for {missing:?}");
-    }
-
-    #[test]
-    fn finds_unsupported_functions() {
-        assert_eq!(
-            unsupported_functions(
-                "{{ now | date \"x\" }} {{ .date }} {{ \"uuidv4\" }} {{ upper .x }}"
-            ),
-            vec!["now".to_string(), "date".to_string()]
-        );
     }
 }

@@ -266,7 +266,7 @@ fn element_field(kind: Kind, feature: &str, id: &str) -> Option<String> {
             if crate::features::catalog_has(feature, id) != Some(false) {
                 return None;
             }
-            let hint = super::closest(id, elements.iter().copied())
+            let hint = crate::names::closest(id, elements.iter().copied())
                 .map(|c| format!(" (did you mean .{c}?)"))
                 .unwrap_or_default();
             return Some(format!("{feature} has no attribute {id:?}{hint}"));
@@ -275,7 +275,7 @@ fn element_field(kind: Kind, feature: &str, id: &str) -> Option<String> {
     if fields.contains(&id) {
         return None;
     }
-    let hint = super::closest(id, fields.iter().copied())
+    let hint = crate::names::closest(id, fields.iter().copied())
         .map(|c| format!(" (did you mean .{c}?)"))
         .unwrap_or_default();
     Some(format!(".{id}: an element of {feature}, {what}{hint}"))

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::config::LabelPolicy;
 use crate::features::{FeatureSet, Instance};
+use crate::output::{NodeOutput, Taint};
 
 fn inst(pairs: &[(&str, &str)]) -> Instance {
     pairs.iter().map(|(k, v)| (*k, *v)).collect()

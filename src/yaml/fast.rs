@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 use granit_parser::{Event, Parser, ScalarStyle, Span};
 
-use super::document::{Node, Pos, Val};
+use super::node::{Node, Pos, Val};
 
 /// serde-saphyr's default budget (`Budget::default()`); what exceeds it is left to serde-saphyr,
 /// which refuses it with its own error.
@@ -262,7 +262,7 @@ mod tests {
         let (mut read, mut chunks) = (0, 0);
         for f in &files {
             let text = std::fs::read_to_string(f).unwrap();
-            for (_, chunk) in super::super::document::split_documents(&text) {
+            for (_, chunk) in super::super::split::split_documents(&text) {
                 chunks += 1;
                 read += usize::from(same(chunk));
             }

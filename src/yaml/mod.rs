@@ -5,6 +5,8 @@
 
 pub mod document;
 mod fast;
+mod node;
+mod split;
 
 /// 1-based line and column of a parse error; `(0, 0)` when the parser gives none.
 pub fn error_position(e: &serde_saphyr::Error) -> (u64, u64) {
