@@ -1,7 +1,7 @@
 //! `labelsTemplate` / `varsTemplate`: Go text/template over the matched feature elements.
 //!
-//! As NFD: the template is parsed with Sprig's function map (less `env`, `expandenv`,
-//! `getHostByName`), executed with `missingkey=error` over
+//! As NFD (the engine: `crate::gotmpl::engine`): the template is parsed with Sprig's function
+//! map (less `env`, `expandenv`, `getHostByName`), executed with `missingkey=error` over
 //! `{<domain>: {<feature>: [<element>...]}}`, and its output is read as `key=value` lines
 //! (blank lines skipped, a line without `=` is an error). Templates are parsed once, when the
 //! rule set is loaded; a parse error is kept and reported when the rule would expand it, as NFD

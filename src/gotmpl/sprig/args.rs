@@ -1,5 +1,6 @@
-//! Arguments as text/template hands them over and Go converts them: the parameter check, `%v`
-//! printing (`strval`), spf13/cast's and strconv's numbers, lists, maps and truth.
+//! What every family shares: arguments as text/template checks them before a call (Go's
+//! parameter kinds), a value as text the way Sprig's `strval` writes it (Go's `%v`), spf13/cast's
+//! and strconv's numbers, lists, maps and Go's truth.
 
 use std::collections::HashMap;
 

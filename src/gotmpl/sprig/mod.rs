@@ -6,6 +6,11 @@
 //! functions that make no sense for node labels (dates, randomness, passwords, keys, certificates,
 //! encryption, URLs) are registered so that templates using them parse, and fail when executed
 //! with a message naming the function; `rules check` warns about them.
+//!
+//! One file per family: `strings`, `lists`, `dicts`, `math`, `types` (conversion and
+//! reflection), `flow` (defaults), `json`, `encoding`, `paths`, `regexp`, `semver`, and
+//! `builtins` (text/template's own `index` and comparisons); `args` is what they share. This
+//! file registers them: the table of functions, Go's parameter kinds and counts, the refused ones.
 
 mod args;
 mod builtins;
