@@ -31,7 +31,7 @@ use crate::validate::sanitize_value;
 use super::Warnings;
 use super::nvml::{NvmlGpu, NvmlMigDevice, NvmlScan};
 use super::pci::{PciAddress, PciDevice};
-use super::{accel, amd, intel, vgpu};
+use super::{accel, amd, health, intel, vgpu};
 use crate::catalogue;
 
 pub const GPU_DEVICE: &str = "gpu.device";
@@ -223,6 +223,8 @@ struct Gpu {
     attributes: BTreeMap<String, String>,
     mig: Vec<NvmlMigDevice>,
     memory_bytes: Option<u64>,
+    /// What is wrong with it (`health`).
+    faults: health::Faults,
 }
 
 /// Fills `gpu.device`, `gpu.mig`, `gpu.node` and `gpu.driver`.
@@ -232,6 +234,7 @@ pub fn discover(
     classes: &[Option<catalogue::Class<'static>>],
     ids: &PciIds,
     nvml: &NvmlScan,
+    health_config: &crate::config::HealthConfig,
     features: &mut FeatureSet,
     warnings: &mut Warnings,
 ) {
@@ -250,6 +253,10 @@ pub fn discover(
         .zip(classes)
         .filter_map(|(d, c)| gpu_class(d, c.as_ref()).map(|(v, e)| (d, v, e)))
         .collect();
+    let view = health::NodeView::new(
+        &found.iter().map(|(d, v, _)| (*d, *v)).collect::<Vec<_>>(),
+        nvml,
+    );
     let kfd = if found.iter().any(|(_, v, _)| *v == Vendor::Amd) {
         amd::kfd_nodes(sysfs, warnings)
     } else {
@@ -299,6 +306,7 @@ pub fn discover(
             attributes: a,
             mig: Vec::new(),
             memory_bytes: None,
+            faults: health::sysfs_faults(sysfs, dev, vendor, &view, health_config, warnings),
         };
         match vendor {
             Vendor::Nvidia => {
@@ -341,6 +349,7 @@ pub fn discover(
             ]),
             mig: Vec::new(),
             memory_bytes: None,
+            faults: health::Faults::new(),
         };
         if let Some(a) = n.address {
             gpu.attributes.insert("address".into(), format_address(a));
@@ -356,6 +365,7 @@ pub fn discover(
         .or_default();
     for (index, gpu) in gpus.iter_mut().enumerate() {
         gpu.attributes.insert("index".into(), index.to_string());
+        health::write(&mut gpu.attributes, &gpu.faults);
         features.push_instance(
             GPU_DEVICE,
             gpu.attributes
@@ -553,6 +563,9 @@ fn format_address(a: PciAddress) -> String {
 }
 
 fn apply_nvml(gpu: &mut Gpu, n: &NvmlGpu) {
+    for f in &n.faults {
+        gpu.faults.insert(f.kind.clone(), f.detail.clone());
+    }
     let a = &mut gpu.attributes;
     a.insert("source".into(), "nvml".into());
     if let Some(v) = &n.name {
@@ -667,6 +680,10 @@ fn node_attributes(
         out.insert("clique".into(), c.into());
     }
     placement(gpus, &mut out);
+    let summary = health::node_attributes(gpus.iter().map(|g| g.attributes.get("health").map(String::as_str)));
+    for (k, v) in summary.into_iter().flatten() {
+        out.insert(k.into(), v);
+    }
     // Unknown on every GPU counts as alike: eight identical GPUs without a memory reading are
     // still homogeneous.
     let alike = |k: &str| {

@@ -14,6 +14,7 @@ pub mod accel;
 pub mod amd;
 pub mod dmi;
 pub mod gpu;
+pub mod health;
 pub mod intel;
 pub mod kernel;
 pub mod nvml;
@@ -122,6 +123,7 @@ pub fn discover_with(
         &classes,
         &ids,
         &nvml_scan,
+        &opts.config.sources.health,
         &mut features,
         &mut warnings,
     );
