@@ -546,6 +546,10 @@ struct Daemon {
     nvml_wake: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
     /// The device-plugin sharing config, keeping its last good value when the file turns bad.
     sharing: SharingSource,
+    /// Keeps each GPU fault for `sources.health.clearAfter` after it was last seen.
+    faults: discover::health::Hold,
+    /// What is wrong with the GPUs, as last logged (`None`: nothing).
+    last_faults: Option<String>,
     sink: Sink,
     health: Arc<Health>,
     interval: Duration,
@@ -714,7 +718,18 @@ impl Daemon {
             }
             self.last_warnings = report;
         }
-        Ok(Arc::new(d.features))
+        let mut set = d.features;
+        let clear_after = config.sources.health.clear_after;
+        self.faults.apply(&mut set, Instant::now(), clear_after);
+        let faults = discover::health::node_because(&set);
+        if faults != self.last_faults {
+            match &faults {
+                Some(f) => tracing::warn!("GPU faults: {f}"),
+                None => tracing::info!("GPU faults: none"),
+            }
+            self.last_faults = faults;
+        }
+        Ok(Arc::new(set))
     }
 
     /// One cycle: reload, scan, evaluate, publish.
@@ -1029,6 +1044,8 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         nvml: None,
         nvml_wake: None,
         sharing: SharingSource::new(),
+        faults: discover::health::Hold::new(),
+        last_faults: None,
         inputs,
         publish,
         sink,

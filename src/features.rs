@@ -442,7 +442,16 @@ pub const CATALOG: &[(&str, Option<&[&str]>)] = &[
 /// The faults `gpu.device` `health` lists, in its order (`discover::health`); each carries its
 /// detail in `health_<kind>` (`-` as `_`).
 pub const HEALTH_FAULTS: [&str; 10] = [
-    "lost", "unbound", "pcie-link", "ecc", "remap", "xid", "nvlink", "fabric", "thermal", "ras",
+    "lost",
+    "unbound",
+    "pcie-link",
+    "ecc",
+    "remap",
+    "xid",
+    "nvlink",
+    "fabric",
+    "thermal",
+    "ras",
 ];
 
 /// Whether the catalog feature `feature` can have the element `key`; `None` when its set is

@@ -227,17 +227,27 @@ struct Gpu {
     faults: health::Faults,
 }
 
+/// What PCI discovery found: the functions, the catalogue's class of each, the names.
+pub struct Pci<'a> {
+    pub devices: &'a [PciDevice],
+    pub classes: &'a [Option<catalogue::Class<'static>>],
+    pub ids: &'a PciIds,
+}
+
 /// Fills `gpu.device`, `gpu.mig`, `gpu.node` and `gpu.driver`.
 pub fn discover(
     sysfs: &Sysfs,
-    devices: &[PciDevice],
-    classes: &[Option<catalogue::Class<'static>>],
-    ids: &PciIds,
+    pci: Pci<'_>,
     nvml: &NvmlScan,
     health_config: &crate::config::HealthConfig,
     features: &mut FeatureSet,
     warnings: &mut Warnings,
 ) {
+    let Pci {
+        devices,
+        classes,
+        ids,
+    } = pci;
     let mut nvml_by_addr: BTreeMap<PciAddress, &NvmlGpu> = BTreeMap::new();
     let mut nvml_unplaced: Vec<&NvmlGpu> = Vec::new();
     for g in &nvml.gpus {
@@ -680,7 +690,10 @@ fn node_attributes(
         out.insert("clique".into(), c.into());
     }
     placement(gpus, &mut out);
-    let summary = health::node_attributes(gpus.iter().map(|g| g.attributes.get("health").map(String::as_str)));
+    let summary = health::node_attributes(
+        gpus.iter()
+            .map(|g| g.attributes.get("health").map(String::as_str)),
+    );
     for (k, v) in summary.into_iter().flatten() {
         out.insert(k.into(), v);
     }

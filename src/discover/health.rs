@@ -245,10 +245,7 @@ pub fn node_because(features: &FeatureSet) -> Option<String> {
                 }
             })
             .collect();
-        let name = g
-            .get("address")
-            .or_else(|| g.get("index"))
-            .unwrap_or("?");
+        let name = g.get("address").or_else(|| g.get("index")).unwrap_or("?");
         parts.push(format!("{name}: {}", listed.join(", ")));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
@@ -272,7 +269,12 @@ impl Hold {
     /// Records the faults of this scan and writes the held ones back into `features`
     /// (`gpu.device` health attributes and `gpu.node` `health`/`healthy_count`). Returns the
     /// number of faults held that this scan did not see.
-    pub fn apply(&mut self, features: &mut FeatureSet, now: Instant, clear_after: Duration) -> usize {
+    pub fn apply(
+        &mut self,
+        features: &mut FeatureSet,
+        now: Instant,
+        clear_after: Duration,
+    ) -> usize {
         let Some(devices) = features.instances.get_mut(GPU_DEVICE) else {
             self.seen.clear();
             return 0;
@@ -307,9 +309,13 @@ impl Hold {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
             write(&mut attrs, &faults);
-            *g = attrs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            *g = attrs
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
         }
-        self.seen.retain(|id, faults| present.contains(id) && !faults.is_empty());
+        self.seen
+            .retain(|id, faults| present.contains(id) && !faults.is_empty());
         if held_total > 0 {
             let summary = node_attributes(devices.elements.iter().map(|g| g.get("health")));
             for (k, v) in summary.into_iter().flatten() {
@@ -317,5 +323,132 @@ impl Hold {
             }
         }
         held_total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node of two GPUs, the second with `faults` (kind, detail) now.
+    fn scan(faults: &[(&str, &str)]) -> FeatureSet {
+        let mut f = FeatureSet::default();
+        for (i, address) in ["0000:19:00.0", "0000:3b:00.0"].iter().enumerate() {
+            let mut a = BTreeMap::from([
+                ("address".to_string(), address.to_string()),
+                ("index".to_string(), i.to_string()),
+            ]);
+            let now: Faults = if i == 1 {
+                faults
+                    .iter()
+                    .map(|(k, d)| (k.to_string(), d.to_string()))
+                    .collect()
+            } else {
+                Faults::new()
+            };
+            write(&mut a, &now);
+            f.push_instance(
+                GPU_DEVICE,
+                a.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect(),
+            );
+        }
+        let summary = node_attributes(f.instances(GPU_DEVICE).iter().map(|g| g.get("health")));
+        for (k, v) in summary.into_iter().flatten() {
+            f.insert_attribute(GPU_NODE, k, v);
+        }
+        f
+    }
+
+    /// `[second GPU's health, its details..., node health, healthy_count]`.
+    fn seen(f: &FeatureSet) -> Vec<String> {
+        let g = &f.instances(GPU_DEVICE)[1];
+        let mut out = vec![g.get("health").unwrap().to_string()];
+        out.extend(
+            g.attributes
+                .iter()
+                .filter(|(k, _)| k.starts_with("health_"))
+                .map(|(k, v)| format!("{k}={v}")),
+        );
+        out.push(f.attribute(GPU_NODE, "health").unwrap().to_string());
+        out.push(f.attribute(GPU_NODE, "healthy_count").unwrap().to_string());
+        out
+    }
+
+    fn strs(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_fault_is_held_for_clear_after_and_then_cleared() {
+        let mut hold = Hold::new();
+        let t0 = Instant::now();
+        let five = Duration::from_secs(300);
+        let s = Duration::from_secs;
+        let mut f = scan(&[("ecc", "3 volatile uncorrected")]);
+        assert_eq!(hold.apply(&mut f, t0, five), 0);
+        let degraded = strs(&["ecc", "health_ecc=3 volatile uncorrected", "degraded", "1"]);
+        assert_eq!(seen(&f), degraded);
+        // Gone from the scan, still held.
+        let mut f = scan(&[]);
+        assert_eq!(hold.apply(&mut f, t0 + s(299), five), 1);
+        assert_eq!(seen(&f), degraded);
+        // Absent for clearAfter: cleared.
+        let mut f = scan(&[]);
+        assert_eq!(hold.apply(&mut f, t0 + s(300), five), 0);
+        assert_eq!(seen(&f), strs(&["ok", "ok", "2"]));
+    }
+
+    #[test]
+    fn an_intermittent_fault_never_flaps() {
+        let mut hold = Hold::new();
+        let t0 = Instant::now();
+        let clear = Duration::from_secs(60);
+        let mut states = Vec::new();
+        for i in 0..20u64 {
+            // Seen every third scan, 20 s apart: never absent for 60 s.
+            let now: &[(&str, &str)] = if i % 3 == 0 {
+                &[("thermal", "hw-slowdown")]
+            } else {
+                &[]
+            };
+            let mut f = scan(now);
+            hold.apply(&mut f, t0 + Duration::from_secs(20 * i), clear);
+            states.push(seen(&f)[0].clone());
+        }
+        assert_eq!(states, vec!["thermal".to_string(); 20]);
+    }
+
+    #[test]
+    fn a_held_fault_joins_the_faults_seen_now_in_order() {
+        let mut hold = Hold::new();
+        let t0 = Instant::now();
+        let clear = Duration::from_secs(60);
+        hold.apply(&mut scan(&[("xid", "79")]), t0, clear);
+        let mut f = scan(&[("pcie-link", "x8 of x16")]);
+        assert_eq!(hold.apply(&mut f, t0 + Duration::from_secs(1), clear), 1);
+        assert_eq!(
+            seen(&f),
+            strs(&[
+                "pcie-link,xid",
+                "health_pcie_link=x8 of x16",
+                "health_xid=79",
+                "degraded",
+                "1"
+            ])
+        );
+    }
+
+    #[test]
+    fn a_gpu_that_is_gone_takes_its_held_faults_with_it_and_zero_clears_at_once() {
+        let mut hold = Hold::new();
+        let t0 = Instant::now();
+        hold.apply(&mut scan(&[("lost", "gone")]), t0, Duration::from_secs(60));
+        let mut none = FeatureSet::default();
+        assert_eq!(hold.apply(&mut none, t0, Duration::from_secs(60)), 0);
+        assert!(hold.seen.is_empty());
+        hold.apply(&mut scan(&[("lost", "gone")]), t0, Duration::ZERO);
+        let mut f = scan(&[]);
+        assert_eq!(hold.apply(&mut f, t0, Duration::ZERO), 0);
+        assert_eq!(seen(&f), strs(&["ok", "ok", "2"]));
     }
 }

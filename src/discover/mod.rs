@@ -119,9 +119,11 @@ pub fn discover_with(
     );
     gpu::discover(
         &sysfs,
-        &devices,
-        &classes,
-        &ids,
+        gpu::Pci {
+            devices: &devices,
+            classes: &classes,
+            ids: &ids,
+        },
         &nvml_scan,
         &opts.config.sources.health,
         &mut features,
