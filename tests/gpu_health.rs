@@ -292,3 +292,92 @@ NodeFeatureRule \"gpu-labeler-gpu\" (builtin:rules/gpu.yaml)
         .replace("TERM", &term.to_string());
     assert_eq!(out, expected);
 }
+
+/// `match` says which nodes a workload misses only because of their GPUs' health: the health
+/// taint, or a `gpu.health` the pod asks for. A node that misses for another reason as well is
+/// not one of them. The nodes are the fleet's first H100 (its real labels), as is and degraded.
+#[test]
+fn match_names_the_nodes_that_fail_only_on_gpu_health() {
+    let fleet: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::fixtures().join("scheduling/nodes.json")).unwrap(),
+    )
+    .unwrap();
+    let base = fleet["items"][0].clone();
+    let node = |name: &str, degraded: bool, memory: &str| {
+        let mut n = base.clone();
+        n["metadata"]["name"] = name.into();
+        let labels = &mut n["metadata"]["labels"];
+        labels["feature.node.kubernetes.io/gpu.memory"] = memory.into();
+        if degraded {
+            labels["feature.node.kubernetes.io/gpu.health"] = "degraded".into();
+            labels["feature.node.kubernetes.io/gpu.healthy.count"] = "7".into();
+            n["spec"]["taints"] = serde_json::json!([{"key":
+                "feature.node.kubernetes.io/gpu-unhealthy", "value": "true", "effect": "NoSchedule"}]);
+        }
+        n
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = dir.path().join("nodes.json");
+    let items = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        node("h100-ok", false, "81559"),
+        node("h100-sick", true, "81559"),
+        node("h100-sick-small", true, "20000"),
+    ]});
+    std::fs::write(&nodes, items.to_string()).unwrap();
+    let pod = dir.path().join("pods.yaml");
+    std::fs::write(
+        &pod,
+        "\
+apiVersion: v1
+kind: Pod
+metadata: {name: train}
+spec:
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          - matchExpressions:
+              - {key: feature.node.kubernetes.io/gpu.memory, operator: Gt, values: [\"40535\"]}
+  containers: [{name: c, image: x}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: picky}
+spec:
+  nodeSelector: {feature.node.kubernetes.io/gpu.health: ok}
+  tolerations: [{key: feature.node.kubernetes.io/gpu-unhealthy, operator: Exists}]
+  containers: [{name: c, image: x}]
+",
+    )
+    .unwrap();
+    let r = run([
+        OsString::from("match"),
+        pod.clone().into(),
+        "--nodes".into(),
+        nodes.into(),
+    ]);
+    let out = r.stdout.replace(&dir.path().display().to_string(), "DIR");
+    assert_eq!(
+        out,
+        "\
+Pod train (DIR/pods.yaml:1:1)
+NODE             FITS  REASON
+h100-ok          yes
+h100-sick        no    taint feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule not tolerated
+h100-sick-small  no    taint feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule not tolerated (+1 more)
+1/3 nodes are available: 2 node(s) had untolerated taint {feature.node.kubernetes.io/gpu-unhealthy: true}.
+hint: gpu.memory: rule \"gpu memory (MiB, smallest GPU)\" of NodeFeatureRule gpu-labeler-gpu (builtin:rules/gpu.yaml:62:7) writes the value of gpu.node.memory_mib_min; closest to > 40535: h100-sick-small (20000)
+health: h100-sick fails only because of its GPUs' health (gpu.health=degraded, 7 of 8 GPUs healthy, tainted feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule); it fits once they are healthy
+
+Pod picky (DIR/pods.yaml:13:1)
+NODE             FITS  REASON
+h100-ok          yes
+h100-sick        no    gpu.health=degraded, nodeSelector wants ok
+h100-sick-small  no    gpu.health=degraded, nodeSelector wants ok
+1/3 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.
+hint: gpu.health: rule \"gpu health\" of NodeFeatureRule gpu-labeler-gpu (builtin:rules/gpu.yaml:244:7) writes the value of gpu.node.health; values on the nodes that miss: degraded (2)
+health: h100-sick fails only because of its GPUs' health (gpu.health=degraded, 7 of 8 GPUs healthy, tainted feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule); it fits once they are healthy
+health: h100-sick-small fails only because of its GPUs' health (gpu.health=degraded, 7 of 8 GPUs healthy, tainted feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule); it fits once they are healthy
+"
+    );
+}
