@@ -917,3 +917,18 @@ fn the_readmes_first_rule_is_the_example_rules_component() {
         .collect();
     assert_eq!(shown, rule.trim_end().to_string() + "\n");
 }
+
+/// The number of parts docs/labels.md says the NVIDIA name table holds is the catalogue's.
+#[test]
+fn the_name_table_count_in_the_docs_is_the_catalogues() {
+    let names: usize = gpu_labeler::catalogue::catalogue()
+        .vendors
+        .iter()
+        .filter(|v| v.name == "nvidia")
+        .flat_map(|v| &v.devices)
+        .map(|d| d.names.len())
+        .sum();
+    let doc = read("docs/labels.md").replace('\n', " ");
+    let said = format!("each line with its capture: {names} parts from the P100");
+    assert!(doc.contains(&said), "docs/labels.md should say: {said}");
+}
