@@ -932,3 +932,142 @@ fn the_name_table_count_in_the_docs_is_the_catalogues() {
     let said = format!("each line with its capture: {names} parts from the P100");
     assert!(doc.contains(&said), "docs/labels.md should say: {said}");
 }
+
+/// The long flags (`--x`) in a piece of text, in order.
+fn long_flags(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i + 2 < b.len() {
+        let starts = b[i] == b'-'
+            && b[i + 1] == b'-'
+            && (i == 0 || !b[i - 1].is_ascii_alphanumeric() && b[i - 1] != b'-');
+        if starts && b[i + 2].is_ascii_lowercase() {
+            let end = (i + 2..b.len())
+                .find(|&j| !(b[j].is_ascii_lowercase() || b[j] == b'-'))
+                .unwrap_or(b.len());
+            out.push(text[i..end].trim_end_matches('-').to_string());
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// docs/cli.md's synopsis and option table name the binary's commands, flags and environment
+/// variables: every command the binary has is in the synopsis, every flag a line gives is one
+/// of its command's, and every flag `run` takes is in the table with the environment variable
+/// clap reads for it.
+#[test]
+fn the_cli_page_names_the_binarys_commands_flags_and_env_vars() {
+    use clap::CommandFactory;
+    let cli = gpu_labeler::cli::Cli::command();
+    let page = read("docs/cli.md");
+    let usage = page
+        .split_once("## Usage\n\n```\n")
+        .unwrap()
+        .1
+        .split_once("```")
+        .unwrap()
+        .0;
+    let find = |path: &[&str]| -> Option<clap::Command> {
+        let mut c = cli.clone();
+        for p in path {
+            c = c.find_subcommand(p)?.clone();
+        }
+        Some(c)
+    };
+    let flags_of = |c: &clap::Command| -> BTreeSet<String> {
+        c.get_arguments()
+            .filter(|a| !a.is_hide_set())
+            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .collect()
+    };
+    let mut problems = Vec::new();
+    let mut listed = BTreeSet::new();
+    for line in usage.lines() {
+        let synopsis = line.split_once('#').map_or(line, |(s, _)| s);
+        let words: Vec<&str> = synopsis.split_whitespace().skip(1).collect();
+        let path: Vec<&str> = words
+            .iter()
+            .take_while(|w| w.chars().all(|c| c.is_ascii_lowercase()))
+            .copied()
+            .collect();
+        let Some(cmd) = find(&path) else {
+            problems.push(format!("{line}: no command {path:?}"));
+            continue;
+        };
+        listed.insert(path.join(" "));
+        let known = flags_of(&cmd);
+        for f in long_flags(synopsis) {
+            if !known.contains(&f) {
+                problems.push(format!("`gpu-labeler {}` has no {f}", path.join(" ")));
+            }
+        }
+    }
+    let mut commands = BTreeSet::new();
+    for c in cli.get_subcommands().filter(|c| !c.is_hide_set()) {
+        if c.has_subcommands() {
+            for s in c.get_subcommands() {
+                commands.insert(format!("{} {}", c.get_name(), s.get_name()));
+            }
+        } else if c.get_name() != "help" {
+            commands.insert(c.get_name().to_string());
+        }
+    }
+    assert_eq!(listed, commands, "the synopsis lists every command");
+
+    // The option table: each row's flags and environment variables are `run`'s.
+    let run = find(&["run"]).unwrap();
+    let table = page
+        .split_once("| option | env | meaning |\n|---|---|---|\n")
+        .unwrap()
+        .1
+        .split("\n\n")
+        .next()
+        .unwrap();
+    let mut in_table = BTreeSet::new();
+    for row in table.lines() {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let flags = long_flags(cells[0]);
+        let envs: Vec<&str> = cells[1]
+            .split(['`', ',', '/', ' '])
+            .filter(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+            .collect();
+        for (k, f) in flags.iter().enumerate() {
+            in_table.insert(f.clone());
+            let Some(arg) = run
+                .get_arguments()
+                .find(|a| a.get_long().map(|l| format!("--{l}")).as_deref() == Some(f))
+            else {
+                problems.push(format!("option table: `run` has no {f}"));
+                continue;
+            };
+            let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+            // Rows of one flag (or "a / b") name its variable; the summary row names them
+            // as `GPU_LABELER_*`.
+            if flags.len() == envs.len() {
+                if env.as_deref() != Some(envs[k]) {
+                    problems.push(format!(
+                        "option table: {f} reads {env:?}, the row says {}",
+                        envs[k]
+                    ));
+                }
+            } else if let Some(env) = env
+                && !(env == "NODE_NAME" || cells[1].contains("GPU_LABELER_*"))
+            {
+                problems.push(format!(
+                    "option table: {f} reads {env}, the row does not say"
+                ));
+            }
+        }
+    }
+    let mut run_flags = flags_of(&run);
+    run_flags.remove("--help");
+    assert_eq!(problems, Vec::<String>::new());
+    assert_eq!(
+        in_table, run_flags,
+        "the option table lists every flag of `run`"
+    );
+}
