@@ -298,7 +298,7 @@ def check_monitoring(where, text, expected, name="gpu-labeler"):
         need(set(r.get("labels", {})) == {"severity"} and r["labels"]["severity"] in ("critical", "warning", "info"),
              f"{where}: {a} has exactly a severity label")
         need(set(r.get("annotations", {})) == {"summary", "description"}, f"{where}: {a} has a summary and a description")
-        need('Runbook: README.md "Troubleshooting", row: ' in r.get("annotations", {}).get("description", ""),
+        need('Runbook: docs/troubleshooting.md, row: ' in r.get("annotations", {}).get("description", ""),
              f"{where}: {a}'s description names its runbook row")
     meta = cm["metadata"]
     need(meta["name"] == f"{name}-dashboard", f"{where}: the dashboard ConfigMap's name has no hash suffix, got {meta['name']}")

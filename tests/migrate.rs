@@ -1,9 +1,9 @@
-//! The README's migration paths, each on the fake API server with a Node as the tools being
+//! The migration paths of docs/migrating.md, each on the fake API server with a Node as the tools being
 //! replaced leave it, its labels from real captures: a GPU Operator node (NFD with
 //! `deviceLabelFields: [vendor]`, GFD through nfd-master, the operator's own keys; the Dell
 //! XE9680 8x H100 of k8s-device-plugin#1501) and an AMD node (AMD's node labeller on an MI300X,
 //! ROCm/k8s-device-plugin's documented example). Each step is what an operator runs: `diff`,
-//! the publish, the old tool turned off, `diff` again; the outputs are the README's.
+//! the publish, the old tool turned off, `diff` again; the outputs are the ones docs/migrating.md shows.
 
 mod apiserver;
 mod common;
