@@ -456,12 +456,11 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPages(
         // SAFETY: non-null; the caller's count says how many addresses fit.
         let room = unsafe { *page_count };
         unsafe { put(page_count, n)? };
+        if n == 0 {
+            return Ok(());
+        }
         if room < n {
-            return if n == 0 {
-                Ok(())
-            } else {
-                Err(ERROR_INSUFFICIENT_SIZE)
-            };
+            return Err(ERROR_INSUFFICIENT_SIZE);
         }
         runtime::non_null(addresses)?;
         for i in 0..n {

@@ -399,7 +399,7 @@ fn cuda_driver_version(nvml: &Nvml) -> Result<i32, NvmlError> {
 }
 
 fn scan_nvml(nvml: &Nvml, health: &NvmlHealth, tracker: &mut HealthTracker) -> NvmlScan {
-    let mut warnings = tracker.take_notes();
+    let mut warnings = Vec::new();
     let driver_version = optional("driver version", nvml.sys_driver_version(), &mut warnings);
     let cuda_version = optional(
         "CUDA driver version",
@@ -445,6 +445,8 @@ fn scan_nvml(nvml: &Nvml, health: &NvmlHealth, tracker: &mut HealthTracker) -> N
             }
         }
     }
+    // What the health checks and the XID thread have to say about the driver.
+    warnings.extend(tracker.take_notes());
     NvmlScan {
         status: NvmlStatus::Ok,
         driver_version,
@@ -789,10 +791,11 @@ impl HealthTracker {
         std::mem::take(&mut self.log().notes)
     }
 
-    /// `message` once for the life of the process.
-    fn once(&mut self, message: String, w: &mut Vec<String>) {
+    /// `message` once for the life of the process, with the next scan's warnings (about the
+    /// driver, not one GPU).
+    fn once(&mut self, message: String) {
         if self.said.insert(message.clone()) {
-            w.push(message);
+            self.log().notes.push(message);
         }
     }
 
@@ -946,17 +949,16 @@ fn read_faults(
             detail,
         })
     };
-    let skipped = |tracker: &mut HealthTracker, w: &mut Vec<String>, kind: &str, what: &str| {
-        tracker.once(
-            format!("GPU health: this driver lacks {what}: the {kind} check is skipped"),
-            w,
-        )
+    let skipped = |tracker: &mut HealthTracker, kind: &str, what: &str| {
+        tracker.once(format!(
+            "GPU health: this driver lacks {what}: the {kind} check is skipped"
+        ))
     };
     use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
     match dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile) {
         Ok(0) => {}
         Ok(n) => fault("ecc", format!("{n} volatile uncorrected")),
-        Err(e) if symbol_missing(&e) => skipped(tracker, w, "ecc", "nvmlDeviceGetTotalEccErrors"),
+        Err(e) if symbol_missing(&e) => skipped(tracker, "ecc", "nvmlDeviceGetTotalEccErrors"),
         Err(e) => {
             optional::<()>("ECC errors", Err(e), w);
         }
@@ -1004,7 +1006,6 @@ fn read_faults(
         }
         Err(e) if symbol_missing(&e) => skipped(
             tracker,
-            w,
             "thermal",
             "nvmlDeviceGetCurrentClocksEventReasons and nvmlDeviceGetCurrentClocksThrottleReasons",
         ),
@@ -1082,7 +1083,6 @@ fn remap(
                     "GPU health: this driver lacks nvmlDeviceGetRemappedRows and \
                      nvmlDeviceGetRetiredPagesPendingStatus: the remap check is skipped"
                         .into(),
-                    w,
                 );
             }
             None
