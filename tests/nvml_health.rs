@@ -123,8 +123,11 @@ fn each_fault_kind_is_read_per_gpu_in_kind_order() {
                 fault("fabric", "failed: Insufficient resources"),
                 thermal.clone()
             ],
-            vec![],
-            vec![],
+            vec![fault("fabric", "degraded: degraded-bandwidth")],
+            vec![fault(
+                "fabric",
+                "degraded: route-unhealthy,insufficient-nvlinks"
+            )],
             vec![],
             vec![],
         ]

@@ -585,3 +585,36 @@ pub unsafe extern "C" fn nvmlEventSetWait_v2(
         )
     })
 }
+
+/// The versioned fabric query (R550): `version` v2 (health mask) or v3 (and health summary);
+/// another version is `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
+    device: Handle,
+    info: *mut GpuFabricInfoV3,
+) -> Return {
+    runtime::device("nvmlDeviceGetGpuFabricInfoV", device, |_, t| {
+        runtime::non_null(info)?;
+        // SAFETY: non-null; the caller sets `version` first, as NVML's contract says.
+        let version = unsafe { (*info).version };
+        if version != GPU_FABRIC_INFO_V2 && version != GPU_FABRIC_INFO_V3 {
+            return Err(ERROR_ARGUMENT_VERSION_MISMATCH);
+        }
+        let Target::Gpu { dev, .. } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        let fabric = dev.fabric.as_ref().ok_or(ERROR_NOT_SUPPORTED)?;
+        // SAFETY: the caller's struct is at least the v2 size; the v3 field only for v3.
+        unsafe {
+            (*info).cluster_uuid = fabric.cluster_uuid_bytes().unwrap_or([0; 16]);
+            (*info).status = fabric.status.map_or(0, |e| e.0);
+            (*info).clique_id = fabric.clique_id;
+            (*info).state = fabric.state;
+            (*info).health_mask = fabric.health_mask;
+            if version == GPU_FABRIC_INFO_V3 {
+                (*info).health_summary = fabric.health_summary;
+            }
+        }
+        Ok(())
+    })
+}

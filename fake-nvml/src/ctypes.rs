@@ -157,6 +157,23 @@ pub struct GpuFabricInfo {
     pub state: u8,
 }
 
+/// `nvmlGpuFabricInfo_v3_t` (`nvmlDeviceGetGpuFabricInfoV`; v2 is the same without
+/// `health_summary`).
+#[repr(C)]
+pub struct GpuFabricInfoV3 {
+    pub version: c_uint,
+    pub cluster_uuid: [u8; 16],
+    pub status: Return,
+    pub clique_id: c_uint,
+    pub state: u8,
+    pub health_mask: c_uint,
+    pub health_summary: u8,
+}
+
+/// `NVML_STRUCT_VERSION(GpuFabricInfo, 2)` (the v2 struct is 36 bytes) and `…, 3)`.
+pub const GPU_FABRIC_INFO_V2: c_uint = 36 | (2 << 24);
+pub const GPU_FABRIC_INFO_V3: c_uint = (size_of::<GpuFabricInfoV3>() as c_uint) | (3 << 24);
+
 /// `nvmlSystemDriverBranchInfo_v1_t`.
 #[repr(C)]
 pub struct SystemDriverBranchInfo {
@@ -245,5 +262,6 @@ const _: () = assert!(size_of::<ComputeInstanceInfo>() == 32);
 const _: () = assert!(size_of::<ComputeInstanceProfileInfo>() == 36);
 const _: () = assert!(size_of::<GpuFabricInfo>() == 28);
 const _: () = assert!(size_of::<EventData>() == 32);
+const _: () = assert!(size_of::<GpuFabricInfoV3>() == 40);
 const _: () = assert!(size_of::<EventDataV1>() == 24);
 const _: () = assert!(size_of::<GridLicensableFeatures>() == 8 + 3 * 284);

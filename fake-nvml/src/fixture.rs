@@ -66,6 +66,7 @@ pub const KNOWN_FUNCTIONS: &[&str] = &[
     "nvmlEventSetWait",
     "nvmlEventSetWait_v2",
     "nvmlEventSetFree",
+    "nvmlDeviceGetGpuFabricInfoV",
 ];
 
 /// The functions of `KNOWN_FUNCTIONS` that came with R450 (`api_modern`): a driver older than
@@ -98,6 +99,7 @@ pub const SINCE_R450: &[&str] = &[
     "nvmlDeviceGetRemappedRows",
     "nvmlDeviceGetCurrentClocksEventReasons",
     "nvmlEventSetWait_v2",
+    "nvmlDeviceGetGpuFabricInfoV",
 ];
 
 /// Handles are addresses in a fixed table, so a fixture may not describe more than this.
@@ -351,6 +353,15 @@ pub struct Fabric {
     pub cluster_uuid: Option<String>,
     #[serde(default)]
     pub clique_id: u32,
+    /// `nvmlDeviceGetGpuFabricInfoV`'s `healthMask` (nvml.h `NVML_GPU_FABRIC_HEALTH_MASK_*`:
+    /// degraded bandwidth in bits 0-1, route recovery 2-3, route unhealthy 4-5, access timeout
+    /// recovery 6-7, incorrect configuration 8-11); 0 (all not supported) when left out.
+    #[serde(default)]
+    pub health_mask: u32,
+    /// `healthSummary` (v3: `NVML_GPU_FABRIC_HEALTH_SUMMARY_*`, HEALTHY 1, UNHEALTHY 2,
+    /// LIMITED_CAPACITY 3); 0 (not supported) when left out.
+    #[serde(default)]
+    pub health_summary: u8,
 }
 
 impl Fabric {

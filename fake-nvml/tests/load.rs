@@ -604,6 +604,47 @@ fn health_values_come_back_exactly() {
     );
     // A100 and later have no retired pages.
     assert_eq!(err(dev.are_pages_pending_retired()), "NotSupported");
+    // The versioned fabric query: v3 and v2 carry the health mask, v3 the summary too.
+    let get = nvml.lib().nvmlDeviceGetGpuFabricInfoV.as_ref().unwrap();
+    let fabric = |i: u32, version: u32| {
+        let dev = nvml.device_by_index(i).unwrap();
+        /// `nvmlGpuFabricInfo_v3_t`.
+        #[repr(C)]
+        struct V3 {
+            version: u32,
+            cluster_uuid: [u8; 16],
+            status: u32,
+            clique_id: u32,
+            state: u8,
+            health_mask: u32,
+            health_summary: u8,
+        }
+        let mut info = V3 {
+            version,
+            cluster_uuid: [0; 16],
+            status: 0,
+            clique_id: 0,
+            state: 0,
+            health_mask: 0,
+            health_summary: 0,
+        };
+        // SAFETY: nvml.h's signature; the v3 layout (the larger) with its version set.
+        let rc = unsafe { get(dev.handle(), (&mut info as *mut V3).cast()) };
+        (
+            rc,
+            info.state,
+            info.status,
+            info.health_mask,
+            info.health_summary,
+        )
+    };
+    let v3 = 40 | (3 << 24);
+    let v2 = 36 | (2 << 24);
+    assert_eq!(fabric(5, v3), (0, 3, 0, (1 << 4) | (5 << 8), 0));
+    assert_eq!(fabric(6, v3), (0, 3, 0, 426, 1));
+    assert_eq!(fabric(6, v2), (0, 3, 0, 426, 0), "no summary in v2");
+    assert_eq!(fabric(3, v3), (0, 3, 23, 0, 0), "registration failed");
+    assert_eq!(fabric(4, 7).0, 25, "ARGUMENT_VERSION_MISMATCH");
 }
 
 #[test]

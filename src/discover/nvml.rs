@@ -984,14 +984,8 @@ fn read_faults(
             _ => fault("nvlink", format!("links {} down", down.join(","))),
         }
     }
-    if let Some(Ok(info)) = fabric_info(nvml, dev)
-        && info.state == FABRIC_STATE_COMPLETED
-        && info.status != 0
-    {
-        fault(
-            "fabric",
-            format!("failed: {}", error_text(nvml, info.status)),
-        );
+    if let Some(detail) = fabric_fault(nvml, dev) {
+        fault("fabric", detail);
     }
     match clocks_event_reasons(nvml, dev) {
         Ok(mask) => {
@@ -1014,6 +1008,70 @@ fn read_faults(
         }
     }
     faults
+}
+
+/// The fabric health conditions of `nvmlGpuFabricInfo_v2/3_t.healthMask` (nvml.h
+/// `NVML_GPU_FABRIC_HEALTH_MASK_*`): shift, value mask, and the name of a `TRUE` (1).
+const FABRIC_HEALTH: [(u32, u32, &str); 4] = [
+    (0, 0x3, "degraded-bandwidth"),
+    (2, 0x3, "route-recovery"),
+    (4, 0x3, "route-unhealthy"),
+    (6, 0x3, "access-timeout-recovery"),
+];
+/// `INCORRECT_CONFIGURATION` (shift 8, values 2-5 are faults) by value.
+const FABRIC_MISCONFIGURED: [(u32, &str); 4] = [
+    (2, "incorrect-sysguid"),
+    (3, "incorrect-chassis-sn"),
+    (4, "no-partition"),
+    (5, "insufficient-nvlinks"),
+];
+
+/// `fabric`: registration completed but failed (`failed: <NVML's status text>`), or completed
+/// and succeeded with a health mask that names a condition (`degraded: <conditions>`; through
+/// `nvmlDeviceGetGpuFabricInfoV`, R550 and later). A fabric still registering is not a fault.
+fn fabric_fault(nvml: &Nvml, dev: &nvml_wrapper::Device) -> Option<String> {
+    if let Some(Ok(info)) = fabric_info(nvml, dev)
+        && info.state == FABRIC_STATE_COMPLETED
+        && info.status != 0
+    {
+        return Some(format!("failed: {}", error_text(nvml, info.status)));
+    }
+    let get = nvml.lib().nvmlDeviceGetGpuFabricInfoV.as_ref().ok()?;
+    type V3 = nvml_wrapper_sys::bindings::nvmlGpuFabricInfo_v3_t;
+    type V2 = nvml_wrapper_sys::bindings::nvmlGpuFabricInfo_v2_t;
+    const MISMATCH: u32 = 25; // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+    let mut info: V3;
+    // SAFETY: nvml.h's signature; a live handle; a zeroed v3 struct (the larger) with its
+    // version set, v2's when the driver does not know v3.
+    unsafe {
+        info = std::mem::zeroed();
+        info.version = (size_of::<V3>() as u32) | (3 << 24);
+        let mut rc = get(dev.handle(), &mut info);
+        if rc == MISMATCH {
+            info = std::mem::zeroed();
+            info.version = (size_of::<V2>() as u32) | (2 << 24);
+            rc = get(dev.handle(), &mut info);
+        }
+        if rc != 0 {
+            return None;
+        }
+    }
+    if info.state != FABRIC_STATE_COMPLETED || info.status != 0 {
+        return None;
+    }
+    let mut conditions: Vec<&str> = FABRIC_HEALTH
+        .iter()
+        .filter(|(shift, mask, _)| (info.healthMask >> shift) & mask == 1)
+        .map(|(_, _, name)| *name)
+        .collect();
+    let config = (info.healthMask >> 8) & 0xF;
+    conditions.extend(
+        FABRIC_MISCONFIGURED
+            .iter()
+            .filter(|(v, _)| *v == config)
+            .map(|(_, name)| *name),
+    );
+    (!conditions.is_empty()).then(|| format!("degraded: {}", conditions.join(",")))
 }
 
 /// `nvmlErrorString` of a status NVML reports as a value (the fabric's registration).
