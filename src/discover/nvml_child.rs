@@ -615,6 +615,28 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn new_health_settings_are_new_settings_and_reach_the_child() {
+        // The stand-in child answers with its arguments as a warning.
+        let script = r#"while read l; do printf '{"status":"Ok","driver_version":null,"cuda_version":null,"gpus":[],"warnings":["%s %s"]}\n' "$3" "$4"; done"#;
+        let a = probe(script, 5000, Duration::ZERO);
+        let b = probe(script, 5000, Duration::ZERO);
+        let (exe, choice) = (a.exe.clone(), a.choice.clone());
+        let same = IsolatedNvml::new(choice.clone(), exe.clone(), a.timeout, a.grace);
+        assert!(a.same_settings(&same));
+        let mut other =
+            IsolatedNvml::new(choice, exe, a.timeout, a.grace).with_health(NvmlHealth {
+                critical_xids: vec![48, 79],
+                clear_after: Duration::from_secs(60),
+            });
+        assert!(!a.same_settings(&other));
+        drop(b);
+        assert_eq!(
+            other.scan().warnings,
+            ["--critical-xids=48,79 --clear-after-ms=60000"]
+        );
+    }
+
+    #[test]
     fn disabled_starts_nothing() {
         let mut p = IsolatedNvml::new(
             NvmlChoice::Disabled,
