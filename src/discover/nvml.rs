@@ -4,6 +4,12 @@
 //! `Nvml` per process and retries a failed init on the next scan; each scan copies what it needs
 //! into owned structs. NVML being absent or failing is a status, never an error: the GPUs are
 //! still discovered from sysfs.
+//!
+//! Each GPU's health faults (`NvmlGpu.faults`: ecc, remap, xid, nvlink, fabric, thermal;
+//! docs/health.md) are read on every scan and light check. What they need across scans lives in
+//! the `NvmlLibrary` (the NVLinks seen up, the critical XIDs an event thread records from an
+//! event set kept open for the life of the process), so it only works in a long-lived process:
+//! NVML's child.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;

@@ -619,7 +619,6 @@ pub(crate) mod tests {
         // The stand-in child answers with its arguments as a warning.
         let script = r#"while read l; do printf '{"status":"Ok","driver_version":null,"cuda_version":null,"gpus":[],"warnings":["%s %s"]}\n' "$3" "$4"; done"#;
         let a = probe(script, 5000, Duration::ZERO);
-        let b = probe(script, 5000, Duration::ZERO);
         let (exe, choice) = (a.exe.clone(), a.choice.clone());
         let same = IsolatedNvml::new(choice.clone(), exe.clone(), a.timeout, a.grace);
         assert!(a.same_settings(&same));
@@ -629,7 +628,6 @@ pub(crate) mod tests {
                 clear_after: Duration::from_secs(60),
             });
         assert!(!a.same_settings(&other));
-        drop(b);
         assert_eq!(
             other.scan().warnings,
             ["--critical-xids=48,79 --clear-after-ms=60000"]
