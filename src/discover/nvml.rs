@@ -1221,6 +1221,39 @@ mod tests {
     }
 
     #[test]
+    fn an_xid_is_reported_by_one_scan_at_least_then_while_within_clear_after() {
+        let mut tracker = HealthTracker::default();
+        let at = |ago: u64| Seen {
+            at: Instant::now() - Duration::from_secs(ago),
+            reported: false,
+        };
+        tracker
+            .log()
+            .seen
+            .insert("GPU-a".into(), BTreeMap::from([(79, at(10)), (48, at(0))]));
+        let zero = NvmlHealth {
+            critical_xids: vec![48, 79],
+            clear_after: Duration::ZERO,
+        };
+        // The light check only looks; the first scan reports both, ascending, even with 0s.
+        assert_eq!(xids("GPU-a", &zero, &mut tracker, false), "48,79");
+        assert_eq!(xids("GPU-a", &zero, &mut tracker, true), "48,79");
+        assert_eq!(xids("GPU-a", &zero, &mut tracker, true), "");
+        assert_eq!(xids("GPU-b", &zero, &mut tracker, true), "");
+        // With 5s, the one seen 10s ago goes after its first report, the other stays.
+        tracker
+            .log()
+            .seen
+            .insert("GPU-a".into(), BTreeMap::from([(79, at(10)), (48, at(0))]));
+        let five = NvmlHealth {
+            clear_after: Duration::from_secs(5),
+            ..zero
+        };
+        assert_eq!(xids("GPU-a", &five, &mut tracker, true), "48,79");
+        assert_eq!(xids("GPU-a", &five, &mut tracker, true), "48");
+    }
+
+    #[test]
     fn a_missing_library_is_unavailable_not_an_error() {
         let mut lib =
             NvmlLibrary::new(NvmlChoice::Library("/nonexistent/libnvidia-ml.so.1".into()));
