@@ -167,7 +167,15 @@ pub enum Command {
     },
     /// NVML's child process (internal): answers scans of LIB on a pipe.
     #[command(name = "__nvml-child", hide = true)]
-    NvmlChild { lib: PathBuf },
+    NvmlChild {
+        lib: PathBuf,
+        /// `sources.health.criticalXids`, comma-separated (empty: no XID check).
+        #[arg(long, default_value = "")]
+        critical_xids: String,
+        /// `sources.health.clearAfter` in milliseconds.
+        #[arg(long)]
+        clear_after_ms: Option<u64>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -472,7 +480,11 @@ pub fn run(cli: Cli) -> u8 {
             rules: rules.rule_files(),
             publish: publish.options(),
         }),
-        Command::NvmlChild { lib } => Ok(nvml_child::serve(lib)),
+        Command::NvmlChild {
+            lib,
+            critical_xids,
+            clear_after_ms,
+        } => Ok(nvml_child::serve_args(lib, &critical_xids, clear_after_ms)),
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "gpu-labeler", &mut out);
