@@ -381,3 +381,73 @@ health: h100-sick-small fails only because of its GPUs' health (gpu.health=degra
 "
     );
 }
+
+/// NVML's faults (from its child, the fake library on a fixture derived from the H100 capture,
+/// `tests/fixtures/nvml/PROVENANCE.md`) join the GPUs' `health` with their details, in the
+/// order `health` lists kinds, and degrade the node.
+#[test]
+fn nvml_faults_reach_each_gpus_health() {
+    let lib = common::fake_nvml_lib("nvidia_ml").display().to_string();
+    let fixture = common::nvml_fixture("h100-8x-faults");
+    let env = [("FAKE_NVML_FIXTURE", fixture.as_os_str())];
+    let t = Tree::copy_of(DELL);
+    let r = run_env(
+        args(&["features", "-o", "json"], t.root(), &["--nvml-lib", &lib]),
+        &env,
+    );
+    let v: Value = serde_json::from_str(r.ok()).unwrap();
+    let thermal = "health_thermal=hw-slowdown,hw-power-brake-slowdown";
+    assert_eq!(
+        health_of(&v),
+        [
+            row(&[
+                "0000:19:00.0",
+                "ecc,thermal",
+                "health_ecc=3 volatile uncorrected",
+                thermal
+            ]),
+            row(&[
+                "0000:3b:00.0",
+                "remap,thermal",
+                "health_remap=pending",
+                thermal
+            ]),
+            row(&[
+                "0000:4c:00.0",
+                "remap,thermal",
+                "health_remap=failed",
+                thermal
+            ]),
+            row(&[
+                "0000:5d:00.0",
+                "fabric,thermal",
+                "health_fabric=failed: Insufficient resources",
+                thermal
+            ]),
+            row(&[
+                "0000:9b:00.0",
+                "fabric",
+                "health_fabric=degraded: degraded-bandwidth"
+            ]),
+            row(&[
+                "0000:bb:00.0",
+                "fabric",
+                "health_fabric=degraded: route-unhealthy,insufficient-nvlinks"
+            ]),
+            ok("0000:cb:00.0"),
+            ok("0000:db:00.0"),
+        ]
+    );
+    let r = run_env(
+        args(&["labels", "-o", "json"], t.root(), &["--nvml-lib", &lib]),
+        &env,
+    );
+    assert_eq!(
+        health_labels(r.ok()),
+        label_map(&[
+            ("gpu.count", "8"),
+            ("gpu.health", "degraded"),
+            ("gpu.healthy.count", "2"),
+        ])
+    );
+}

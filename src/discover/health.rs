@@ -51,6 +51,8 @@ pub struct NodeView<'a> {
     /// The PCI addresses NVML listed, when it answered this scan (`None`: it did not, and a
     /// GPU missing from its list says nothing).
     nvml_listed: Option<BTreeSet<PciAddress>>,
+    /// The GPUs NVML answered GPU_IS_LOST for (by the address an earlier scan read).
+    nvml_lost: BTreeSet<PciAddress>,
 }
 
 impl<'a> NodeView<'a> {
@@ -66,7 +68,12 @@ impl<'a> NodeView<'a> {
         }
         let nvml_listed = (nvml.status == NvmlStatus::Ok)
             .then(|| nvml.gpus.iter().filter_map(|g| g.address).collect());
-        NodeView { bound, nvml_listed }
+        let nvml_lost = nvml.lost.iter().filter_map(|l| l.address).collect();
+        NodeView {
+            bound,
+            nvml_listed,
+            nvml_lost,
+        }
     }
 }
 
@@ -98,7 +105,9 @@ pub fn sysfs_faults(
             }
         }
         Some("nvidia") if !vf && vendor == Vendor::Nvidia => {
-            if let Some(listed) = &node.nvml_listed
+            if node.nvml_lost.contains(&dev.sort_key) {
+                out.insert("lost".into(), "NVML: GPU is lost".into());
+            } else if let Some(listed) = &node.nvml_listed
                 && !listed.contains(&dev.sort_key)
             {
                 out.insert("lost".into(), "bound to nvidia, not listed by NVML".into());
