@@ -473,6 +473,43 @@ def main():
             need(rules_keys(text) == [["example-gpu-classes.yaml", "nfd-vendor-labels.yaml", "site.yaml"]],
                  f"deploy (example-rules + nfd-vendor-labels components): rules keys {rules_keys(text)}")
             print("ok: deploy (example-rules + nfd-vendor-labels components)")
+        # The health components (docs/taints.md): opt-in; the taint rule and the option, and for
+        # the condition the nodes/status permission and the policy's allowedConditionType.
+        for comps, keys, env, status in [
+            (["health"], ["gpu-health.yaml", "site.yaml"], ["GPU_LABELER_PUBLISH_TAINTS"], False),
+            (["health-condition"], ["site.yaml"], ["GPU_LABELER_PUBLISH_CONDITION"], True),
+            (["health", "health-condition"], ["gpu-health.yaml", "site.yaml"],
+             ["GPU_LABELER_PUBLISH_TAINTS", "GPU_LABELER_PUBLISH_CONDITION"], True),
+        ]:
+            where = f"deploy ({' + '.join(comps)} components)"
+            d = Path(tmp) / "-".join(comps)
+            d.mkdir()
+            (d / "kustomization.yaml").write_text(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                f"resources: [../../base]\ncomponents: [{', '.join('../../components/' + c for c in comps)}]\n")
+            text = render(d)
+            if text is None:
+                continue
+            validate(where, text)
+            docs = [x for x in yaml.safe_load_all(text) if x]
+            need(rules_keys(text) == [keys], f"{where}: rules keys {rules_keys(text)}")
+            got_env = [e["name"] for x in docs if x["kind"] == "DaemonSet"
+                       for e in x["spec"]["template"]["spec"]["containers"][0].get("env", [])
+                       if e["name"].startswith("GPU_LABELER_PUBLISH_")]
+            need(got_env == env, f"{where}: env {got_env}, expected {env}")
+            rules = [r for x in docs if x["kind"] == "ClusterRole" for r in x["rules"]]
+            want_rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}]
+            if status:
+                want_rules.append({"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]})
+            need(rules == want_rules, f"{where}: ClusterRole rules {rules}")
+            allowed = [v["expression"] for x in docs if x["kind"] == "ValidatingAdmissionPolicy"
+                       for v in x["spec"]["variables"] if v["name"] == "allowedConditionType"]
+            need(allowed == (["'GPUHealthy'"] if status else ["''"]),
+                 f"{where}: allowedConditionType {allowed}")
+            print(f"ok: {where}")
+        base = render(root)
+        need("gpu-unhealthy" not in base and "GPU_LABELER_PUBLISH_" not in base,
+             "deploy: the base ships the health taint or condition live")
         # The uninstall Job: valid, as locked down as the agents, on its own service account.
         prune = render(root / "prune")
         if prune is not None:
