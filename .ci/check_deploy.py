@@ -360,8 +360,15 @@ def check(where, text, expect_nvidia, expect_nodefeature, name="gpu-labeler", se
         need(vaps == ([f"{name}-own-nodefeature"] if expect_policy else []) and bindings == vaps,
              f"{where}: the NodeFeature admission policy and its Deny binding, and no Node policy, got {vaps} {bindings}")
     else:
-        need(rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}],
-             f"{where}: ClusterRole allows only get, watch and patch on nodes, got {rules}")
+        # deploy/components/health-condition (Helm: health.condition) adds `patch nodes/status`,
+        # and only together with the Node policy's allowedConditionType (that one condition).
+        condition = [v["expression"] for p in kinds.get("ValidatingAdmissionPolicy", [])
+                     for v in p["spec"]["variables"] if v["name"] == "allowedConditionType"]
+        status_rule = {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}
+        node_rule = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}
+        need(rules == [node_rule] or (rules == [node_rule, status_rule] and condition == ["'GPUHealthy'"]),
+             f"{where}: ClusterRole allows only get, watch and patch on nodes (and patch on nodes/status "
+             f"with the health-condition policy), got {rules}")
         need(roles == [], f"{where}: no Role, got {roles}")
         vap = kinds.get("ValidatingAdmissionPolicy", [])
         binding = kinds.get("ValidatingAdmissionPolicyBinding", [])
