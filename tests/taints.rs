@@ -692,3 +692,90 @@ fn the_daemon_taints_its_node_while_the_rule_matches() {
     assert_eq!(annotation(&s), None);
     assert_eq!(agent.stop(), 0, "{}", agent.log_text());
 }
+
+/// The rule deploy/components/health ships (read in place, as `rules check` reads it), on a
+/// snapshot of the integrator's `gpu.node` health attributes.
+fn health_snapshot(health: &str, healthy: &str) -> String {
+    format!(
+        "attributes:\n  gpu.node:\n    elements: {{health: {health}, count: \"8\", healthy_count: \"{healthy}\"}}\n"
+    )
+}
+
+const HEALTH_RULES: &str = "deploy/components/health/rules.yaml";
+
+#[test]
+fn the_shipped_health_rule_taints_a_degraded_node_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap.yaml");
+    let mut got = Vec::new();
+    for (health, healthy) in [("degraded", "7"), ("ok", "8")] {
+        std::fs::write(&snap, health_snapshot(health, healthy)).unwrap();
+        let rules = common::repo().join(HEALTH_RULES);
+        let r = common::run([
+            "labels",
+            "--features",
+            snap.to_str().unwrap(),
+            "--no-default-rules",
+            "--rules",
+            rules.to_str().unwrap(),
+            "-o",
+            "json",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        got.push(serde_json::from_str::<Value>(&r.stdout).unwrap());
+    }
+    assert_eq!(
+        got,
+        [
+            json!({"labels": {}, "taints": [unhealthy()]}),
+            json!({"labels": {}}),
+        ]
+    );
+}
+
+/// `gpu-labeler run` with the component's rule and option (`GPU_LABELER_PUBLISH_TAINTS=true`),
+/// its features from a snapshot that turns degraded and then ok again.
+#[test]
+fn the_daemon_with_the_health_component_taints_while_degraded() {
+    let s = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap.yaml");
+    std::fs::write(&snap, health_snapshot("ok", "8")).unwrap();
+    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
+    let rules = common::repo().join(HEALTH_RULES);
+    let args = apiserver::run_args(
+        &kubeconfig,
+        NODE,
+        &[
+            "--rules",
+            rules.to_str().unwrap(),
+            "--features",
+            snap.to_str().unwrap(),
+        ],
+    );
+    let mut agent = apiserver::Agent::start(&args, &[("GPU_LABELER_PUBLISH_TAINTS", "true")]);
+    let wait = |want: Value| {
+        let ok = apiserver::wait_for(Duration::from_secs(20), || {
+            (taints(&s) == want).then_some(())
+        });
+        assert!(
+            ok.is_some(),
+            "taints {} never became {want}; log:\n{}",
+            taints(&s),
+            agent.log_text()
+        );
+    };
+    // A first cycle done (ready): no taint while healthy.
+    let addr = agent.health_addr();
+    apiserver::wait_for(Duration::from_secs(20), || {
+        (apiserver::get(addr, "/readyz").0 == 200).then_some(())
+    })
+    .unwrap_or_else(|| panic!("never ready; log:\n{}", agent.log_text()));
+    assert_eq!(taints(&s), json!([admin_taint()]));
+    std::fs::write(&snap, health_snapshot("degraded", "7")).unwrap();
+    wait(json!([admin_taint(), unhealthy()]));
+    std::fs::write(&snap, health_snapshot("ok", "8")).unwrap();
+    wait(json!([admin_taint()]));
+    assert_eq!(annotation(&s), None);
+    assert_eq!(agent.stop(), 0, "{}", agent.log_text());
+}
