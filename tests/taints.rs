@@ -779,3 +779,18 @@ fn the_daemon_with_the_health_component_taints_while_degraded() {
     assert_eq!(annotation(&s), None);
     assert_eq!(agent.stop(), 0, "{}", agent.log_text());
 }
+
+#[test]
+fn a_dry_run_says_the_taints_once_and_writes_nothing() {
+    let s = cluster();
+    let rt = runtime();
+    let mut sink = sink(&rt, &s, taints_on());
+    let before = version(&s);
+    let kinds: Vec<OutcomeKind> = (0..2)
+        .map(|_| rt.block_on(sink.publish(&gpu(&[OURS]), true)).unwrap().kind)
+        .collect();
+    assert_eq!(kinds, [OutcomeKind::DryRun, OutcomeKind::Unchanged]);
+    assert_eq!(taints(&s), json!([admin_taint()]));
+    assert_eq!(version(&s), before);
+    assert_eq!(agent_writes(&s), Vec::<String>::new());
+}

@@ -757,6 +757,7 @@ impl NodeSink {
                         "dry run: would set the {} condition",
                         taints::CONDITION_TYPE
                     );
+                    known.extras.condition = condition;
                     outcome.kind = OutcomeKind::DryRun;
                 } else {
                     let node = self
@@ -800,6 +801,9 @@ impl NodeSink {
                     "dry run: would set the Node's taints to [{}]",
                     show_taints(&next)
                 );
+                // Said once, as the labels' dry run says each change once.
+                known.extras.taints = next;
+                known.extras.tracked = annotation;
                 return Ok(true);
             }
             let Some(version) = known.version else {
