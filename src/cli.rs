@@ -257,6 +257,14 @@ pub struct PublishArgs {
     /// Relabel only every interval and on SIGHUP: no file, uevent, NVML or Node events.
     #[arg(long, env = "GPU_LABELER_NO_EVENTS", value_parser = boolish())]
     pub no_events: bool,
+    /// The node sink applies the rules' taints, as the config's `publish.taints: true`
+    /// (docs/taints.md).
+    #[arg(long, env = "GPU_LABELER_PUBLISH_TAINTS", value_parser = boolish())]
+    pub publish_taints: bool,
+    /// The node sink sets the GPUHealthy condition, as the config's `publish.condition: true`
+    /// (docs/taints.md).
+    #[arg(long, env = "GPU_LABELER_PUBLISH_CONDITION", value_parser = boolish())]
+    pub publish_condition: bool,
     /// Read uevents from a Unix datagram socket bound here, not the kernel's (tests).
     #[arg(long, hide = true, value_name = "PATH")]
     pub uevent_socket: Option<PathBuf>,
@@ -405,6 +413,8 @@ impl PublishArgs {
             cgroup_root: self.cgroup_root.clone(),
             uevent_socket: self.uevent_socket.clone(),
             no_events: self.no_events,
+            publish_taints: self.publish_taints,
+            publish_condition: self.publish_condition,
         }
     }
 }

@@ -102,6 +102,10 @@ pub struct PublishOptions {
     pub uevent_socket: Option<PathBuf>,
     /// Relabel only every interval (and on SIGHUP), whatever `publish.events` says.
     pub no_events: bool,
+    /// The node sink applies the rules' taints, whatever `publish.taints` says.
+    pub publish_taints: bool,
+    /// The node sink sets the `GPUHealthy` condition, whatever `publish.condition` says.
+    pub publish_condition: bool,
 }
 
 /// Peak memory of the daemon: a base plus a share per PCI function (`cargo bench --bench
@@ -755,6 +759,13 @@ impl Daemon {
         metrics.observe_features(&features);
 
         let evaluated = evaluate_node(&features, &self.inputs.config, &self.inputs.rules);
+        let writes = node::NodeWrites {
+            taints: self.publish.publish_taints || self.inputs.config.publish.taints,
+            condition: self.publish.publish_condition || self.inputs.config.publish.condition,
+        };
+        if let Sink::Node(n) = &mut self.sink {
+            n.set_writes(writes);
+        }
         let metrics = &self.health.metrics;
         metrics.rule_errors.inc_by(evaluated.errors.len() as u64);
         metrics
@@ -777,13 +788,19 @@ impl Daemon {
                 tracing::warn!("{p}");
             }
             let out = &evaluated.output;
-            if matches!(self.sink, Sink::Node(_))
-                && (!out.taints.is_empty() || !out.extended_resources.is_empty())
-            {
-                tracing::warn!(
-                    "rules produced taints or extended resources; they are not published (the node \
-                     sink writes labels and annotations only)"
-                );
+            if matches!(self.sink, Sink::Node(_)) {
+                if !out.taints.is_empty() && !writes.taints {
+                    tracing::warn!(
+                        "rules produced taints; they are not published (publish.taints is off, \
+                         docs/taints.md)"
+                    );
+                }
+                if !out.extended_resources.is_empty() {
+                    tracing::warn!(
+                        "rules produced extended resources; they are not published (the node \
+                         sink writes labels, annotations and taints only)"
+                    );
+                }
             }
             self.last_report = Some(report);
         }
