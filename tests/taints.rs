@@ -794,3 +794,84 @@ fn a_dry_run_says_the_taints_once_and_writes_nothing() {
     assert_eq!(version(&s), before);
     assert_eq!(agent_writes(&s), Vec::<String>::new());
 }
+
+/// The whole path on discovered facts: `gpu-labeler run` on a writable copy of the Dell tree
+/// with the built-in rules, the health component's rule and taints on, against the test API
+/// server. GPU 1's link narrows (`current_link_width` 8 of 16): `gpu.health=degraded`,
+/// `gpu.healthy.count=7` and the `gpu-unhealthy` taint appear beside the admin's taint; the link
+/// is fixed: both stay for `clearAfter` (the hold), then the labels go back to `ok`/8 and the
+/// taint goes, the admin's untouched.
+#[test]
+fn a_narrowed_link_taints_the_node_and_the_taint_clears_after_the_hold() {
+    let s = cluster();
+    let tree = common::Tree::copy_of("dell-xe9680-8xh100");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "sources: {health: {clearAfter: 4s}}\npublish: {taints: true}\n",
+    )
+    .unwrap();
+    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
+    let rules = common::repo().join(HEALTH_RULES);
+    let mut args = apiserver::run_args(
+        &kubeconfig,
+        NODE,
+        &[
+            "--rules",
+            rules.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    let at = args.iter().position(|a| a == "--sysfs-root").unwrap();
+    args[at + 1] = tree.root().display().to_string();
+    args.retain(|a| a != "--no-default-rules");
+    let mut agent = apiserver::Agent::start(&args, &[]);
+    let health = |s: &KubeApiServer| -> Vec<String> {
+        s.labels(NODE)
+            .into_iter()
+            .filter(|(k, _)| k.contains("/gpu.health"))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect()
+    };
+    let state = |labels: [&str; 2], taints: Value| {
+        let labels = vec![
+            format!("feature.node.kubernetes.io/gpu.health={}", labels[0]),
+            format!("feature.node.kubernetes.io/gpu.healthy.count={}", labels[1]),
+        ];
+        (labels, taints)
+    };
+    let wait = |want: &(Vec<String>, Value)| {
+        let ok = apiserver::wait_for(Duration::from_secs(20), || {
+            ((health(&s), taints(&s)) == *want).then_some(std::time::Instant::now())
+        });
+        ok.unwrap_or_else(|| {
+            panic!(
+                "never {want:?}: {:?} {}; log:\n{}",
+                health(&s),
+                taints(&s),
+                agent.log_text()
+            )
+        })
+    };
+    let healthy = state(["ok", "8"], json!([admin_taint()]));
+    let degraded = state(["degraded", "7"], json!([admin_taint(), unhealthy()]));
+    wait(&healthy);
+    tree.write_attr("0000:3b:00.0", "current_link_width", b"8\n");
+    wait(&degraded);
+    // Seen by a scan just before the fix, then fixed: held for clearAfter, then clear.
+    std::thread::sleep(Duration::from_millis(1500));
+    tree.write_attr("0000:3b:00.0", "current_link_width", b"16\n");
+    let fixed = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!((health(&s), taints(&s)), degraded, "{}", agent.log_text());
+    let cleared = wait(&healthy);
+    assert!(
+        cleared.duration_since(fixed) >= Duration::from_millis(2900),
+        "cleared {:?} after the fix",
+        cleared.duration_since(fixed)
+    );
+    assert_eq!(annotation(&s), None);
+    assert_eq!(agent.stop(), 0, "{}", agent.log_text());
+}
