@@ -93,35 +93,24 @@ fn read(rel: &str) -> String {
 /// The lines of `text` outside fenced code blocks, with their numbers (1-based); inline code
 /// spans are blanked, so that a link written as code is no link.
 fn prose_lines(text: &str) -> Vec<(usize, String)> {
-    let mut fence: Option<String> = None;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let t = line.trim_start();
-        if let Some(f) = &fence {
-            if t.starts_with(f.as_str()) {
-                fence = None;
+    // An indented code block (four spaces after a blank line) is left to the fence rule: the
+    // book's indented blocks hold no links.
+    prose_lines_keep_code(text)
+        .into_iter()
+        .map(|(n, line)| {
+            let mut s = String::new();
+            let mut in_code = false;
+            for c in line.chars() {
+                if c == '`' {
+                    in_code = !in_code;
+                    s.push(' ');
+                } else {
+                    s.push(if in_code { ' ' } else { c });
+                }
             }
-            continue;
-        }
-        if t.starts_with("```") || t.starts_with("~~~") {
-            fence = Some(t[..3].to_string());
-            continue;
-        }
-        // An indented code block (four spaces after a blank line) is left to the fence rule:
-        // the book's indented blocks hold no links.
-        let mut s = String::new();
-        let mut in_code = false;
-        for c in line.chars() {
-            if c == '`' {
-                in_code = !in_code;
-                s.push(' ');
-            } else {
-                s.push(if in_code { ' ' } else { c });
-            }
-        }
-        out.push((i + 1, s));
-    }
-    out
+            (n, s)
+        })
+        .collect()
 }
 
 /// The paragraphs of `text` outside fenced code blocks, each as its first line's number and its
