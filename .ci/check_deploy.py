@@ -298,7 +298,7 @@ def check_monitoring(where, text, expected, name="gpu-labeler"):
         need(set(r.get("labels", {})) == {"severity"} and r["labels"]["severity"] in ("critical", "warning", "info"),
              f"{where}: {a} has exactly a severity label")
         need(set(r.get("annotations", {})) == {"summary", "description"}, f"{where}: {a} has a summary and a description")
-        need('Runbook: README.md "Troubleshooting", row: ' in r.get("annotations", {}).get("description", ""),
+        need('Runbook: docs/troubleshooting.md, row: ' in r.get("annotations", {}).get("description", ""),
              f"{where}: {a}'s description names its runbook row")
     meta = cm["metadata"]
     need(meta["name"] == f"{name}-dashboard", f"{where}: the dashboard ConfigMap's name has no hash suffix, got {meta['name']}")
@@ -360,8 +360,15 @@ def check(where, text, expect_nvidia, expect_nodefeature, name="gpu-labeler", se
         need(vaps == ([f"{name}-own-nodefeature"] if expect_policy else []) and bindings == vaps,
              f"{where}: the NodeFeature admission policy and its Deny binding, and no Node policy, got {vaps} {bindings}")
     else:
-        need(rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}],
-             f"{where}: ClusterRole allows only get, watch and patch on nodes, got {rules}")
+        # deploy/components/health-condition (Helm: health.condition) adds `patch nodes/status`,
+        # and only together with the Node policy's allowedConditionType (that one condition).
+        condition = [v["expression"] for p in kinds.get("ValidatingAdmissionPolicy", [])
+                     for v in p["spec"]["variables"] if v["name"] == "allowedConditionType"]
+        status_rule = {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}
+        node_rule = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}
+        need(rules == [node_rule] or (rules == [node_rule, status_rule] and condition == ["'GPUHealthy'"]),
+             f"{where}: ClusterRole allows only get, watch and patch on nodes (and patch on nodes/status "
+             f"with the health-condition policy), got {rules}")
         need(roles == [], f"{where}: no Role, got {roles}")
         vap = kinds.get("ValidatingAdmissionPolicy", [])
         binding = kinds.get("ValidatingAdmissionPolicyBinding", [])
@@ -473,6 +480,43 @@ def main():
             need(rules_keys(text) == [["example-gpu-classes.yaml", "nfd-vendor-labels.yaml", "site.yaml"]],
                  f"deploy (example-rules + nfd-vendor-labels components): rules keys {rules_keys(text)}")
             print("ok: deploy (example-rules + nfd-vendor-labels components)")
+        # The health components (docs/taints.md): opt-in; the taint rule and the option, and for
+        # the condition the nodes/status permission and the policy's allowedConditionType.
+        for comps, keys, env, status in [
+            (["health"], ["gpu-health.yaml", "site.yaml"], ["GPU_LABELER_PUBLISH_TAINTS"], False),
+            (["health-condition"], ["site.yaml"], ["GPU_LABELER_PUBLISH_CONDITION"], True),
+            (["health", "health-condition"], ["gpu-health.yaml", "site.yaml"],
+             ["GPU_LABELER_PUBLISH_TAINTS", "GPU_LABELER_PUBLISH_CONDITION"], True),
+        ]:
+            where = f"deploy ({' + '.join(comps)} components)"
+            d = Path(tmp) / "-".join(comps)
+            d.mkdir()
+            (d / "kustomization.yaml").write_text(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                f"resources: [../../base]\ncomponents: [{', '.join('../../components/' + c for c in comps)}]\n")
+            text = render(d)
+            if text is None:
+                continue
+            validate(where, text)
+            docs = [x for x in yaml.safe_load_all(text) if x]
+            need(rules_keys(text) == [keys], f"{where}: rules keys {rules_keys(text)}")
+            got_env = [e["name"] for x in docs if x["kind"] == "DaemonSet"
+                       for e in x["spec"]["template"]["spec"]["containers"][0].get("env", [])
+                       if e["name"].startswith("GPU_LABELER_PUBLISH_")]
+            need(got_env == env, f"{where}: env {got_env}, expected {env}")
+            rules = [r for x in docs if x["kind"] == "ClusterRole" for r in x["rules"]]
+            want_rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}]
+            if status:
+                want_rules.append({"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]})
+            need(rules == want_rules, f"{where}: ClusterRole rules {rules}")
+            allowed = [v["expression"] for x in docs if x["kind"] == "ValidatingAdmissionPolicy"
+                       for v in x["spec"]["variables"] if v["name"] == "allowedConditionType"]
+            need(allowed == (["'GPUHealthy'"] if status else ["''"]),
+                 f"{where}: allowedConditionType {allowed}")
+            print(f"ok: {where}")
+        base = render(root)
+        need("gpu-unhealthy" not in base and "GPU_LABELER_PUBLISH_" not in base,
+             "deploy: the base ships the health taint or condition live")
         # The uninstall Job: valid, as locked down as the agents, on its own service account.
         prune = render(root / "prune")
         if prune is not None:

@@ -15,7 +15,7 @@
 //! time plus its random part of `publish.spread`. Measured for spreads of 0 (off), 2 s (the
 //! default) and 10 s as the peak writes in any one second.
 //! Phases: start (every agent's first cycle at once), steady state, rules changes, and a
-//! restart of every agent with nothing changed. Prints a table; the README quotes it.
+//! restart of every agent with nothing changed. Prints a table; BENCHMARKS.md records it and docs/cli.md links there.
 //!
 //! `cargo bench --bench fleet` runs 1,000 nodes (`FLEET_NODES`). Under `cargo test --benches`
 //! (no `--bench` argument) it runs a 50-node smoke version and checks the targets.

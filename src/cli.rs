@@ -65,7 +65,7 @@ pub enum Command {
         rule: Option<String>,
         /// Why this label is on the node, or why not: NFD's built-in PCI labels, the profile
         /// and every rule that can give it (a bare name gets `feature.node.kubernetes.io/`).
-        #[arg(long, value_name = "KEY")]
+        #[arg(long, value_name = "KEY", value_parser = label_key_arg)]
         label: Option<String>,
     },
     /// What this node's labels would become on its Node: added, changed, removed, in conflict
@@ -81,7 +81,7 @@ pub enum Command {
         #[arg(long = "node", value_name = "FILE", conflicts_with = "kubeconfig")]
         node: Option<PathBuf>,
         /// The Node to read from the cluster (this node).
-        #[arg(long, env = "NODE_NAME")]
+        #[arg(long, env = "NODE_NAME", value_parser = node_name_arg)]
         node_name: Option<String>,
         /// kubeconfig file (else in-cluster config, else $KUBECONFIG).
         #[arg(long, env = "GPU_LABELER_KUBECONFIG", value_name = "FILE")]
@@ -94,14 +94,14 @@ pub enum Command {
     /// it published: for an uninstall, or a switch between the node and nodefeature sinks.
     Prune {
         /// The Node to prune (this node).
-        #[arg(long, env = "NODE_NAME", conflicts_with = "all_nodes")]
+        #[arg(long, env = "NODE_NAME", conflicts_with = "all_nodes", value_parser = node_name_arg)]
         node_name: Option<String>,
         /// Every Node in the cluster (the uninstall Job: deploy/prune).
         #[arg(long)]
         all_nodes: bool,
         /// Also delete the NodeFeature named after each Node in this namespace, when
         /// gpu-labeler wrote it.
-        #[arg(long, value_name = "NAMESPACE")]
+        #[arg(long, value_name = "NAMESPACE", value_parser = namespace_arg)]
         nodefeature_namespace: Option<String>,
         /// Only the NodeFeature objects, not the Node labels (a switch from the nodefeature
         /// sink to the node sink, whose agents now write the labels themselves).
@@ -167,7 +167,15 @@ pub enum Command {
     },
     /// NVML's child process (internal): answers scans of LIB on a pipe.
     #[command(name = "__nvml-child", hide = true)]
-    NvmlChild { lib: PathBuf },
+    NvmlChild {
+        lib: PathBuf,
+        /// `sources.health.criticalXids`, comma-separated (empty: no XID check).
+        #[arg(long, default_value = "")]
+        critical_xids: String,
+        /// `sources.health.clearAfter` in milliseconds.
+        #[arg(long)]
+        clear_after_ms: Option<u64>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -212,7 +220,7 @@ impl clap::ValueEnum for LabelFormat {
 #[derive(Debug, Clone, Args)]
 pub struct PublishArgs {
     /// The Node to label (this node).
-    #[arg(long, env = "NODE_NAME")]
+    #[arg(long, env = "NODE_NAME", value_parser = node_name_arg)]
     pub node_name: Option<String>,
     /// kubeconfig file (else in-cluster config, else $KUBECONFIG).
     #[arg(long, env = "GPU_LABELER_KUBECONFIG", value_name = "FILE")]
@@ -233,7 +241,7 @@ pub struct PublishArgs {
     #[arg(long, env = "GPU_LABELER_DRY_RUN", value_parser = boolish())]
     pub dry_run: bool,
     /// Address for /healthz, /readyz and /metrics.
-    #[arg(long, env = "GPU_LABELER_LISTEN", default_value = "0.0.0.0:8080")]
+    #[arg(long, env = "GPU_LABELER_LISTEN", default_value = "0.0.0.0:8080", value_parser = listen_arg)]
     pub listen: String,
     /// Log as JSON lines.
     #[arg(long, env = "GPU_LABELER_LOG_JSON", value_parser = boolish())]
@@ -249,6 +257,14 @@ pub struct PublishArgs {
     /// Relabel only every interval and on SIGHUP: no file, uevent, NVML or Node events.
     #[arg(long, env = "GPU_LABELER_NO_EVENTS", value_parser = boolish())]
     pub no_events: bool,
+    /// The node sink applies the rules' taints, as the config's `publish.taints: true`
+    /// (docs/taints.md).
+    #[arg(long, env = "GPU_LABELER_PUBLISH_TAINTS", value_parser = boolish())]
+    pub publish_taints: bool,
+    /// The node sink sets the GPUHealthy condition, as the config's `publish.condition: true`
+    /// (docs/taints.md).
+    #[arg(long, env = "GPU_LABELER_PUBLISH_CONDITION", value_parser = boolish())]
+    pub publish_condition: bool,
     /// Read uevents from a Unix datagram socket bound here, not the kernel's (tests).
     #[arg(long, hide = true, value_name = "PATH")]
     pub uevent_socket: Option<PathBuf>,
@@ -331,7 +347,8 @@ pub struct DiscoveryArgs {
         long = "allowed-ns",
         env = "GPU_LABELER_ALLOWED_NS",
         value_name = "NS",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_parser = allowed_ns_arg
     )]
     pub allowed_ns: Vec<String>,
 }
@@ -396,6 +413,8 @@ impl PublishArgs {
             cgroup_root: self.cgroup_root.clone(),
             uevent_socket: self.uevent_socket.clone(),
             no_events: self.no_events,
+            publish_taints: self.publish_taints,
+            publish_condition: self.publish_condition,
         }
     }
 }
@@ -471,7 +490,11 @@ pub fn run(cli: Cli) -> u8 {
             rules: rules.rule_files(),
             publish: publish.options(),
         }),
-        Command::NvmlChild { lib } => Ok(nvml_child::serve(lib)),
+        Command::NvmlChild {
+            lib,
+            critical_xids,
+            clear_after_ms,
+        } => Ok(nvml_child::serve_args(lib, &critical_xids, clear_after_ms)),
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "gpu-labeler", &mut out);
@@ -829,4 +852,58 @@ fn print(s: &str) {
 /// as every other flag's; kept as written for the daemon.
 fn interval_arg(s: &str) -> Result<String, String> {
     config::parse_interval(s).map(|_| s.to_string())
+}
+
+/// `--node-name` (`NODE_NAME`): a Node's name is a DNS-1123 subdomain; another value can name
+/// no Node, so it is a usage error (exit 2), not a request the API server refuses.
+fn node_name_arg(s: &str) -> Result<String, String> {
+    crate::validate::dns_subdomain(s).map(|()| s.to_string())
+}
+
+/// `--nodefeature-namespace`: a namespace's name is a DNS-1123 label.
+fn namespace_arg(s: &str) -> Result<String, String> {
+    if s.len() > 63 || s.contains('.') {
+        return Err("a namespace must be a DNS-1123 label: at most 63 lower case alphanumeric characters or '-', starting and ending with an alphanumeric character".to_string());
+    }
+    crate::validate::dns_subdomain(s)
+        .map(|()| s.to_string())
+        .map_err(|_| "a namespace must be a DNS-1123 label: at most 63 lower case alphanumeric characters or '-', starting and ending with an alphanumeric character".to_string())
+}
+
+/// `--allowed-ns`: each entry a label namespace (a DNS-1123 subdomain), or `*.` and one for
+/// its sub-domains; spaces around an entry are trimmed, as the
+/// policy trims them.
+fn allowed_ns_arg(s: &str) -> Result<String, String> {
+    let ns = s.trim();
+    if ns.is_empty() {
+        return Ok(s.to_string()); // an empty entry (`a,,b`, a trailing comma) is skipped
+    }
+    crate::validate::dns_subdomain(ns.strip_prefix("*.").unwrap_or(ns))
+        .map(|()| s.to_string())
+        .map_err(|e| format!("a label namespace {e}, or `*.` and one for its sub-domains"))
+}
+
+/// `explain --label`: a label key (`[prefix/]name`, Kubernetes' qualified name).
+fn label_key_arg(s: &str) -> Result<String, String> {
+    crate::validate::qualified_name(s)
+        .map(|()| s.to_string())
+        .map_err(|e| format!("not a label key: {e}"))
+}
+
+/// `--listen`: `HOST:PORT` (an IP address or a name resolved when the server starts), or empty
+/// for no server.
+fn listen_arg(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.parse::<std::net::SocketAddr>().is_ok() {
+        return Ok(s.to_string());
+    }
+    match s.rsplit_once(':') {
+        Some((host, port))
+            if !host.is_empty()
+                && !host.contains(|c: char| c.is_whitespace() || c == '/')
+                && port.parse::<u16>().is_ok() =>
+        {
+            Ok(s.to_string())
+        }
+        _ => Err("expected HOST:PORT, e.g. 0.0.0.0:8080 (empty: no server)".to_string()),
+    }
 }

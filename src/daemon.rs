@@ -102,6 +102,10 @@ pub struct PublishOptions {
     pub uevent_socket: Option<PathBuf>,
     /// Relabel only every interval (and on SIGHUP), whatever `publish.events` says.
     pub no_events: bool,
+    /// The node sink applies the rules' taints, whatever `publish.taints` says.
+    pub publish_taints: bool,
+    /// The node sink sets the `GPUHealthy` condition, whatever `publish.condition` says.
+    pub publish_condition: bool,
 }
 
 /// Peak memory of the daemon: a base plus a share per PCI function (`cargo bench --bench
@@ -546,6 +550,10 @@ struct Daemon {
     nvml_wake: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
     /// The device-plugin sharing config, keeping its last good value when the file turns bad.
     sharing: SharingSource,
+    /// Keeps each GPU fault for `sources.health.clearAfter` after it was last seen.
+    faults: discover::health::Hold,
+    /// What is wrong with the GPUs, as last logged (`None`: nothing).
+    last_faults: Option<String>,
     sink: Sink,
     health: Arc<Health>,
     interval: Duration,
@@ -714,7 +722,18 @@ impl Daemon {
             }
             self.last_warnings = report;
         }
-        Ok(Arc::new(d.features))
+        let mut set = d.features;
+        let clear_after = config.sources.health.clear_after;
+        self.faults.apply(&mut set, Instant::now(), clear_after);
+        let faults = discover::health::node_because(&set);
+        if faults != self.last_faults {
+            match &faults {
+                Some(f) => tracing::warn!("GPU faults: {f}"),
+                None => tracing::info!("GPU faults: none"),
+            }
+            self.last_faults = faults;
+        }
+        Ok(Arc::new(set))
     }
 
     /// One cycle: reload, scan, evaluate, publish.
@@ -740,6 +759,13 @@ impl Daemon {
         metrics.observe_features(&features);
 
         let evaluated = evaluate_node(&features, &self.inputs.config, &self.inputs.rules);
+        let writes = node::NodeWrites {
+            taints: self.publish.publish_taints || self.inputs.config.publish.taints,
+            condition: self.publish.publish_condition || self.inputs.config.publish.condition,
+        };
+        if let Sink::Node(n) = &mut self.sink {
+            n.set_writes(writes);
+        }
         let metrics = &self.health.metrics;
         metrics.rule_errors.inc_by(evaluated.errors.len() as u64);
         metrics
@@ -762,13 +788,19 @@ impl Daemon {
                 tracing::warn!("{p}");
             }
             let out = &evaluated.output;
-            if matches!(self.sink, Sink::Node(_))
-                && (!out.taints.is_empty() || !out.extended_resources.is_empty())
-            {
-                tracing::warn!(
-                    "rules produced taints or extended resources; they are not published (the node \
-                     sink writes labels and annotations only)"
-                );
+            if matches!(self.sink, Sink::Node(_)) {
+                if !out.taints.is_empty() && !writes.taints {
+                    tracing::warn!(
+                        "rules produced taints; they are not published (publish.taints is off, \
+                         docs/taints.md)"
+                    );
+                }
+                if !out.extended_resources.is_empty() {
+                    tracing::warn!(
+                        "rules produced extended resources; they are not published (the node \
+                         sink writes labels, annotations and taints only)"
+                    );
+                }
             }
             self.last_report = Some(report);
         }
@@ -1029,6 +1061,8 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         nvml: None,
         nvml_wake: None,
         sharing: SharingSource::new(),
+        faults: discover::health::Hold::new(),
+        last_faults: None,
         inputs,
         publish,
         sink,

@@ -327,6 +327,8 @@ pub const CATALOG: &[(&str, Option<&[&str]>)] = &[
             "nvlinks",
             "clique",
             "pcie_root",
+            "health",
+            // and health_<kind> for every kind of HEALTH_FAULTS (`catalog_has`)
         ]),
     ),
     (
@@ -379,6 +381,8 @@ pub const CATALOG: &[(&str, Option<&[&str]>)] = &[
             "mig_enabled",
             "vgpu_present",
             "virtual",
+            "health",
+            "healthy_count",
             // and count_<vendor> for every vendor of the catalogue (`catalog_has`)
             "count_nvidia",
             "count_amd",
@@ -435,6 +439,21 @@ pub const CATALOG: &[(&str, Option<&[&str]>)] = &[
     ("rule.matched", None),
 ];
 
+/// The faults `gpu.device` `health` lists, in its order (`discover::health`); each carries its
+/// detail in `health_<kind>` (`-` as `_`).
+pub const HEALTH_FAULTS: [&str; 10] = [
+    "lost",
+    "unbound",
+    "pcie-link",
+    "ecc",
+    "remap",
+    "xid",
+    "nvlink",
+    "fabric",
+    "thermal",
+    "ras",
+];
+
 /// Whether the catalog feature `feature` can have the element `key`; `None` when its set is
 /// open. Beyond the fixed names: the per-vendor and per-model counts of `gpu.node` and
 /// `accel.node` (`count_<vendor>`, `count_model_<name>`, `count_family_<name>`; an unknown
@@ -453,6 +472,9 @@ pub fn catalog_has(feature: &str, key: &str) -> Option<bool> {
                 || (rest.len() == 4 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
         }),
         "gpu.driver" | "accel.driver" => cat.version_keys().any(|k| k == key),
+        "gpu.device" => key
+            .strip_prefix("health_")
+            .is_some_and(|k| HEALTH_FAULTS.iter().any(|f| f.replace('-', "_") == k)),
         _ => false,
     })
 }

@@ -11,6 +11,10 @@ pub type LabelMap = BTreeMap<String, String>;
 /// The NFD prefix that unprefixed label names receive.
 pub const FEATURE_PREFIX: &str = "feature.node.kubernetes.io/";
 
+/// The taint the health component's rule sets while `gpu.health` is `degraded`
+/// (deploy/components/health); `match` names it.
+pub const HEALTH_TAINT: &str = "feature.node.kubernetes.io/gpu-unhealthy";
+
 /// A taint as in a NodeFeatureRule (`key`, optional `value`, `effect`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct Taint {

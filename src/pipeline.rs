@@ -67,7 +67,7 @@ impl Sources {
 
     /// NVML as every command uses it: in a child process of this program, bounded by
     /// `--nvml-timeout` or the config's `sources.nvml.timeout`, its last good answer kept for
-    /// `gracePeriod`.
+    /// `gracePeriod`, its health checks as `sources.health` says.
     pub fn nvml(&self, config: &Config) -> IsolatedNvml {
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
         IsolatedNvml::new(
@@ -76,6 +76,7 @@ impl Sources {
             self.nvml_timeout.unwrap_or(config.sources.nvml.timeout),
             config.sources.nvml.grace_period,
         )
+        .with_health(nvml::NvmlHealth::from(&config.sources.health))
     }
 
     pub fn load_config(&self) -> Result<Config, Error> {

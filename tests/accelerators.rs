@@ -159,6 +159,8 @@ fn hygon_dcus_join_the_gpu_labels_with_their_memory() {
         label_map(&[
             ("gpu-hygon.count", "2"),
             ("gpu.count", "2"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "2"),
             ("gpu.memory", "65520"),
             ("gpu.memory.max", "65520"),
             ("gpu.memory.total", "131040"),
@@ -181,6 +183,8 @@ fn a_moore_threads_gpu_joins_the_gpu_labels_and_its_audio_does_not() {
         label_map(&[
             ("gpu-mthreads.count", "1"),
             ("gpu.count", "1"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "1"),
             ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.product", "MTT-S3000"),

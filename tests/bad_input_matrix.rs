@@ -1194,15 +1194,19 @@ fn nvml_rows() -> Vec<Row> {
                     )],
                     // The lost GPU keeps its product and its family: sysfs names it as NVML
                     // does, and its chip (GH100) gives the family its compute capability does.
-                    without(
-                        h100(),
-                        &[
-                            "gpu.memory",
-                            "gpu.memory.max",
-                            "gpu.memory.total",
-                            "gpu.compute.major",
-                            "gpu.compute.minor",
-                        ],
+                    // It is counted, and not as healthy (`lost`).
+                    with(
+                        without(
+                            h100(),
+                            &[
+                                "gpu.memory",
+                                "gpu.memory.max",
+                                "gpu.memory.total",
+                                "gpu.compute.major",
+                                "gpu.compute.minor",
+                            ],
+                        ),
+                        &[("gpu.health", "degraded"), ("gpu.healthy.count", "7")],
                     ),
                 );
                 (out, e)
@@ -1349,6 +1353,8 @@ fn nvml_rows() -> Vec<Row> {
                         ("gpu.cuda.major", "10"),
                         ("gpu.cuda.minor", "1"),
                         ("gpu.count", "1"),
+                        ("gpu.health", "ok"),
+                        ("gpu.healthy.count", "1"),
                         ("gpu.driver.major", "418"),
                         ("gpu.driver.minor", "43"),
                         ("gpu.driver.version", "418.43"),

@@ -183,6 +183,7 @@ fn example<'a>(row: &str, cell: &'a str) -> Option<(String, &'a str)> {
 /// The scenarios the document's examples come from, as its scenario table lists them.
 const SCENARIOS: &[&str] = &[
     "h100",
+    "h100-gpu-lost",
     "h100-shared-gfd",
     "a100-mig-single",
     "a100-mig-mixed",
@@ -232,6 +233,7 @@ fn setup(id: &str, dir: &Path) -> (Vec<OsString>, Vec<(&'static str, OsString)>)
     let dell = Some("dell-xe9680-8xh100");
     match id {
         "h100" => nvml("h100-8x", dell, &[], ""),
+        "h100-gpu-lost" => nvml("h100-8x-gpu3-lost", dell, &[], ""),
         "h100-shared-gfd" => {
             let sharing = fixtures().join("sharing/time-slicing.yaml");
             let config = format!(

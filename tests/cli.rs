@@ -706,3 +706,229 @@ fn the_manual_page_and_every_page_it_names() {
         (2, "error: no command `nope` in `gpu-labeler`\n")
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// A bad flag value is a usage error, whichever flag.
+
+/// Each value-taking argument of each command, by `command path/argument id`: the invalid
+/// value given to it, or `None` where no value is invalid as the flag is parsed (a path, a
+/// rule's name, a value the command reads later and reports as invalid input).
+const BAD_VALUES: &[(&str, Option<&str>)] = &[
+    ("completions/shell", Some("tcsh")),
+    ("diff/allowed_ns", Some("Not A Namespace")),
+    ("diff/config", None),
+    ("diff/features", None),
+    ("diff/kubeconfig", None),
+    ("diff/node", None),
+    ("diff/node_name", Some("Node_1")),
+    ("diff/nvml_lib", None),
+    ("diff/nvml_timeout", Some("soon")),
+    ("diff/output", Some("yaml")),
+    ("diff/pci_ids", None),
+    ("diff/proc_root", None),
+    ("diff/profiles", Some("gfd")),
+    ("diff/rules", None),
+    ("diff/sysfs_root", None),
+    ("explain/allowed_ns", Some("*.")),
+    ("explain/config", None),
+    ("explain/features", None),
+    ("explain/label", Some("gpu memory")),
+    ("explain/nvml_lib", None),
+    ("explain/nvml_timeout", Some("0s")),
+    ("explain/pci_ids", None),
+    ("explain/proc_root", None),
+    ("explain/profiles", Some("nvidia")),
+    ("explain/rule", None),
+    ("explain/rules", None),
+    ("explain/sysfs_root", None),
+    ("features/allowed_ns", Some("example.com/")),
+    ("features/config", None),
+    ("features/features", None),
+    ("features/nvml_lib", None),
+    ("features/nvml_timeout", Some("ten")),
+    ("features/output", Some("text")),
+    ("features/pci_ids", None),
+    ("features/proc_root", None),
+    ("features/profiles", Some("")),
+    ("features/sysfs_root", None),
+    ("inventory/kubeconfig", None),
+    ("inventory/nodes", None),
+    ("inventory/output", Some("yaml")),
+    ("labels/allowed_ns", Some("Feature.Node.Kubernetes.io")),
+    ("labels/config", None),
+    ("labels/features", None),
+    ("labels/nvml_lib", None),
+    ("labels/nvml_timeout", Some("-1s")),
+    ("labels/output", Some("xml")),
+    ("labels/pci_ids", None),
+    ("labels/proc_root", None),
+    ("labels/profiles", Some("nvidia-gfd,amd")),
+    ("labels/rules", None),
+    ("labels/sysfs_root", None),
+    ("man/command", Some("frobnicate")),
+    ("match/kubeconfig", None),
+    ("match/no_default_rules", None),
+    ("match/nodes", None),
+    ("match/output", Some("yaml")),
+    ("match/rules", None),
+    ("match/workload", None),
+    ("prune/kubeconfig", None),
+    ("prune/node_name", Some("-node")),
+    ("prune/nodefeature_namespace", Some("gpu.labeler")),
+    ("prune/output", Some("yaml")),
+    ("rules check/output", Some("yaml")),
+    ("rules check/paths", None),
+    ("run/allowed_ns", Some("amd com")),
+    ("run/config", None),
+    ("run/features", None),
+    ("run/features_file", None),
+    ("run/interval", Some("1ms")),
+    ("run/kubeconfig", None),
+    ("run/listen", Some("8080")),
+    ("run/node_name", Some("GPU-NODE")),
+    ("run/nvml_lib", None),
+    ("run/nvml_timeout", Some("1x")),
+    ("run/pci_ids", None),
+    ("run/proc_root", None),
+    ("run/profiles", Some("nvidia-gfd,")),
+    ("run/rules", None),
+    ("run/sink", Some("file")),
+    ("run/sysfs_root", None),
+];
+
+/// The commands of `gpu-labeler`, as `(path, command)`, the hidden ones left out.
+fn commands(c: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>) {
+    for sub in c.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let p = if path.is_empty() {
+            sub.get_name().to_string()
+        } else {
+            format!("{path} {}", sub.get_name())
+        };
+        if sub.has_subcommands() {
+            commands(sub, &p, out);
+        } else {
+            out.push((p, sub.clone()));
+        }
+    }
+}
+
+/// Every value-taking argument of every command (and every boolean environment variable) is
+/// in [`BAD_VALUES`]; each invalid value exits 2 with clap's usage error naming the flag and
+/// the value, and the whole outputs are `tests/fixtures/golden/cli-bad-values.txt`.
+#[test]
+fn a_bad_value_of_any_flag_is_a_usage_error() {
+    use clap::CommandFactory;
+    let mut all = Vec::new();
+    commands(&gpu_labeler::cli::Cli::command(), "", &mut all);
+    let mut seen = Vec::new();
+    let mut transcript = String::new();
+    for (path, cmd) in &all {
+        for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+            let id = arg.get_id().as_str();
+            let key = format!("{path}/{id}");
+            let takes_value = arg.get_action().takes_values();
+            let env_bool = !takes_value && arg.get_env().is_some();
+            if !takes_value && !env_bool {
+                continue;
+            }
+            if env_bool {
+                // A boolean flag takes its value from its environment variable only.
+                let env = arg.get_env().unwrap().to_string_lossy().into_owned();
+                let mut args: Vec<&str> = path.split(' ').collect();
+                args.extend(positional_stand_ins(path, arg.get_long().unwrap_or("")));
+                let r = run_env(&args, &[(env.as_str(), OsStr::new("maybe"))]);
+                transcript.push_str(&format!(
+                    "$ {env}=maybe gpu-labeler {}\nexit {}\n{}{}\n",
+                    shell_words(&args),
+                    r.code,
+                    r.stdout,
+                    r.stderr
+                ));
+                assert_eq!((r.code, r.stdout.as_str()), (2, ""), "{key} by {env}");
+                if BAD_VALUES.iter().any(|(k, _)| *k == key) {
+                    seen.push(key);
+                }
+                continue;
+            }
+            seen.push(key.clone());
+            let Some(&(_, bad)) = BAD_VALUES.iter().find(|(k, _)| *k == key) else {
+                panic!("{key}: not in BAD_VALUES (give it an invalid value, or None)");
+            };
+            let Some(bad) = bad else { continue };
+            let mut args: Vec<String> = path.split(' ').map(str::to_string).collect();
+            match arg.get_long() {
+                Some(long) => {
+                    // `--flag=value`, so that a value that starts with `-` is the flag's.
+                    args.push(format!("--{long}={bad}"));
+                    args.extend(
+                        positional_stand_ins(path, long)
+                            .iter()
+                            .map(|s| s.to_string()),
+                    );
+                }
+                None => args.push(bad.to_string()),
+            }
+            let r = run(&args);
+            transcript.push_str(&format!(
+                "$ gpu-labeler {}\nexit {}\n{}{}\n",
+                shell_words(&args),
+                r.code,
+                r.stdout,
+                r.stderr
+            ));
+            assert_eq!(
+                (r.code, r.stdout.as_str(), r.stderr.starts_with("error: ")),
+                (2, "", true),
+                "{key}: {bad:?}: {}",
+                r.stderr
+            );
+        }
+    }
+    let listed: Vec<&str> = BAD_VALUES.iter().map(|(k, _)| *k).collect();
+    let mut seen_sorted: Vec<&str> = seen.iter().map(String::as_str).collect();
+    seen_sorted.sort();
+    seen_sorted.dedup();
+    assert_eq!(
+        seen_sorted, listed,
+        "BAD_VALUES lists exactly the arguments"
+    );
+    check_golden("cli-bad-values.txt", &transcript);
+}
+
+/// `args` as a shell would take them back.
+fn shell_words<S: AsRef<str>>(args: &[S]) -> String {
+    args.iter()
+        .map(|a| {
+            let a = a.as_ref();
+            if a.is_empty() || a.contains([' ', '*']) {
+                format!("'{a}'")
+            } else {
+                a.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The positional arguments a command needs, so that the flag's error is the one reported,
+/// and for `run` the flags that would make it end at once were the value accepted (less the
+/// flag under test).
+fn positional_stand_ins(path: &str, tested: &str) -> Vec<&'static str> {
+    match path {
+        "match" => vec!["pod.yaml"],
+        "rules check" => vec!["rules/"],
+        "completions" => vec!["bash"],
+        "run" => [
+            &["--oneshot"][..],
+            &["--sink", "stdout"],
+            &["--listen", ""],
+            &["--sysfs-root", "tests/fixtures/sysfs/this-vm"],
+        ]
+        .into_iter()
+        .filter(|a| a[0] != format!("--{tested}"))
+        .flatten()
+        .copied()
+        .collect(),
+        _ => vec![],
+    }
+}

@@ -1,4 +1,4 @@
-//! Relabel within seconds of a change, not at the next interval (README "What triggers a
+//! Relabel within seconds of a change, not at the next interval (docs/cli.md "What triggers a
 //! relabel"): `run` at a 60 s interval against the test API server, changes made with real
 //! files (a ConfigMap's atomic `..data` swap, the sharing config), the fake NVML library's
 //! fixture rewritten under the running NVML child (MIG reconfigured), and uevents sent on the

@@ -312,3 +312,49 @@ fn common_labels_args() -> Vec<String> {
     a.extend(fixture_args());
     a
 }
+
+/// A critical XID under a running agent (#37): NVML's child keeps an event set open, and its
+/// light check sees the XID fault, so the daemon relabels at once rather than at the next
+/// interval; the XID clears after `clearAfter`, which wakes a relabel again.
+#[test]
+fn a_critical_xid_under_a_running_agent_wakes_a_relabel_and_clears() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("h100-8x.json");
+    std::fs::copy(nvml_fixture("h100-8x"), &fixture).unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "sources:\n  nvml: {checkInterval: 200ms}\n  health: {clearAfter: 2s, criticalXids: [79]}\n",
+    )
+    .unwrap();
+    let lib = fake_lib();
+    let mut a = args(&lib);
+    // A long interval: only the light check can explain a relabel within the test.
+    let at = a.iter().position(|x| x == "1s").unwrap();
+    a[at] = "10m".into();
+    a.extend(["--config".to_string(), config.to_str().unwrap().to_string()]);
+    let mut agent = Agent::start(&a, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+    agent.wait_log("published to stdout", WAIT);
+    // The driver reports XID 79 on GPU 2.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&fixture).unwrap()).unwrap();
+    v["xid_events"] = serde_json::json!([{"gpu": 2, "xid": 79}]);
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&fixture, v.to_string()).unwrap();
+    agent.wait_log("NVML's GPU or MIG state changed: relabelling", WAIT);
+    let log = agent.log_text();
+    let first = log
+        .matches("NVML's GPU or MIG state changed: relabelling")
+        .count();
+    // Cleared after 2 s: another change.
+    let cleared = wait_for(WAIT, || {
+        (agent
+            .log_text()
+            .matches("NVML's GPU or MIG state changed: relabelling")
+            .count()
+            > first)
+            .then_some(())
+    });
+    assert!(cleared.is_some(), "{}", agent.log_text());
+    assert_eq!(agent.stop(), 0);
+}

@@ -276,7 +276,13 @@ fn node_policy() -> Vec<Value> {
 /// The Node policy as deploy/components/nvidia-gfd patches it: its JSON patch (a `test` of the
 /// variable's name, a `replace` of its expression) applied as kustomize applies it.
 fn gfd_node_policy() -> Vec<Value> {
-    let component = docs("deploy/components/nvidia-gfd/kustomization.yaml").remove(0);
+    patched_node_policy("nvidia-gfd")
+}
+
+/// The Node policy as a component's JSON patch changes it (`test` a variable's name, `replace`
+/// its expression): nvidia-gfd's `allowedKey`, health-condition's `allowedConditionType`.
+fn patched_node_policy(component: &str) -> Vec<Value> {
+    let component = docs(&format!("deploy/components/{component}/kustomization.yaml")).remove(0);
     let patch = component["patches"]
         .as_array()
         .unwrap()
@@ -491,6 +497,8 @@ fn with(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static s
 }
 
 const LABELS_DENIED: &str = "gpu-labeler may only add labels in its own namespaces, and change or remove only the labels it owns";
+const TAINTS_DENIED: &str = "gpu-labeler may only add, change or remove taints in feature.node.kubernetes.io and its sub-domains";
+const SPEC_DENIED: &str = "gpu-labeler never changes a Node's spec (but for its taints) or status";
 const MANAGED_DENIED: &str = "gpu-labeler may not change the managedFields of other managers, nor claim keys outside its namespaces";
 
 /// One request of the table: what it is, who sends it, the Node before and after; the decision.
@@ -766,6 +774,13 @@ fn the_node_policy_admits_the_agents_own_writes_and_nothing_else() {
         vec![json!({"apiVersion": "v1", "kind": "Node", "name": "gone", "uid": "0000"})];
     let mut tainted = n();
     tainted.spec["taints"] = json!([{"key": "x", "effect": "NoSchedule"}]);
+    // The taints of a rule (publish.taints, docs/taints.md): NFD's taint namespace only.
+    let mut rule_tainted = n();
+    rule_tainted.spec["taints"] = json!([
+        {"key": "feature.node.kubernetes.io/gpu-unhealthy", "value": "true", "effect": "NoSchedule"}
+    ]);
+    let mut cordoned = n();
+    cordoned.spec["unschedulable"] = json!(true);
     let mut status = n();
     status.status["allocatable"]["nvidia.com/gpu"] = json!("0");
     // Ownership forged in one request, used in the next: the first is harmless (NFD still owns
@@ -949,11 +964,13 @@ fn the_node_policy_admits_the_agents_own_writes_and_nothing_else() {
             orphaned,
             Err("gpu-labeler never changes a Node's finalizers or ownerReferences"),
         ),
+        own_node("a taint", tainted, Err(TAINTS_DENIED)),
         own_node(
-            "a taint",
-            tainted,
-            Err("gpu-labeler never changes a Node's spec or status"),
+            "a taint in feature.node.kubernetes.io",
+            rule_tainted,
+            Ok(()),
         ),
+        own_node("a cordon", cordoned, Err(SPEC_DENIED)),
         // The API server drops a status change sent to the main resource before admission
         // (the Node strategy keeps the old status), so the policy sees no change to refuse;
         // check_rows checks that the status stayed as it was.
@@ -1219,8 +1236,9 @@ fn a_site_key_the_gfd_policy_refuses_costs_only_that_key() {
 }
 
 /// The policies the tables above run through the real plugin are every policy deploy/ can
-/// install: the base's and the nodefeature component's ValidatingAdmissionPolicies, and the one
-/// component that changes a policy, nvidia-gfd (its `allowedKey`); every overlay is the base
+/// install: the base's and the nodefeature component's ValidatingAdmissionPolicies, and the
+/// components that change a policy, nvidia-gfd (its `allowedKey`) and health-condition (its
+/// `allowedConditionType`, tested in tests/taints.rs); every overlay is the base
 /// plus components. The Helm chart (deploy/helm: Go templates, not YAML) is left out here: its
 /// policies are these, `the_helm_charts_policies_are_the_tested_ones`.
 #[test]
@@ -1273,7 +1291,10 @@ fn the_tested_policies_are_every_policy_deploy_installs() {
                 "deploy/base/admission-policy.yaml".to_string(),
                 "deploy/components/nodefeature/admission-policy.yaml".to_string(),
             ],
-            vec!["deploy/components/nvidia-gfd/kustomization.yaml".to_string()]
+            vec![
+                "deploy/components/health-condition/kustomization.yaml".to_string(),
+                "deploy/components/nvidia-gfd/kustomization.yaml".to_string()
+            ]
         )
     );
     for overlay in ["deploy/overlays/nvidia", "deploy/overlays/nodefeature"] {
@@ -1480,7 +1501,8 @@ fn the_nodefeature_policy_keeps_the_agent_to_its_own_nodes_object() {
 /// The Helm chart's admission policies (deploy/helm/gpu-labeler, as .ci/check_helm.py renders
 /// it into tests/fixtures/deploy/helm/ and fails when a copy is stale) are the ones the tables
 /// above run through the real plugin, Helm's labels aside: the defaults' Node policy,
-/// `profiles: [nvidia-gfd]`'s, and `sink: nodefeature`'s NodeFeature policy; each rendering
+/// `profiles: [nvidia-gfd]`'s, `health.condition`'s, and `sink: nodefeature`'s NodeFeature
+/// policy; each rendering
 /// installs that policy and no other.
 #[test]
 fn the_helm_charts_policies_are_the_tested_ones() {
@@ -1493,6 +1515,11 @@ fn the_helm_charts_policies_are_the_tested_ones() {
     for (fixture, name, tested) in [
         ("defaults", "gpu-labeler-own-node", node_policy()),
         ("nvidia-gfd", "gpu-labeler-own-node", gfd_node_policy()),
+        (
+            "health-condition",
+            "gpu-labeler-own-node",
+            patched_node_policy("health-condition"),
+        ),
         (
             "nodefeature",
             "gpu-labeler-own-nodefeature",
@@ -1589,7 +1616,7 @@ fn site_keeps_the_policy_in_force(path: &str, policy: &str) {
                     t.spec["taints"] = json!([{"key": "x", "effect": "NoSchedule"}]);
                     t
                 },
-                Err("gpu-labeler never changes a Node's spec or status"),
+                Err(TAINTS_DENIED),
             ),
         ],
     );

@@ -66,25 +66,8 @@ fn diff_args(extra: &[&str]) -> Vec<String> {
     a
 }
 
-const BEFORE: &str = "node gpu-node-1: 12 to add, 1 to change, 1 to remove, 1 in conflict, 2 unchanged; 2 written only by other managers\n\
-    + label feature.node.kubernetes.io/gpu-nvidia.count=8\n\
-    ! label feature.node.kubernetes.io/gpu.count=4: wanted 8, but field manager \"nfd-master\" owns it: not applied\n\
-    + label feature.node.kubernetes.io/gpu.family=hopper\n\
-    + label feature.node.kubernetes.io/gpu.interconnect=nvlink\n\
-    + label feature.node.kubernetes.io/gpu.numa.gpus.max=4\n\
-    + label feature.node.kubernetes.io/gpu.numa.nodes=2\n\
-    + label feature.node.kubernetes.io/gpu.pcie.roots=8\n\
-    + label feature.node.kubernetes.io/gpu.present=true\n\
-    ~ label feature.node.kubernetes.io/gpu.product: H100 -> NVIDIA-H100-80GB-HBM3\n\
-    + label feature.node.kubernetes.io/gpu.rdma.local=true\n\
-    + label feature.node.kubernetes.io/gpu.vgpu.present=false\n\
-    + label feature.node.kubernetes.io/gpu.virtual=false\n\
-    - label feature.node.kubernetes.io/old-rule=true\n\
-    + label feature.node.kubernetes.io/pci-0300_102b.present=true\n\
-    = label feature.node.kubernetes.io/pci-0302_10de.present=true: also owned by \"nfd-master\"; stays when it stops writing it\n\
-    + label feature.node.kubernetes.io/pci-0302_10de.sriov.capable=true\n\
-    ? label feature.node.kubernetes.io/pci-10de.present=true: written only by \"nfd-master\"; goes when it stops writing it\n\
-    ? label nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3: written only by \"gpu-feature-discovery\"; goes when it stops writing it\n";
+/// `diff` on the test cluster before the publish (docs/migrating.md shows it).
+const BEFORE: &str = include_str!("fixtures/diff/gpu-node-1.diff.txt");
 
 #[test]
 fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
@@ -144,6 +127,8 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
             (fnk("gpu-nvidia.count"), "add".into()),
             (fnk("gpu.count"), "conflict".into()),
             (fnk("gpu.family"), "add".into()),
+            (fnk("gpu.health"), "add".into()),
+            (fnk("gpu.healthy.count"), "add".into()),
             (fnk("gpu.interconnect"), "add".into()),
             (fnk("gpu.numa.gpus.max"), "add".into()),
             (fnk("gpu.numa.nodes"), "add".into()),
@@ -178,6 +163,8 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
         map(&[
             ("kubernetes.io/hostname", NODE),
             ("feature.node.kubernetes.io/gpu-nvidia.count", "8"),
+            ("feature.node.kubernetes.io/gpu.health", "ok"),
+            ("feature.node.kubernetes.io/gpu.healthy.count", "8"),
             ("feature.node.kubernetes.io/gpu.count", "4"),
             ("feature.node.kubernetes.io/gpu.family", "hopper"),
             ("feature.node.kubernetes.io/gpu.interconnect", "nvlink"),
@@ -209,7 +196,7 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
         (code, stdout.as_str()),
         (
             4,
-            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 1 in conflict, 15 unchanged; 2 written only by other managers\n\
+            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 1 in conflict, 17 unchanged; 2 written only by other managers\n\
              ! label feature.node.kubernetes.io/gpu.count=4: wanted 8, but field manager \"nfd-master\" owns it: not applied\n\
              = label feature.node.kubernetes.io/pci-0302_10de.present=true: also owned by \"nfd-master\"; stays when it stops writing it\n\
              ? label feature.node.kubernetes.io/pci-10de.present=true: written only by \"nfd-master\"; goes when it stops writing it\n\
@@ -240,7 +227,7 @@ fn a_node_file_without_managed_fields_and_bad_files() {
         (code, stdout.as_str()),
         (
             0,
-            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 16 unchanged; 0 written only by other managers\n\
+            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 18 unchanged; 0 written only by other managers\n\
              note: the Node has no managedFields (`kubectl get node NAME -o yaml --show-managed-fields`): no key is known to be owned, so none shows as removed or in conflict\n"
         )
     );
@@ -263,14 +250,4 @@ fn a_node_file_without_managed_fields_and_bad_files() {
             "error: diff needs a Node: --node FILE, or --node-name (NODE_NAME) to read it from the cluster\n"
         )
     );
-}
-
-/// README's "Migrating" shows this test's diff: the block is the real output, whole.
-#[test]
-fn the_readme_shows_this_diff() {
-    let readme = std::fs::read_to_string(common::repo().join("README.md")).unwrap();
-    let start = "$ gpu-labeler diff --node-name gpu-node-1\n";
-    let at = readme.find(start).expect("README shows the diff") + start.len();
-    let block = &readme[at..at + readme[at..].find("```").unwrap()];
-    assert_eq!(block, BEFORE);
 }

@@ -132,6 +132,8 @@ fn amd_mi300x_labels() {
         label_map(&[
             ("gpu-amd.count", "8"),
             ("gpu.count", "8"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "8"),
             ("gpu.family", "gfx942"),
             ("gpu.memory", "196592"),
             ("gpu.memory.max", "196592"),
@@ -373,6 +375,8 @@ fn mi210_8x_labels() {
         label_map(&[
             ("gpu-amd.count", "8"),
             ("gpu.count", "8"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "8"),
             ("gpu.family", "gfx90a"),
             ("gpu.interconnect", "xgmi"),
             ("gpu.numa.gpus.max", "4"),
@@ -393,6 +397,8 @@ fn dgx2h_labels(product: &str) -> BTreeMap<String, String> {
     label_map(&[
         ("gpu-nvidia.count", "16"),
         ("gpu.count", "16"),
+        ("gpu.health", "ok"),
+        ("gpu.healthy.count", "16"),
         ("gpu.family", "volta"),
         ("gpu.interconnect", "nvlink"),
         ("gpu.numa.gpus.max", "8"),

@@ -1,9 +1,9 @@
-//! The README's migration paths, each on the fake API server with a Node as the tools being
+//! The migration paths of docs/migrating.md, each on the fake API server with a Node as the tools being
 //! replaced leave it, its labels from real captures: a GPU Operator node (NFD with
 //! `deviceLabelFields: [vendor]`, GFD through nfd-master, the operator's own keys; the Dell
 //! XE9680 8x H100 of k8s-device-plugin#1501) and an AMD node (AMD's node labeller on an MI300X,
 //! ROCm/k8s-device-plugin's documented example). Each step is what an operator runs: `diff`,
-//! the publish, the old tool turned off, `diff` again; the outputs are the README's.
+//! the publish, the old tool turned off, `diff` again; the outputs are the ones docs/migrating.md shows.
 
 mod apiserver;
 mod common;
@@ -130,7 +130,7 @@ fn from_the_gpu_operators_nfd_and_gfd() {
     want.extend(operator.iter().cloned());
     want.insert("kubernetes.io/hostname".into(), NODE.into());
     assert_eq!(server.labels(NODE), want);
-    let after: String = "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 55 unchanged; 10 written only by other managers\n".to_string()
+    let after: String = "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 57 unchanged; 10 written only by other managers\n".to_string()
         + &expected("gpu-operator.diff.txt")
             .lines()
             .filter(|l| l.starts_with("? ") || l.starts_with("= "))
@@ -146,7 +146,7 @@ fn from_the_gpu_operators_nfd_and_gfd() {
     let (code, _, stderr) = gpu_labeler(&run, &nvml_env());
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(server.labels(NODE), want);
-    let last: String = "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 55 unchanged; 10 written only by other managers\n".to_string()
+    let last: String = "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 57 unchanged; 10 written only by other managers\n".to_string()
         + &expected("gpu-operator.diff.txt")
             .lines()
             .filter(|l| l.starts_with("? "))
@@ -242,7 +242,7 @@ fn from_amds_node_labeller() {
     );
     assert_eq!(code, 0, "{stderr}");
     let (code, stdout, _) = gpu_labeler(&diff, &[]);
-    let after: String = "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 15 unchanged; 6 written only by other managers\n".to_string()
+    let after: String = "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 17 unchanged; 6 written only by other managers\n".to_string()
         + &expected("amd.diff.txt")
             .lines()
             .filter(|l| l.starts_with("? "))

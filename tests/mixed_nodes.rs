@@ -123,7 +123,11 @@ fn group(labels: &Labels, names: &[&str], prefixes: &[&str]) -> Labels {
 
 /// How many GPUs: in all, per vendor, per model and per family, and how many models.
 fn counts(labels: &Labels) -> Labels {
-    group(labels, &["gpu.count", "gpu.models"], &["gpu-"])
+    group(
+        labels,
+        &["gpu.count", "gpu.models", "gpu.health", "gpu.healthy.count"],
+        &["gpu-"],
+    )
 }
 
 /// What needs every GPU to agree: product, vendor, family, compute capability.
@@ -233,6 +237,8 @@ fn h100_l40s_through_nvml() {
             ("gpu-model-NVIDIA-L40S.count", "4"),
             ("gpu-nvidia.count", "8"),
             ("gpu.count", "8"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "8"),
             ("gpu.models", "2"),
         ])
     );
@@ -302,6 +308,8 @@ fn h100_l40s_from_sysfs_alone() {
             ("gpu-model-NVIDIA-L40S.count", "4"),
             ("gpu-nvidia.count", "8"),
             ("gpu.count", "8"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "8"),
             ("gpu.models", "2"),
         ])
     );
@@ -395,6 +403,8 @@ fn nvidia_amd_through_nvml() {
             ("gpu-model-NVIDIA-H100-80GB-HBM3.count", "2"),
             ("gpu-nvidia.count", "2"),
             ("gpu.count", "4"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "4"),
             ("gpu.models", "2"),
         ])
     );
@@ -450,6 +460,8 @@ fn nvidia_amd_from_sysfs_alone() {
             ("gpu-model-NVIDIA-H100-80GB-HBM3.count", "2"),
             ("gpu-nvidia.count", "2"),
             ("gpu.count", "4"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "4"),
             ("gpu.models", "2"),
         ])
     );

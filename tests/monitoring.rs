@@ -7,7 +7,7 @@
 //! its label matchers and groupings name labels it has (or the target labels the PodMonitor
 //! gives), equality matchers name values it takes, counters are read only through
 //! rate/increase/irate, histogram_quantile reads `_bucket` series and keeps `le`. The alerts'
-//! runbooks are rows of README "Troubleshooting", and README's alert table is the rule.
+//! runbooks are rows of docs/troubleshooting.md, and docs/metrics.md's alert table is the rule.
 
 mod apiserver;
 mod common;
@@ -984,16 +984,12 @@ fn the_dashboard_is_well_formed() {
     }
 }
 
-/// The rows of README "Troubleshooting": the symptom column.
-fn troubleshooting_rows(readme: &str) -> Vec<String> {
-    let start = readme
-        .find("\n## Troubleshooting\n")
-        .expect("README: ## Troubleshooting");
-    let section = &readme[start + 1..];
-    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
-    section
-        .lines()
-        .filter(|l| l.starts_with('|'))
+/// The rows of docs/troubleshooting.md's table: the symptom column.
+fn troubleshooting_rows(page: &str) -> Vec<String> {
+    // The page's first table (its only one).
+    page.lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
         .skip(2)
         .map(|l| {
             l.trim_matches('|')
@@ -1006,17 +1002,18 @@ fn troubleshooting_rows(readme: &str) -> Vec<String> {
         .collect()
 }
 
-fn readme() -> String {
-    std::fs::read_to_string(common::repo().join("README.md")).unwrap()
+/// A page of the book.
+fn doc(name: &str) -> String {
+    std::fs::read_to_string(common::repo().join("docs").join(name)).unwrap()
 }
 
-const RUNBOOK: &str = "Runbook: README.md \"Troubleshooting\", row: ";
+const RUNBOOK: &str = "Runbook: docs/troubleshooting.md, row: ";
 
 /// Each alert has a `for`, a severity, a summary and a description whose last sentence names
-/// its row of README "Troubleshooting", a row that exists.
+/// its row of docs/troubleshooting.md, a row that exists.
 #[test]
 fn every_alert_names_its_troubleshooting_row() {
-    let rows = troubleshooting_rows(&readme());
+    let rows = troubleshooting_rows(&doc("troubleshooting.md"));
     let mut runbooks = BTreeMap::new();
     let mut problems = Vec::new();
     for a in alerts() {
@@ -1042,7 +1039,7 @@ fn every_alert_names_its_troubleshooting_row() {
             Some((what, row)) if !what.trim().is_empty() => {
                 if !rows.iter().any(|r| r == row) {
                     problems.push(format!(
-                        "{}: {row:?} is no row of README Troubleshooting",
+                        "{}: {row:?} is no row of docs/troubleshooting.md",
                         a.name
                     ));
                 }
@@ -1082,17 +1079,17 @@ fn every_alert_names_its_troubleshooting_row() {
     assert_eq!(runbooks, want);
 }
 
-/// README's alert table (between `<!-- alerts-table -->` markers) is the PrometheusRule: the
+/// docs/metrics.md's alert table (between `<!-- alerts-table -->` markers) is the PrometheusRule: the
 /// same alerts in the same order, with the same expression, `for` and severity.
 #[test]
-fn the_readme_alert_table_is_the_prometheus_rule() {
-    let readme = readme();
-    let start = readme
+fn the_docs_alert_table_is_the_prometheus_rule() {
+    let page = doc("metrics.md");
+    let start = page
         .find("<!-- alerts-table -->")
-        .expect("README: <!-- alerts-table --> marker");
-    let end = readme
+        .expect("docs/metrics.md: <!-- alerts-table --> marker");
+    let end = page
         .find("<!-- /alerts-table -->")
-        .expect("README: <!-- /alerts-table --> marker");
+        .expect("docs/metrics.md: <!-- /alerts-table --> marker");
     let code = |c: &str| -> String {
         let c = c.trim();
         c.strip_prefix('`')
@@ -1100,7 +1097,7 @@ fn the_readme_alert_table_is_the_prometheus_rule() {
             .unwrap_or(c)
             .to_string()
     };
-    let mut lines = readme[start..end].lines().skip(1);
+    let mut lines = page[start..end].lines().skip(1);
     let header: Vec<String> = lines
         .next()
         .unwrap()

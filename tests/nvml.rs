@@ -100,6 +100,7 @@ fn h100_features_carry_nvml_values_per_gpu() {
             ("device_id", "2330"),
             ("driver", "nvidia"),
             ("family", "hopper"),
+            ("health", "ok"),
             ("index", "0"),
             ("is_vf", "false"),
             ("memory_mib", "81559"),
@@ -161,28 +162,33 @@ fn a_lost_gpu_is_left_to_sysfs_and_the_others_keep_their_nvml_values() {
         ],
     );
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    let sources: Vec<(&str, &str)> = v["instances"]["gpu.device"]["elements"]
+    let sources: Vec<[&str; 4]> = v["instances"]["gpu.device"]["elements"]
         .as_array()
         .unwrap()
         .iter()
         .map(|g| {
-            (
-                g["attributes"]["address"].as_str().unwrap(),
-                g["attributes"]["source"].as_str().unwrap(),
-            )
+            let a = &g["attributes"];
+            [
+                a["address"].as_str().unwrap(),
+                a["source"].as_str().unwrap(),
+                a["health"].as_str().unwrap(),
+                a["health_lost"].as_str().unwrap_or("-"),
+            ]
         })
         .collect();
+    // GPU 3 is bound to nvidia (sysfs) and NVML, which answered, cannot reach it: `lost`.
+    let lost = "bound to nvidia, not listed by NVML";
     assert_eq!(
         sources,
         [
-            ("0000:19:00.0", "nvml"),
-            ("0000:3b:00.0", "nvml"),
-            ("0000:4c:00.0", "nvml"),
-            ("0000:5d:00.0", "sysfs"),
-            ("0000:9b:00.0", "nvml"),
-            ("0000:bb:00.0", "nvml"),
-            ("0000:cb:00.0", "nvml"),
-            ("0000:db:00.0", "nvml"),
+            ["0000:19:00.0", "nvml", "ok", "-"],
+            ["0000:3b:00.0", "nvml", "ok", "-"],
+            ["0000:4c:00.0", "nvml", "ok", "-"],
+            ["0000:5d:00.0", "sysfs", "lost", lost],
+            ["0000:9b:00.0", "nvml", "ok", "-"],
+            ["0000:bb:00.0", "nvml", "ok", "-"],
+            ["0000:cb:00.0", "nvml", "ok", "-"],
+            ["0000:db:00.0", "nvml", "ok", "-"],
         ]
     );
 }
@@ -206,6 +212,9 @@ fn a_lost_gpu_drops_only_the_labels_that_need_every_gpu() {
     ] {
         expected.remove(&format!("{P}{k}"));
     }
+    // GPU 3 is lost: still counted as present, not as healthy.
+    expected.insert(format!("{P}gpu.health"), "degraded".into());
+    expected.insert(format!("{P}gpu.healthy.count"), "7".into());
     assert_eq!(labels(&r.stdout), expected);
 }
 
@@ -219,8 +228,8 @@ fn driver_not_loaded_is_unavailable_and_sysfs_still_labels() {
     assert_eq!(
         v["attributes"]["gpu.node"]["elements"],
         serde_json::json!({
-            "count": "8", "count_nvidia": "8", "family": "hopper", "homogeneous": "true",
-            "interconnect": "nvlink",
+            "count": "8", "count_nvidia": "8", "family": "hopper", "health": "ok",
+            "healthy_count": "8", "homogeneous": "true", "interconnect": "nvlink",
             "numa_gpus_max": "4", "numa_nodes": "2", "nvml": "unavailable", "pcie_roots": "8",
             "product": "NVIDIA-H100-80GB-HBM3", "rdma_nic_local": "true", "vendor": "nvidia",
             "vendors": "nvidia",
@@ -274,6 +283,8 @@ fn an_old_driver_without_mig_or_compute_capability_symbols_is_tolerated() {
             ("gpu.cuda.major", "10"),
             ("gpu.cuda.minor", "1"),
             ("gpu.count", "1"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "1"),
             ("gpu.driver.major", "418"),
             ("gpu.driver.minor", "43"),
             ("gpu.driver.version", "418.43"),
@@ -342,6 +353,8 @@ fn a100_40gb_with_two_3g_mig_devices() {
             ("gpu.compute.major", "8"),
             ("gpu.compute.minor", "0"),
             ("gpu.count", "1"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "1"),
             ("gpu.cuda.major", "11"),
             ("gpu.cuda.minor", "6"),
             ("gpu.driver.major", "510"),
@@ -390,6 +403,8 @@ fn nvml_alone_discovers_gpus_when_sysfs_shows_none() {
             ("gpu.compute.major", "8"),
             ("gpu.compute.minor", "6"),
             ("gpu.count", "1"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "1"),
             ("gpu.cuda.major", "12"),
             ("gpu.cuda.minor", "2"),
             ("gpu.driver.major", "535"),
@@ -443,6 +458,8 @@ fn two_different_gpus_are_labelled_deterministically() {
             ("gpu.models", "2"),
             ("gpu-nvidia.count", "2"),
             ("gpu.count", "2"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "2"),
             ("gpu.driver.major", "570"),
             ("gpu.driver.minor", "86"),
             ("gpu.driver.version", "570.86.15"),
@@ -473,6 +490,8 @@ fn every_single_model_capture_gives_its_labels() {
         vec![
             ("gpu-nvidia.count", n.to_string()),
             ("gpu.count", n.to_string()),
+            ("gpu.health", "ok".to_string()),
+            ("gpu.healthy.count", n.to_string()),
             ("gpu.interconnect", "pcie".to_string()),
             ("gpu.pcie.roots", roots.to_string()),
             ("gpu.cuda.major", cuda.0.to_string()),
@@ -615,6 +634,8 @@ fn a_node_with_nvidia_and_amd_gpus_counts_each_vendor_and_family() {
             ("gpu-model-NVIDIA-A10G.count", "1"),
             ("gpu-nvidia.count", "1"),
             ("gpu.count", "9"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "9"),
             ("gpu.cuda.major", "11"),
             ("gpu.cuda.minor", "7"),
             ("gpu.interconnect", "xgmi"),
@@ -741,6 +762,8 @@ fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
             ("gpu.compute.major", "8"),
             ("gpu.compute.minor", "0"),
             ("gpu.count", "8"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "8"),
             ("gpu.family", "ampere"),
             ("gpu.interconnect", "nvlink"),
             ("gpu.memory", "81920"),
@@ -765,6 +788,8 @@ fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
         map(&[
             ("gpu-nvidia.count", "8"),
             ("gpu.count", "8"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "8"),
             ("gpu.family", "ampere"),
             ("gpu.pcie.roots", "8"),
             ("gpu.present", "true"),
@@ -820,6 +845,8 @@ fn gpus_of_one_nvlink_domain_give_its_clique() {
             ("gpu.compute.major", "10"),
             ("gpu.compute.minor", "0"),
             ("gpu.count", "4"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "4"),
             ("gpu.family", "blackwell"),
             ("gpu.interconnect", "nvlink"),
             ("gpu.mig.capable", "false"),

@@ -77,16 +77,9 @@ fn gpu_labeler(args: &[&str]) -> (i32, String, String) {
     common::run(args).parts()
 }
 
-const PLAN: &str = "node cpu-node:\n  nothing of gpu-labeler's\n\
-    node gpu-node-1:\n\
-    - label feature.node.kubernetes.io/gpu.present=true: would be removed\n\
-    - label feature.node.kubernetes.io/gpu.product=NVIDIA-H100-80GB-HBM3: would be removed\n\
-    = label feature.node.kubernetes.io/pci-0302_10de.present=true: would stay, also owned by \"nfd-master\"\n\
-    - annotation feature.node.kubernetes.io/gpu.pool=h100-a: would be removed\n\
-    - nodefeature gpu-labeler/gpu-node-1: would be deleted\n\
-    node gpu-node-2:\n\
-    - label feature.node.kubernetes.io/gpu.present=true: would be removed\n\
-    3 node(s), 2 with something of gpu-labeler's (dry run: nothing changed)\n";
+/// `prune --all-nodes --nodefeature-namespace gpu-labeler --dry-run` on the cluster of
+/// [`real_cluster`] (docs/migrating.md shows it).
+const PLAN: &str = include_str!("fixtures/prune/all-nodes.dry-run.txt");
 
 /// The cluster of [`cluster`] on the test API server built from Kubernetes' own code, each
 /// manager's keys set by its own requests (the managedFields are the real field manager's).

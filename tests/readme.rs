@@ -1,6 +1,7 @@
-//! The README's label table is the real output: each example column is compared, whole, with
-//! `gpu-labeler labels` on the fixture the column names. A label the program gives and the
-//! table lacks, or a value that drifted, fails here.
+//! The README's label table, and the accelerator and vendor tables of docs/labels.md, are the
+//! real output: each example column is compared, whole, with `gpu-labeler labels` on the
+//! fixture the column names. A label the program gives and the table lacks, or a value that
+//! drifted, fails here.
 
 mod common;
 
@@ -14,10 +15,10 @@ const PREFIX: &str = "feature.node.kubernetes.io/";
 /// A row of the table: the label key and its example cells (`None` for "—").
 type Row = (String, Vec<Option<String>>);
 
-/// The rows of the table between `<!-- NAME -->` markers: label key and the cells of the
-/// example columns (`None` for "—").
-fn table_named(name: &str) -> (Vec<String>, Vec<Row>) {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+/// The rows of the table between `<!-- NAME -->` markers of the file `file`: label key and the
+/// cells of the example columns (`None` for "—").
+fn table_named(file: &str, name: &str) -> (Vec<String>, Vec<Row>) {
+    let readme = std::fs::read_to_string(repo().join(file)).unwrap();
     let start = readme
         .find(&format!("<!-- {name} -->"))
         .expect("table start marker");
@@ -59,7 +60,7 @@ fn table_named(name: &str) -> (Vec<String>, Vec<Row>) {
 }
 
 fn table() -> (Vec<String>, Vec<Row>) {
-    table_named("labels-table")
+    table_named("README.md", "labels-table")
 }
 
 fn column(rows: &[Row], i: usize) -> BTreeMap<String, String> {
@@ -111,10 +112,11 @@ fn the_readme_label_table_is_the_real_output() {
     );
 }
 
-/// The accelerator table: each example column is `labels` on its fixture, whole.
+/// The accelerator table of docs/labels.md: each example column is `labels` on its fixture,
+/// whole.
 #[test]
-fn the_readme_accelerator_table_is_the_real_output() {
-    let (columns, rows) = table_named("accel-table");
+fn the_accelerator_table_is_the_real_output() {
+    let (columns, rows) = table_named("docs/labels.md", "accel-table");
     assert_eq!(columns, ["8x Gaudi 2", "mixed"]);
     for (i, machine) in ["habana-gaudi2-8x", "mixed-gaudi2-npu-wormhole"]
         .iter()
@@ -128,10 +130,11 @@ fn the_readme_accelerator_table_is_the_real_output() {
     }
 }
 
-/// The vendor table names exactly the catalogue's vendors, with their PCI vendor ids.
+/// The vendor table of docs/labels.md names exactly the catalogue's vendors, with their PCI
+/// vendor ids.
 #[test]
-fn the_readme_vendor_table_is_the_catalogue() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+fn the_vendor_table_is_the_catalogue() {
+    let readme = std::fs::read_to_string(repo().join("docs/labels.md")).unwrap();
     let start = readme.find("<!-- vendor-table -->").expect("start marker");
     let end = readme.find("<!-- /vendor-table -->").expect("end marker");
     let mut from_readme: Vec<(String, String)> = Vec::new();

@@ -1,11 +1,11 @@
-//! `gpu-labeler match` and `gpu-labeler inventory` (README "Why is my pod Pending?").
+//! `gpu-labeler match` and `gpu-labeler inventory` (docs/scheduling.md, "Why is my pod Pending?").
 //!
 //! The fleet (`tests/fixtures/scheduling/nodes.json`, shaped as `kubectl get nodes -o json`) is
 //! eight nodes whose `feature.node.kubernetes.io/*` labels are the real output of `labels` on
 //! the fixtures of this repository; `the_fleet_carries_the_fixtures_real_labels` holds the file
 //! to that (`UPDATE_FLEET=1` rewrites it). Its taints, cordon and allocatable are those kubelet,
 //! the node controller and the device plugins write (PROVENANCE.md there). The workloads are the
-//! README's and the public examples of NVIDIA's, AMD's and Intel's device plugins.
+//! docs/scheduling.md's and the public examples of NVIDIA's, AMD's and Intel's device plugins.
 
 mod apiserver;
 mod common;
@@ -383,24 +383,13 @@ fn the_inventory_of_the_fleet() {
     );
 }
 
-/// The README's "Why is my pod Pending?" blocks are the real output of their commands.
+/// The pod of docs/scheduling.md is the fixture's (tests/docs.rs runs `match` on it and holds
+/// the page's output block to what it prints).
 #[test]
-fn the_readme_shows_the_real_output() {
-    let readme = std::fs::read_to_string(common::repo().join("README.md")).unwrap();
-    let block = |marker: &str| -> String {
-        let start = readme.find(&format!("<!-- {marker} -->")).expect(marker);
-        let rest = &readme[start..];
-        let body = rest.split_once("```text\n").expect("a text block").1;
-        body.split_once("```").expect("its end").0.to_string()
-    };
-    let train = std::fs::read_to_string(dir().join("train.match.txt")).unwrap();
-    let inventory = std::fs::read_to_string(dir().join("inventory.txt")).unwrap();
-    assert_eq!(block("match-output"), train);
-    assert_eq!(block("inventory-output"), inventory);
-    // The README's pod is the fixture's.
+fn the_docs_pod_is_the_fixtures() {
+    let page = std::fs::read_to_string(common::repo().join("docs/scheduling.md")).unwrap();
     let pod = std::fs::read_to_string(dir().join("train.yaml")).unwrap();
-    let scheduling = readme.split_once("## Scheduling on GPU traits").unwrap().1;
-    let yaml = scheduling
+    let yaml = page
         .split_once("```yaml\n")
         .unwrap()
         .1
@@ -553,7 +542,7 @@ fn the_cluster_path_lists_nodes_page_by_page_as_a_kubectl_plugin() {
         ]
     );
     // `match` against the cluster gives what it gives against the file, but for the 493 nodes
-    // more (none of which fits the README's pod).
+    // more (none of which fits the pod of docs/scheduling.md).
     let out = std::process::Command::new(&plugin)
         .args(["match", "-o", "json"])
         .arg(dir().join("train.yaml"))

@@ -449,6 +449,7 @@ fn a_vgpu_guest_is_recognised_from_its_configuration_space() {
             ("address", "0000:00:05.0"),
             ("class", "0300"),
             ("device_id", "1eb8"),
+            ("health", "ok"),
             ("index", "0"),
             ("is_vf", "false"),
             ("pcie_root", "0000:00"),
@@ -467,6 +468,8 @@ fn a_vgpu_guest_is_recognised_from_its_configuration_space() {
         map(&[
             ("gpu-nvidia.count", "1"),
             ("gpu.count", "1"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "1"),
             ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.product", "Tesla-T4"),
@@ -500,6 +503,8 @@ fn a_passthrough_gpu_is_not_a_vgpu() {
         map(&[
             ("gpu-nvidia.count", "1"),
             ("gpu.count", "1"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "1"),
             ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.vendor", "nvidia"),
@@ -524,6 +529,7 @@ fn an_unprivileged_reader_sees_64_bytes_and_claims_nothing() {
             ("address", "0000:00:05.0"),
             ("class", "0300"),
             ("device_id", "1eb8"),
+            ("health", "ok"),
             ("index", "0"),
             ("is_vf", "false"),
             ("pcie_root", "0000:00"),
@@ -541,6 +547,8 @@ fn an_unprivileged_reader_sees_64_bytes_and_claims_nothing() {
         map(&[
             ("gpu-nvidia.count", "1"),
             ("gpu.count", "1"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "1"),
             ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.product", "Tesla-T4"),
@@ -599,6 +607,8 @@ fn sriov_pf_with_vfs_and_the_vfs_it_hosts() {
         map(&[
             ("gpu-nvidia.count", "3"),
             ("gpu.count", "3"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "3"),
             ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.product", "NVIDIA-A100-80GB-PCIe"),
@@ -636,6 +646,7 @@ fn azure_nd_mi300x_v5_vfs_are_virtual() {
                 ("address", &format!("0000:00:{:02x}.0", 0x10 + i)),
                 ("class", "1200"),
                 ("device_id", "74b5"),
+                ("health", "ok"),
                 ("index", &i.to_string()),
                 ("is_vf", "true"),
                 ("pcie_root", "0000:00"),
@@ -650,6 +661,8 @@ fn azure_nd_mi300x_v5_vfs_are_virtual() {
         map(&[
             ("gpu-amd.count", "8"),
             ("gpu.count", "8"),
+            ("gpu.health", "ok"),
+            ("gpu.healthy.count", "8"),
             ("gpu.pcie.roots", "1"),
             ("gpu.present", "true"),
             ("gpu.vendor", "amd"),

@@ -1,6 +1,8 @@
 //! `fake-nvml` as a pre-R450 driver's library: the same source without `api_modern`, so the
 //! MIG functions, `nvmlDeviceGetCudaComputeCapability`, `nvmlSystemGetCudaDriverVersion_v2`,
-//! `nvmlSystemGetDriverBranch` and `nvmlDeviceGetGridLicensableFeatures_v4` are not exported at
+//! `nvmlSystemGetDriverBranch`, `nvmlDeviceGetGridLicensableFeatures_v4`, the fabric functions,
+//! `nvmlDeviceGetRemappedRows`, `nvmlDeviceGetCurrentClocksEventReasons` (R535's name; the old
+//! `…ThrottleReasons` stays) and `nvmlEventSetWait_v2` (the v1 wait stays) are not exported at
 //! all (nvml-wrapper reports `FailedToLoadSymbol` for them). Built as `libnvidia_ml_legacy.so`.
 
 #![allow(non_snake_case)]

@@ -4,7 +4,7 @@
 //! virtualization mode) are the parent GPU's; name, UUID and memory are the MIG device's own;
 //! index, minor number, serial and board part number are `NVML_ERROR_NOT_SUPPORTED`.
 
-use std::ffi::{CStr, c_char, c_int, c_uint};
+use std::ffi::{CStr, c_char, c_int, c_uint, c_ulonglong};
 
 use crate::ctypes::*;
 use crate::fixture::{Fixture, parse_bus_id};
@@ -402,5 +402,156 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
         let links = t.gpu().nvlinks.as_ref().ok_or(ERROR_NOT_SUPPORTED)?;
         let active = *links.get(link as usize).ok_or(ERROR_INVALID_ARGUMENT)?;
         unsafe { put(is_active, active as c_uint) }
+    })
+}
+
+/// `ecc_errors`: `error_type` 0 corrected, 1 uncorrected; `counter_type` 0 volatile, 1
+/// aggregate.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
+    device: Handle,
+    error_type: c_uint,
+    counter_type: c_uint,
+    ecc_counts: *mut c_ulonglong,
+) -> Return {
+    runtime::device("nvmlDeviceGetTotalEccErrors", device, |_, t| {
+        runtime::non_null(ecc_counts)?;
+        let Target::Gpu { dev, .. } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        let e = dev.ecc_errors.as_ref().ok_or(ERROR_NOT_SUPPORTED)?;
+        let v = match (error_type, counter_type) {
+            (0, 0) => e.volatile_corrected,
+            (1, 0) => e.volatile_uncorrected,
+            (0, 1) => e.aggregate_corrected,
+            (1, 1) => e.aggregate_uncorrected,
+            _ => return Err(ERROR_INVALID_ARGUMENT),
+        };
+        unsafe { put(ecc_counts, v) }
+    })
+}
+
+/// `retired_pages`: `cause` 0 multiple single-bit ECC errors, 1 a double-bit ECC error. The
+/// addresses are made up (page numbers 1..), as a capture has only the counts. With
+/// `*page_count` 0 (or too small), NVML's size query: the count, and
+/// `NVML_ERROR_INSUFFICIENT_SIZE` when there are pages.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRetiredPages(
+    device: Handle,
+    cause: c_uint,
+    page_count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+) -> Return {
+    runtime::device("nvmlDeviceGetRetiredPages", device, |_, t| {
+        runtime::non_null(page_count)?;
+        let Target::Gpu { dev, .. } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        let r = dev.retired_pages.as_ref().ok_or(ERROR_NOT_SUPPORTED)?;
+        let n = match cause {
+            0 => r.single_bit_ecc,
+            1 => r.double_bit_ecc,
+            _ => return Err(ERROR_INVALID_ARGUMENT),
+        };
+        // SAFETY: non-null; the caller's count says how many addresses fit.
+        let room = unsafe { *page_count };
+        unsafe { put(page_count, n)? };
+        if n == 0 {
+            return Ok(());
+        }
+        if room < n {
+            return Err(ERROR_INSUFFICIENT_SIZE);
+        }
+        runtime::non_null(addresses)?;
+        for i in 0..n {
+            // SAFETY: the buffer holds `room` >= n addresses.
+            unsafe { addresses.add(i as usize).write(u64::from(i) + 1) };
+        }
+        Ok(())
+    })
+}
+
+/// `retired_pages.pending` (`nvmlEnableState_t`: 1 pending).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRetiredPagesPendingStatus(
+    device: Handle,
+    is_pending: *mut c_uint,
+) -> Return {
+    runtime::device("nvmlDeviceGetRetiredPagesPendingStatus", device, |_, t| {
+        runtime::non_null(is_pending)?;
+        let Target::Gpu { dev, .. } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        let r = dev.retired_pages.as_ref().ok_or(ERROR_NOT_SUPPORTED)?;
+        unsafe { put(is_pending, c_uint::from(r.pending)) }
+    })
+}
+
+/// The clocks event reasons' mask, under its name before R535 (every driver still exports it).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
+    device: Handle,
+    reasons: *mut c_ulonglong,
+) -> Return {
+    unsafe {
+        put_gpu_value(
+            "nvmlDeviceGetCurrentClocksThrottleReasons",
+            device,
+            reasons,
+            |d| d.clocks_event_mask(),
+        )
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlEventSetCreate(set: *mut EventSetHandle) -> Return {
+    runtime::event_set_create("nvmlEventSetCreate", set)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlEventSetFree(set: EventSetHandle) -> Return {
+    runtime::event_set_free("nvmlEventSetFree", set)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceRegisterEvents(
+    device: Handle,
+    event_types: c_ulonglong,
+    set: EventSetHandle,
+) -> Return {
+    runtime::register_events("nvmlDeviceRegisterEvents", device, event_types, set)
+}
+
+/// Every GPU supports `runtime::SUPPORTED_EVENTS` (single- and double-bit ECC, critical XID).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetSupportedEventTypes(
+    device: Handle,
+    event_types: *mut c_ulonglong,
+) -> Return {
+    runtime::device("nvmlDeviceGetSupportedEventTypes", device, |_, t| {
+        runtime::non_null(event_types)?;
+        let Target::Gpu { .. } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        unsafe { put(event_types, runtime::SUPPORTED_EVENTS) }
+    })
+}
+
+/// The wait of drivers before R450 (its `nvmlEventData_t` has no MIG instance ids).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlEventSetWait(
+    set: EventSetHandle,
+    data: *mut EventDataV1,
+    timeoutms: c_uint,
+) -> Return {
+    runtime::event_wait("nvmlEventSetWait", set, timeoutms, |d| unsafe {
+        put(
+            data,
+            EventDataV1 {
+                device: gpu_handle(d.gpu),
+                event_type: EVENT_TYPE_XID_CRITICAL_ERROR,
+                event_data: d.xid,
+            },
+        )
     })
 }

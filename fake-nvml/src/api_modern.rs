@@ -1,6 +1,7 @@
 //! The NVML functions a pre-R450 driver's library lacks: MIG, compute capability, the v2 CUDA
-//! driver version, the driver branch and the v4 GRID licence query. `fake-nvml-legacy` leaves
-//! this module out, so its library has no such symbols at all.
+//! driver version, the driver branch, the v4 GRID licence query, the fabric, remapped rows, the
+//! R535 name of the clocks event reasons and the v2 event wait. `fake-nvml-legacy` leaves this
+//! module out, so its library has no such symbols at all.
 
 use std::ffi::{c_int, c_uint};
 
@@ -521,5 +522,99 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfo(
                 },
             )
         }
+    })
+}
+
+/// `remapped_rows` (A100 and later; R450).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
+    device: Handle,
+    corr_rows: *mut c_uint,
+    unc_rows: *mut c_uint,
+    is_pending: *mut c_uint,
+    failure_occurred: *mut c_uint,
+) -> Return {
+    runtime::device("nvmlDeviceGetRemappedRows", device, |_, t| {
+        for p in [corr_rows, unc_rows, is_pending, failure_occurred] {
+            runtime::non_null(p)?;
+        }
+        let Target::Gpu { dev, .. } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        let r = dev.remapped_rows.as_ref().ok_or(ERROR_NOT_SUPPORTED)?;
+        unsafe {
+            put(corr_rows, r.correctable)?;
+            put(unc_rows, r.uncorrectable)?;
+            put(is_pending, c_uint::from(r.pending))?;
+            put(failure_occurred, c_uint::from(r.failure))
+        }
+    })
+}
+
+/// The clocks event reasons' mask under its R535 name.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksEventReasons(
+    device: Handle,
+    reasons: *mut std::ffi::c_ulonglong,
+) -> Return {
+    runtime::device("nvmlDeviceGetCurrentClocksEventReasons", device, |_, t| {
+        runtime::non_null(reasons)?;
+        let v = t.gpu().clocks_event_mask().ok_or(ERROR_NOT_SUPPORTED)?;
+        unsafe { put(reasons, v) }
+    })
+}
+
+/// The wait with MIG instance ids (R450): XID events are about a whole GPU, so the ids are
+/// `0xFFFFFFFF` (NVML's "not a MIG device").
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlEventSetWait_v2(
+    set: EventSetHandle,
+    data: *mut EventData,
+    timeoutms: c_uint,
+) -> Return {
+    runtime::event_wait("nvmlEventSetWait_v2", set, timeoutms, |d| unsafe {
+        put(
+            data,
+            EventData {
+                device: gpu_handle(d.gpu),
+                event_type: EVENT_TYPE_XID_CRITICAL_ERROR,
+                event_data: d.xid,
+                gpu_instance_id: u32::MAX,
+                compute_instance_id: u32::MAX,
+            },
+        )
+    })
+}
+
+/// The versioned fabric query (R550): `version` v2 (health mask) or v3 (and health summary);
+/// another version is `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
+    device: Handle,
+    info: *mut GpuFabricInfoV3,
+) -> Return {
+    runtime::device("nvmlDeviceGetGpuFabricInfoV", device, |_, t| {
+        runtime::non_null(info)?;
+        // SAFETY: non-null; the caller sets `version` first, as NVML's contract says.
+        let version = unsafe { (*info).version };
+        if version != GPU_FABRIC_INFO_V2 && version != GPU_FABRIC_INFO_V3 {
+            return Err(ERROR_ARGUMENT_VERSION_MISMATCH);
+        }
+        let Target::Gpu { dev, .. } = t else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        let fabric = dev.fabric.as_ref().ok_or(ERROR_NOT_SUPPORTED)?;
+        // SAFETY: the caller's struct is at least the v2 size; the v3 field only for v3.
+        unsafe {
+            (*info).cluster_uuid = fabric.cluster_uuid_bytes().unwrap_or([0; 16]);
+            (*info).status = fabric.status.map_or(0, |e| e.0);
+            (*info).clique_id = fabric.clique_id;
+            (*info).state = fabric.state;
+            (*info).health_mask = fabric.health_mask;
+            if version == GPU_FABRIC_INFO_V3 {
+                (*info).health_summary = fabric.health_summary;
+            }
+        }
+        Ok(())
     })
 }

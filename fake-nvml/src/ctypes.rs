@@ -11,6 +11,7 @@ pub const ERROR_INVALID_ARGUMENT: Return = 2;
 pub const ERROR_NOT_SUPPORTED: Return = 3;
 pub const ERROR_NOT_FOUND: Return = 6;
 pub const ERROR_INSUFFICIENT_SIZE: Return = 7;
+pub const ERROR_TIMEOUT: Return = 10;
 pub const ERROR_FUNCTION_NOT_FOUND: Return = 13;
 pub const ERROR_ARGUMENT_VERSION_MISMATCH: Return = 25;
 pub const ERROR_UNKNOWN: Return = 999;
@@ -156,6 +157,23 @@ pub struct GpuFabricInfo {
     pub state: u8,
 }
 
+/// `nvmlGpuFabricInfo_v3_t` (`nvmlDeviceGetGpuFabricInfoV`; v2 is the same without
+/// `health_summary`).
+#[repr(C)]
+pub struct GpuFabricInfoV3 {
+    pub version: c_uint,
+    pub cluster_uuid: [u8; 16],
+    pub status: Return,
+    pub clique_id: c_uint,
+    pub state: u8,
+    pub health_mask: c_uint,
+    pub health_summary: u8,
+}
+
+/// `NVML_STRUCT_VERSION(GpuFabricInfo, 2)` (the v2 struct is 36 bytes) and `…, 3)`.
+pub const GPU_FABRIC_INFO_V2: c_uint = 36 | (2 << 24);
+pub const GPU_FABRIC_INFO_V3: c_uint = (size_of::<GpuFabricInfoV3>() as c_uint) | (3 << 24);
+
 /// `nvmlSystemDriverBranchInfo_v1_t`.
 #[repr(C)]
 pub struct SystemDriverBranchInfo {
@@ -198,6 +216,39 @@ pub struct GridLicensableFeatures {
     pub grid_licensable_features: [GridLicensableFeature; 3],
 }
 
+/// `struct nvmlEventSet_st`: opaque, only passed back.
+#[repr(C)]
+pub struct EventSetOpaque {
+    _private: [u8; 0],
+}
+
+/// `nvmlEventSet_t`.
+pub type EventSetHandle = *mut EventSetOpaque;
+
+/// `nvmlEventData_t` as `nvmlEventSetWait_v2` fills it.
+#[repr(C)]
+pub struct EventData {
+    pub device: Handle,
+    pub event_type: c_ulonglong,
+    pub event_data: c_ulonglong,
+    pub gpu_instance_id: c_uint,
+    pub compute_instance_id: c_uint,
+}
+
+/// The `nvmlEventData_t` of drivers before R450 (`nvmlEventSetWait`): no MIG instance ids.
+#[repr(C)]
+pub struct EventDataV1 {
+    pub device: Handle,
+    pub event_type: c_ulonglong,
+    pub event_data: c_ulonglong,
+}
+
+/// `nvmlEventTypeSingleBitEccError`, `nvmlEventTypeDoubleBitEccError`,
+/// `nvmlEventTypeXidCriticalError`.
+pub const EVENT_TYPE_SINGLE_BIT_ECC_ERROR: c_ulonglong = 0x1;
+pub const EVENT_TYPE_DOUBLE_BIT_ECC_ERROR: c_ulonglong = 0x2;
+pub const EVENT_TYPE_XID_CRITICAL_ERROR: c_ulonglong = 0x8;
+
 // The sizes nvml.h gives these structs on x86_64 and aarch64 Linux.
 const _: () = assert!(size_of::<PciInfo>() == 68);
 const _: () = assert!(size_of::<Memory>() == 24);
@@ -210,4 +261,7 @@ const _: () = assert!(size_of::<GridLicenseExpiry>() == 16);
 const _: () = assert!(size_of::<ComputeInstanceInfo>() == 32);
 const _: () = assert!(size_of::<ComputeInstanceProfileInfo>() == 36);
 const _: () = assert!(size_of::<GpuFabricInfo>() == 28);
+const _: () = assert!(size_of::<EventData>() == 32);
+const _: () = assert!(size_of::<GpuFabricInfoV3>() == 40);
+const _: () = assert!(size_of::<EventDataV1>() == 24);
 const _: () = assert!(size_of::<GridLicensableFeatures>() == 8 + 3 * 284);

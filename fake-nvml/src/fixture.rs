@@ -54,6 +54,19 @@ pub const KNOWN_FUNCTIONS: &[&str] = &[
     "nvmlComputeInstanceGetInfo_v2",
     "nvmlDeviceGetNvLinkState",
     "nvmlDeviceGetGpuFabricInfo",
+    "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetRetiredPages",
+    "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceGetRemappedRows",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlEventSetCreate",
+    "nvmlDeviceRegisterEvents",
+    "nvmlDeviceGetSupportedEventTypes",
+    "nvmlEventSetWait",
+    "nvmlEventSetWait_v2",
+    "nvmlEventSetFree",
+    "nvmlDeviceGetGpuFabricInfoV",
 ];
 
 /// The functions of `KNOWN_FUNCTIONS` that came with R450 (`api_modern`): a driver older than
@@ -81,6 +94,12 @@ pub const SINCE_R450: &[&str] = &[
     "nvmlComputeInstanceGetInfo",
     "nvmlComputeInstanceGetInfo_v2",
     "nvmlDeviceGetGpuFabricInfo",
+    // Row remapping came with A100 and R450; the "clocks event reasons" name replaced
+    // "clocks throttle reasons" in R535; nvmlEventSetWait_v2 (MIG instance ids) came with R450.
+    "nvmlDeviceGetRemappedRows",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlEventSetWait_v2",
+    "nvmlDeviceGetGpuFabricInfoV",
 ];
 
 /// Handles are addresses in a fixed table, so a fixture may not describe more than this.
@@ -114,6 +133,24 @@ pub struct Fixture {
     #[serde(default)]
     pub faults: Faults,
     pub devices: Vec<Device>,
+    /// XID errors (`NVML_EVENT_TYPE_XID_CRITICAL_ERROR`) that `nvmlEventSetWait(_v2)` delivers,
+    /// each once to every event set that registered its GPU for XID events, once the set has
+    /// existed `at_ms`. A test appends events to a running process's fixture file (entries are
+    /// told apart by their place in the list: append, do not reorder).
+    #[serde(default)]
+    pub xid_events: Vec<XidEvent>,
+}
+
+/// One XID error event.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct XidEvent {
+    /// GPU index.
+    pub gpu: usize,
+    pub xid: u64,
+    /// Delivered once the event set is this old (ms); at once when left out.
+    #[serde(default)]
+    pub at_ms: u64,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -217,6 +254,90 @@ pub struct Device {
     /// `nvmlDeviceGetGpuFabricInfo`: the GPU's NVLink fabric (nvidia-smi's `Fabric` section);
     /// absent: `NVML_ERROR_NOT_SUPPORTED`.
     pub fabric: Option<Fabric>,
+    /// `nvmlDeviceGetTotalEccErrors` (nvidia-smi's ECC Errors, SRAM and DRAM summed); absent:
+    /// ECC off or not supported (`NVML_ERROR_NOT_SUPPORTED`).
+    pub ecc_errors: Option<EccErrors>,
+    /// `nvmlDeviceGetRetiredPages` / `nvmlDeviceGetRetiredPagesPendingStatus` (nvidia-smi's
+    /// Retired Pages; pre-A100 GPUs); absent: not supported.
+    pub retired_pages: Option<RetiredPages>,
+    /// `nvmlDeviceGetRemappedRows` (nvidia-smi's Remapped Rows; A100 and later); absent: not
+    /// supported.
+    pub remapped_rows: Option<RemappedRows>,
+    /// The active clocks event reasons (nvidia-smi's "Clocks Event Reasons" that are `Active`,
+    /// by the names of [`CLOCKS_EVENT_REASONS`]); `nvmlDeviceGetCurrentClocksEventReasons` and
+    /// the older `nvmlDeviceGetCurrentClocksThrottleReasons` answer their bit mask. Absent: not
+    /// supported.
+    pub clocks_event_reasons: Option<Vec<String>>,
+}
+
+/// `nvmlClocksEventReasons` bits by the names fixtures use (nvml.h's
+/// `nvmlClocksEventReason*`, nvidia-smi's labels lower-cased with `_`).
+pub const CLOCKS_EVENT_REASONS: &[(&str, u64)] = &[
+    ("gpu_idle", 0x1),
+    ("applications_clocks_setting", 0x2),
+    ("sw_power_cap", 0x4),
+    ("hw_slowdown", 0x8),
+    ("sync_boost", 0x10),
+    ("sw_thermal_slowdown", 0x20),
+    ("hw_thermal_slowdown", 0x40),
+    ("hw_power_brake_slowdown", 0x80),
+    ("display_clock_setting", 0x100),
+];
+
+impl Device {
+    /// The clocks event reasons as NVML's bit mask (names checked when the fixture is read).
+    pub fn clocks_event_mask(&self) -> Option<u64> {
+        let names = self.clocks_event_reasons.as_ref()?;
+        Some(
+            names
+                .iter()
+                .filter_map(|n| CLOCKS_EVENT_REASONS.iter().find(|(k, _)| k == n))
+                .fold(0, |m, (_, bit)| m | bit),
+        )
+    }
+}
+
+/// ECC error counts (`nvmlMemoryErrorType_t` x `nvmlEccCounterType_t`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EccErrors {
+    #[serde(default)]
+    pub volatile_corrected: u64,
+    #[serde(default)]
+    pub volatile_uncorrected: u64,
+    #[serde(default)]
+    pub aggregate_corrected: u64,
+    #[serde(default)]
+    pub aggregate_uncorrected: u64,
+}
+
+/// Retired pages: how many per cause, and whether a retirement waits for a reboot.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetiredPages {
+    /// Pages retired for multiple single-bit ECC errors.
+    #[serde(default)]
+    pub single_bit_ecc: u32,
+    /// Pages retired for a double-bit ECC error.
+    #[serde(default)]
+    pub double_bit_ecc: u32,
+    /// nvidia-smi's "Pending Page Blacklist" / "Pending Page Retirement".
+    #[serde(default)]
+    pub pending: bool,
+}
+
+/// What `nvmlDeviceGetRemappedRows` reports.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemappedRows {
+    #[serde(default)]
+    pub correctable: u32,
+    #[serde(default)]
+    pub uncorrectable: u32,
+    #[serde(default)]
+    pub pending: bool,
+    #[serde(default)]
+    pub failure: bool,
 }
 
 /// What `nvmlDeviceGetGpuFabricInfo` reports.
@@ -232,6 +353,15 @@ pub struct Fabric {
     pub cluster_uuid: Option<String>,
     #[serde(default)]
     pub clique_id: u32,
+    /// `nvmlDeviceGetGpuFabricInfoV`'s `healthMask` (nvml.h `NVML_GPU_FABRIC_HEALTH_MASK_*`:
+    /// degraded bandwidth in bits 0-1, route recovery 2-3, route unhealthy 4-5, access timeout
+    /// recovery 6-7, incorrect configuration 8-11); 0 (all not supported) when left out.
+    #[serde(default)]
+    pub health_mask: u32,
+    /// `healthSummary` (v3: `NVML_GPU_FABRIC_HEALTH_SUMMARY_*`, HEALTHY 1, UNHEALTHY 2,
+    /// LIMITED_CAPACITY 3); 0 (not supported) when left out.
+    #[serde(default)]
+    pub health_summary: u8,
 }
 
 impl Fabric {
@@ -640,6 +770,16 @@ impl Fixture {
             {
                 return bad(format!("device {i}: fabric.cluster_uuid is not a UUID"));
             }
+            if let Some(bad_name) = d
+                .clocks_event_reasons
+                .iter()
+                .flatten()
+                .find(|n| !CLOCKS_EVENT_REASONS.iter().any(|(k, _)| k == n))
+            {
+                return bad(format!(
+                    "device {i}: unknown clocks event reason {bad_name:?}"
+                ));
+            }
             if let Some(g) = &d.grid_licensable_features
                 && g.features.len() > 3
             {
@@ -656,6 +796,9 @@ impl Fixture {
                     strings.push(("MIG device", s));
                 }
             }
+        }
+        if let Some(e) = self.xid_events.iter().find(|e| e.gpu >= self.devices.len()) {
+            return bad(format!("xid_events: GPU {} is not a device index", e.gpu));
         }
         for (what, s) in strings {
             if s.contains('\0') {

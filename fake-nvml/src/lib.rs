@@ -37,6 +37,16 @@
 //!   calls go-nvlib names `1c.3g.20gb` with.
 //! - `nvlinks` (per link: active or not) answers `nvmlDeviceGetNvLinkState`; `fabric` answers
 //!   `nvmlDeviceGetGpuFabricInfo` (state, status, cluster UUID, clique id).
+//! - Health: `ecc_errors` answers `nvmlDeviceGetTotalEccErrors`; `retired_pages`
+//!   `nvmlDeviceGetRetiredPages(PendingStatus)`; `remapped_rows` `nvmlDeviceGetRemappedRows`;
+//!   `clocks_event_reasons` (names) `nvmlDeviceGetCurrentClocksEventReasons` and its older name
+//!   `…ThrottleReasons`; `fabric.health_mask`/`health_summary` `nvmlDeviceGetGpuFabricInfoV`.
+//! - Events: `nvmlEventSetCreate`/`Free`, `nvmlDeviceRegisterEvents` and
+//!   `nvmlDeviceGetSupportedEventTypes` (single/double-bit ECC and critical XID on every GPU);
+//!   `nvmlEventSetWait(_v2)` delivers each of the fixture's `xid_events` once to every set that
+//!   registered its GPU, once the set is `at_ms` old, else waits up to its timeout (polling the
+//!   fixture, without the library's lock) and answers `NVML_ERROR_TIMEOUT`. A `misbehave` `hang`
+//!   rule for the wait function makes it never return, also without the lock.
 //! - `faults.not_found` may not name a function that the fixture's driver (before R450) would
 //!   not export at all: such a driver's library is `fake-nvml-legacy`, which lacks the symbol.
 

@@ -1,11 +1,13 @@
 //! The library's process-global state, device handles, and the wrapper every exported function
 //! runs its body in (panic barrier, call trace, missing-function and fault injection).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_char, c_int, c_uint};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::ctypes::*;
 use crate::fixture::{
@@ -26,6 +28,16 @@ struct State {
     /// The fixture file's modification time and length when it was read.
     stamp: Option<(std::time::SystemTime, u64)>,
     trace: Option<File>,
+    /// Event sets by slot (`nvmlEventSetCreate`), freed by `nvmlEventSetFree`.
+    event_sets: Vec<Option<EventSet>>,
+}
+
+/// One `nvmlEventSet_t`: when it was created, which GPUs registered which event types, and
+/// which `xid_events` entries it delivered.
+struct EventSet {
+    created: Instant,
+    registered: BTreeMap<usize, u64>,
+    delivered: BTreeSet<usize>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -33,6 +45,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     fixture: None,
     stamp: None,
     trace: None,
+    event_sets: Vec::new(),
 });
 
 fn lock() -> MutexGuard<'static, State> {
@@ -433,6 +446,7 @@ pub fn shutdown(name: &str) -> Return {
         st.ready(name)?;
         st.refcount -= 1;
         if st.refcount == 0 {
+            st.event_sets.clear();
             st.fixture = None;
             st.stamp = None;
             st.trace = None;
@@ -499,4 +513,171 @@ pub fn fill_chars(dst: &mut [c_char], value: &str) {
     for (d, s) in dst.iter_mut().zip(&value.as_bytes()[..n]) {
         *d = *s as c_char;
     }
+}
+
+/// Event set handles: addresses in this table, by slot.
+const MAX_EVENT_SETS: usize = 64;
+static EVENT_SET_SLOTS: [u8; MAX_EVENT_SETS] = [0; MAX_EVENT_SETS];
+
+fn event_set_slot(h: EventSetHandle) -> Option<usize> {
+    let offset = (h as usize).wrapping_sub(EVENT_SET_SLOTS.as_ptr() as usize);
+    (offset < MAX_EVENT_SETS).then_some(offset)
+}
+
+/// The event types every GPU here supports (as NVML on Linux for Fermi and later GPUs).
+pub const SUPPORTED_EVENTS: u64 = EVENT_TYPE_SINGLE_BIT_ECC_ERROR
+    | EVENT_TYPE_DOUBLE_BIT_ECC_ERROR
+    | EVENT_TYPE_XID_CRITICAL_ERROR;
+
+/// `nvmlEventSetCreate`.
+pub fn event_set_create(name: &str, out: *mut EventSetHandle) -> Return {
+    guarded(|| {
+        let mut st = lock();
+        st.trace(name, None);
+        let f = st.ready(name)?;
+        injected(f, name, None)?;
+        non_null(out)?;
+        let slot = match st.event_sets.iter().position(Option::is_none) {
+            Some(s) => s,
+            None if st.event_sets.len() < MAX_EVENT_SETS => {
+                st.event_sets.push(None);
+                st.event_sets.len() - 1
+            }
+            None => return Err(20), // NVML_ERROR_MEMORY
+        };
+        st.event_sets[slot] = Some(EventSet {
+            created: Instant::now(),
+            registered: BTreeMap::new(),
+            delivered: BTreeSet::new(),
+        });
+        let handle = EVENT_SET_SLOTS.as_ptr().wrapping_add(slot) as EventSetHandle;
+        // SAFETY: checked non-null; the caller passes an nvmlEventSet_t to fill.
+        unsafe { put(out, handle) }
+    })
+}
+
+/// `nvmlEventSetFree`.
+pub fn event_set_free(name: &str, set: EventSetHandle) -> Return {
+    guarded(|| {
+        let mut st = lock();
+        st.trace(name, None);
+        st.ready(name)?;
+        let slot = event_set_slot(set).ok_or(ERROR_INVALID_ARGUMENT)?;
+        match st.event_sets.get_mut(slot) {
+            Some(s @ Some(_)) => {
+                *s = None;
+                Ok(())
+            }
+            _ => Err(ERROR_INVALID_ARGUMENT),
+        }
+    })
+}
+
+/// `nvmlDeviceRegisterEvents`: GPU handles only; types outside `SUPPORTED_EVENTS` are not
+/// supported.
+pub fn register_events(name: &str, handle: Handle, types: u64, set: EventSetHandle) -> Return {
+    guarded(|| {
+        let mut st = lock();
+        let about = st
+            .fixture
+            .as_ref()
+            .and_then(|f| Target::resolve(f, handle))
+            .map(|t| t.about());
+        st.trace(name, about);
+        let f = st.ready(name)?;
+        let target = Target::resolve(f, handle).ok_or(ERROR_INVALID_ARGUMENT)?;
+        injected(f, name, Some(target.about()))?;
+        let Target::Gpu { index, .. } = target else {
+            return Err(ERROR_NOT_SUPPORTED);
+        };
+        if types & !SUPPORTED_EVENTS != 0 {
+            return Err(ERROR_NOT_SUPPORTED);
+        }
+        let slot = event_set_slot(set).ok_or(ERROR_INVALID_ARGUMENT)?;
+        let es = st
+            .event_sets
+            .get_mut(slot)
+            .and_then(Option::as_mut)
+            .ok_or(ERROR_INVALID_ARGUMENT)?;
+        *es.registered.entry(index).or_insert(0) |= types;
+        Ok(())
+    })
+}
+
+/// What one `nvmlEventSetWait` delivered: the GPU and XID.
+pub struct Delivered {
+    pub gpu: usize,
+    pub xid: u64,
+}
+
+/// `nvmlEventSetWait(_v2)`: the first `xid_events` entry due for this set that it has not
+/// delivered, else waits for one (the fixture file may gain one meanwhile) up to `timeout_ms`,
+/// then `NVML_ERROR_TIMEOUT`. Never holds the library's lock while it sleeps, so other calls
+/// go on meanwhile. A `misbehave` rule `hang` for the function (with no `gpu`/`mig`) makes it
+/// never return, also without the lock: a wait that ignores its timeout.
+pub fn event_wait(
+    name: &str,
+    set: EventSetHandle,
+    timeout_ms: c_uint,
+    deliver: impl FnOnce(Delivered) -> Result<(), Return>,
+) -> Return {
+    guarded(|| {
+        let start = Instant::now();
+        let limit = Duration::from_millis(u64::from(timeout_ms));
+        let mut traced = false;
+        loop {
+            let mut guard = lock();
+            if !traced {
+                guard.trace(name, None);
+                traced = true;
+            }
+            let f = guard.ready(name)?;
+            let hang = f.faults.misbehave.iter().any(|r| {
+                r.function.as_deref() == Some(name)
+                    && r.gpu.is_none()
+                    && r.mig.is_none()
+                    && matches!(r.action, Action::Hang)
+            });
+            if hang {
+                drop(guard);
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
+            injected(f, name, None)?;
+            let slot = event_set_slot(set).ok_or(ERROR_INVALID_ARGUMENT)?;
+            let State {
+                fixture,
+                event_sets,
+                ..
+            } = &mut *guard;
+            let f = fixture.as_ref().ok_or(ERROR_UNINITIALIZED)?;
+            let es = event_sets
+                .get_mut(slot)
+                .and_then(Option::as_mut)
+                .ok_or(ERROR_INVALID_ARGUMENT)?;
+            let age = es.created.elapsed();
+            let due = f.xid_events.iter().enumerate().find(|(i, e)| {
+                !es.delivered.contains(i)
+                    && es
+                        .registered
+                        .get(&e.gpu)
+                        .is_some_and(|t| t & EVENT_TYPE_XID_CRITICAL_ERROR != 0)
+                    && age >= Duration::from_millis(e.at_ms)
+            });
+            if let Some((i, e)) = due {
+                es.delivered.insert(i);
+                return deliver(Delivered {
+                    gpu: e.gpu,
+                    xid: e.xid,
+                });
+            }
+            let waited = start.elapsed();
+            if waited >= limit {
+                return Err(ERROR_TIMEOUT);
+            }
+            drop(guard);
+            std::thread::sleep((limit - waited).min(Duration::from_millis(5)));
+        }
+    })
 }

@@ -4,6 +4,7 @@
 use std::ffi::{CStr, OsStr};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{Brand, GpuVirtualizationMode};
@@ -545,4 +546,174 @@ fn gpu_instance_profiles_answer_as_nvml_does() {
             "NOT_SUPPORTED"
         );
     }
+}
+
+#[test]
+fn health_values_come_back_exactly() {
+    use nvml_wrapper::bitmasks::device::ThrottleReasons;
+    use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
+    let _turn = turn();
+    let nvml = open(Some(&fixture("h100-8x-faults.json"))).unwrap();
+    let ecc = |i: u32, e: MemoryError, c: EccCounter| {
+        nvml.device_by_index(i)
+            .unwrap()
+            .total_ecc_errors(e, c)
+            .unwrap()
+    };
+    assert_eq!(
+        [
+            ecc(0, MemoryError::Uncorrected, EccCounter::Volatile),
+            ecc(0, MemoryError::Uncorrected, EccCounter::Aggregate),
+            ecc(0, MemoryError::Corrected, EccCounter::Volatile),
+            ecc(1, MemoryError::Uncorrected, EccCounter::Volatile),
+        ],
+        [3, 3, 0, 0]
+    );
+    let remapped = |i: u32| {
+        let dev = nvml.device_by_index(i).unwrap();
+        let get = nvml.lib().nvmlDeviceGetRemappedRows.as_ref().unwrap();
+        let (mut c, mut u, mut p, mut f) = (9, 9, 9, 9);
+        // SAFETY: nvml.h's signature; a live handle; locals.
+        let rc = unsafe { get(dev.handle(), &mut c, &mut u, &mut p, &mut f) };
+        (rc, c, u, p, f)
+    };
+    assert_eq!(
+        [remapped(0), remapped(1), remapped(2)],
+        [(0, 0, 0, 0, 0), (0, 0, 4, 1, 0), (0, 0, 512, 0, 1)]
+    );
+    // HW Slowdown and HW Power Brake Slowdown on GPU 0 (captured), none on GPU 4, under both
+    // names of the call.
+    let dev = nvml.device_by_index(0).unwrap();
+    assert_eq!(
+        dev.current_throttle_reasons().unwrap(),
+        ThrottleReasons::HW_SLOWDOWN | ThrottleReasons::HW_POWER_BRAKE_SLOWDOWN
+    );
+    let events = nvml
+        .lib()
+        .nvmlDeviceGetCurrentClocksEventReasons
+        .as_ref()
+        .unwrap();
+    let mut mask = 0;
+    // SAFETY: as above.
+    assert_eq!(unsafe { events(dev.handle(), &mut mask) }, 0);
+    assert_eq!(mask, 0x8 | 0x80);
+    let idle = nvml.device_by_index(4).unwrap();
+    assert_eq!(
+        idle.current_throttle_reasons().unwrap(),
+        ThrottleReasons::NONE
+    );
+    // A100 and later have no retired pages.
+    assert_eq!(err(dev.are_pages_pending_retired()), "NotSupported");
+    // The versioned fabric query: v3 and v2 carry the health mask, v3 the summary too.
+    let get = nvml.lib().nvmlDeviceGetGpuFabricInfoV.as_ref().unwrap();
+    let fabric = |i: u32, version: u32| {
+        let dev = nvml.device_by_index(i).unwrap();
+        /// `nvmlGpuFabricInfo_v3_t`.
+        #[repr(C)]
+        struct V3 {
+            version: u32,
+            cluster_uuid: [u8; 16],
+            status: u32,
+            clique_id: u32,
+            state: u8,
+            health_mask: u32,
+            health_summary: u8,
+        }
+        let mut info = V3 {
+            version,
+            cluster_uuid: [0; 16],
+            status: 0,
+            clique_id: 0,
+            state: 0,
+            health_mask: 0,
+            health_summary: 0,
+        };
+        // SAFETY: nvml.h's signature; the v3 layout (the larger) with its version set.
+        let rc = unsafe { get(dev.handle(), (&mut info as *mut V3).cast()) };
+        (
+            rc,
+            info.state,
+            info.status,
+            info.health_mask,
+            info.health_summary,
+        )
+    };
+    let v3 = 40 | (3 << 24);
+    let v2 = 36 | (2 << 24);
+    assert_eq!(fabric(5, v3), (0, 3, 0, (1 << 4) | (5 << 8), 0));
+    assert_eq!(fabric(6, v3), (0, 3, 0, 426, 1));
+    assert_eq!(fabric(6, v2), (0, 3, 0, 426, 0), "no summary in v2");
+    assert_eq!(fabric(3, v3), (0, 3, 23, 0, 0), "registration failed");
+    assert_eq!(fabric(4, 7).0, 25, "ARGUMENT_VERSION_MISMATCH");
+}
+
+#[test]
+fn retired_pages_answer_count_queries_and_lists() {
+    use nvml_wrapper::enum_wrappers::device::RetirementCause;
+    let _turn = turn();
+    let nvml = open(Some(&fixture("old-driver-faults.json"))).unwrap();
+    let dev = nvml.device_by_index(0).unwrap();
+    assert!(dev.are_pages_pending_retired().unwrap());
+    let get = nvml.lib().nvmlDeviceGetRetiredPages.as_ref().unwrap();
+    let mut count = 0;
+    // SAFETY: a count query: zero room, no buffer.
+    let rc = unsafe { get(dev.handle(), 1, &mut count, std::ptr::null_mut()) };
+    assert_eq!((rc, count), (7, 2), "INSUFFICIENT_SIZE with the count");
+    let mut count = 0;
+    let rc = unsafe { get(dev.handle(), 0, &mut count, std::ptr::null_mut()) };
+    assert_eq!((rc, count), (0, 0), "no single-bit pages");
+    let mut room = 4;
+    let mut pages = [0u64; 4];
+    let rc = unsafe { get(dev.handle(), 1, &mut room, pages.as_mut_ptr()) };
+    assert_eq!((rc, room, pages), (0, 2, [1, 2, 0, 0]));
+    // The v2 call (with timestamps) is not exported: nvml-wrapper's `retired_pages` needs it.
+    assert_eq!(
+        err(dev.retired_pages(RetirementCause::DoubleBitEccError)),
+        "FailedToLoadSymbol"
+    );
+}
+
+#[test]
+fn xid_events_are_delivered_once_and_a_wait_without_one_keeps_to_its_timeout() {
+    use nvml_wrapper::bitmasks::event::EventTypes;
+    let _turn = turn();
+    let nvml = open(Some(&fixture("h100-8x-xid.json"))).unwrap();
+    let gpu = |i: u32| nvml.device_by_index(i).unwrap();
+    assert_eq!(
+        gpu(0).supported_event_types().unwrap(),
+        EventTypes::SINGLE_BIT_ECC_ERROR
+            | EventTypes::DOUBLE_BIT_ECC_ERROR
+            | EventTypes::CRITICAL_XID_ERROR
+    );
+    let set = nvml.create_event_set().unwrap();
+    // GPU 5 only: its 13 at 0.3 s, then its 48 at 0.6 s; GPU 4's 79 is not for this set.
+    let set = gpu(5)
+        .register_events(EventTypes::CRITICAL_XID_ERROR, set)
+        .map_err(|e| e.error)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let e = set.wait(5000).unwrap();
+        assert_eq!(e.device.index().unwrap(), 5);
+        assert_eq!(e.event_type, EventTypes::CRITICAL_XID_ERROR);
+        let xid = match e.event_data {
+            Some(nvml_wrapper::enums::event::XidError::Value(x)) => Some(x),
+            _ => None,
+        };
+        seen.push((xid, started.elapsed() >= Duration::from_millis(290)));
+    }
+    assert_eq!(seen, [(Some(13), true), (Some(48), true)]);
+    // Nothing more: the wait returns Timeout after its 200 ms, not before, not much later.
+    let started = std::time::Instant::now();
+    assert_eq!(err(set.wait(200)), "Timeout");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_millis(1000),
+        "{waited:?}"
+    );
+    set.release_events().unwrap();
+    // A set that never registered a GPU gets nothing either.
+    let empty = nvml.create_event_set().unwrap();
+    assert_eq!(err(empty.wait(50)), "Timeout");
 }

@@ -31,35 +31,10 @@ use crate::validate::sanitize_value;
 use super::nvml::{NvmlGpu, NvmlMigDevice, NvmlScan};
 use super::pci::{PciAddress, PciDevice};
 use super::warnings::Warnings;
-use super::{accel, amd, intel, vgpu};
+use super::{accel, amd, health, intel, vgpu};
 use crate::catalogue;
 
-pub const GPU_DEVICE: &str = "gpu.device";
-pub const GPU_MIG: &str = "gpu.mig";
-/// MIG profile (as NVIDIA names it, `1g.10gb+me`) -> number of MIG devices with it.
-pub const GPU_MIGPROFILE: &str = "gpu.migprofile";
-pub const GPU_NODE: &str = "gpu.node";
-pub const GPU_DRIVER: &str = "gpu.driver";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Vendor {
-    Nvidia,
-    Amd,
-    Intel,
-    /// A further vendor of the catalogue (`mthreads`, `hygon`, ...), by its name there.
-    Other(&'static str),
-}
-
-impl Vendor {
-    pub fn name(self) -> &'static str {
-        match self {
-            Vendor::Nvidia => "nvidia",
-            Vendor::Amd => "amd",
-            Vendor::Intel => "intel",
-            Vendor::Other(name) => name,
-        }
-    }
-}
+pub use super::gpu_names::{GPU_DEVICE, GPU_DRIVER, GPU_MIG, GPU_MIGPROFILE, GPU_NODE, Vendor};
 
 /// Whether a PCI function of catalogue class `class` (`accel::classify`) is a GPU (see the
 /// module docs), whose, and the catalogue entry that says so.
@@ -223,18 +198,31 @@ struct Gpu {
     attributes: BTreeMap<String, String>,
     mig: Vec<NvmlMigDevice>,
     memory_bytes: Option<u64>,
+    /// What is wrong with it (`health`).
+    faults: health::Faults,
+}
+
+/// What PCI discovery found: the functions, the catalogue's class of each, the names.
+pub struct Pci<'a> {
+    pub devices: &'a [PciDevice],
+    pub classes: &'a [Option<catalogue::Class<'static>>],
+    pub ids: &'a PciIds,
 }
 
 /// Fills `gpu.device`, `gpu.mig`, `gpu.node` and `gpu.driver`.
 pub fn discover(
     sysfs: &Sysfs,
-    devices: &[PciDevice],
-    classes: &[Option<catalogue::Class<'static>>],
-    ids: &PciIds,
+    pci: Pci<'_>,
     nvml: &NvmlScan,
+    health_config: &crate::config::HealthConfig,
     features: &mut FeatureSet,
     warnings: &mut Warnings,
 ) {
+    let Pci {
+        devices,
+        classes,
+        ids,
+    } = pci;
     let mut nvml_by_addr: BTreeMap<PciAddress, &NvmlGpu> = BTreeMap::new();
     let mut nvml_unplaced: Vec<&NvmlGpu> = Vec::new();
     for g in &nvml.gpus {
@@ -250,6 +238,10 @@ pub fn discover(
         .zip(classes)
         .filter_map(|(d, c)| gpu_class(d, c.as_ref()).map(|(v, e)| (d, v, e)))
         .collect();
+    let view = health::NodeView::new(
+        &found.iter().map(|(d, v, _)| (*d, *v)).collect::<Vec<_>>(),
+        nvml,
+    );
     let kfd = if found.iter().any(|(_, v, _)| *v == Vendor::Amd) {
         amd::kfd_nodes(sysfs, warnings)
     } else {
@@ -299,6 +291,7 @@ pub fn discover(
             attributes: a,
             mig: Vec::new(),
             memory_bytes: None,
+            faults: health::sysfs_faults(sysfs, dev, vendor, &view, health_config, warnings),
         };
         match vendor {
             Vendor::Nvidia => {
@@ -341,6 +334,7 @@ pub fn discover(
             ]),
             mig: Vec::new(),
             memory_bytes: None,
+            faults: health::Faults::new(),
         };
         if let Some(a) = n.address {
             gpu.attributes.insert("address".into(), format_address(a));
@@ -356,6 +350,7 @@ pub fn discover(
         .or_default();
     for (index, gpu) in gpus.iter_mut().enumerate() {
         gpu.attributes.insert("index".into(), index.to_string());
+        health::write(&mut gpu.attributes, &gpu.faults);
         features.push_instance(
             GPU_DEVICE,
             gpu.attributes
@@ -553,6 +548,9 @@ fn format_address(a: PciAddress) -> String {
 }
 
 fn apply_nvml(gpu: &mut Gpu, n: &NvmlGpu) {
+    for f in &n.faults {
+        gpu.faults.insert(f.kind.clone(), f.detail.clone());
+    }
     let a = &mut gpu.attributes;
     a.insert("source".into(), "nvml".into());
     if let Some(v) = &n.name {
@@ -667,6 +665,13 @@ fn node_attributes(
         out.insert("clique".into(), c.into());
     }
     placement(gpus, &mut out);
+    let summary = health::node_attributes(
+        gpus.iter()
+            .map(|g| g.attributes.get("health").map(String::as_str)),
+    );
+    for (k, v) in summary.into_iter().flatten() {
+        out.insert(k.into(), v);
+    }
     // Unknown on every GPU counts as alike: eight identical GPUs without a memory reading are
     // still homogeneous.
     let alike = |k: &str| {

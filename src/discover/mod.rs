@@ -14,6 +14,8 @@ pub mod accel;
 pub mod amd;
 pub mod dmi;
 pub mod gpu;
+mod gpu_names;
+pub mod health;
 pub mod intel;
 pub mod kernel;
 pub mod nvml;
@@ -118,10 +120,13 @@ pub fn discover_with(
     );
     gpu::discover(
         &sysfs,
-        &devices,
-        &classes,
-        &ids,
+        gpu::Pci {
+            devices: &devices,
+            classes: &classes,
+            ids: &ids,
+        },
         &nvml_scan,
+        &opts.config.sources.health,
         &mut features,
         &mut warnings,
     );

@@ -4,9 +4,19 @@
 //! `Nvml` per process and retries a failed init on the next scan; each scan copies what it needs
 //! into owned structs. NVML being absent or failing is a status, never an error: the GPUs are
 //! still discovered from sysfs.
+//!
+//! Each GPU's health faults (`NvmlGpu.faults`: ecc, remap, xid, nvlink, fabric, thermal;
+//! docs/health.md) are read on every scan and light check. What they need across scans lives in
+//! the `NvmlLibrary` (the NVLinks seen up, the critical XIDs an event thread records from an
+//! event set kept open for the life of the process), so it only works in a long-lived process:
+//! NVML's child.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
@@ -114,6 +124,16 @@ impl NvmlFault {
     pub const KINDS: [&'static str; 6] = ["ecc", "remap", "xid", "nvlink", "fabric", "thermal"];
 }
 
+/// A GPU NVML counts but answers `GPU is lost` for (fallen off the bus, a handle that worked
+/// before failing now): `gpu.device` marks it `lost`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvmlLostGpu {
+    /// NVML's index.
+    pub index: u32,
+    /// Its PCI address, when an earlier scan of this process read it (NVML cannot say now).
+    pub address: Option<PciAddress>,
+}
+
 /// What one scan found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NvmlScan {
@@ -123,6 +143,9 @@ pub struct NvmlScan {
     pub cuda_version: Option<String>,
     pub gpus: Vec<NvmlGpu>,
     pub warnings: Vec<String>,
+    /// GPUs NVML counts but answers `GPU is lost` for; they are not in `gpus`.
+    #[serde(default)]
+    pub lost: Vec<NvmlLostGpu>,
 }
 
 impl NvmlScan {
@@ -133,6 +156,33 @@ impl NvmlScan {
             cuda_version: None,
             gpus: Vec::new(),
             warnings: Vec::new(),
+            lost: Vec::new(),
+        }
+    }
+}
+
+/// What the health checks need from the config (`sources.health`): the XIDs that count as
+/// critical, and how long an XID fault is reported after the XID was seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvmlHealth {
+    pub critical_xids: Vec<u32>,
+    pub clear_after: Duration,
+}
+
+impl Default for NvmlHealth {
+    fn default() -> Self {
+        NvmlHealth::from(&crate::config::HealthConfig::default())
+    }
+}
+
+impl From<&crate::config::HealthConfig> for NvmlHealth {
+    fn from(h: &crate::config::HealthConfig) -> Self {
+        let mut critical_xids = h.critical_xids.clone();
+        critical_xids.sort_unstable();
+        critical_xids.dedup();
+        NvmlHealth {
+            critical_xids,
+            clear_after: h.clear_after,
         }
     }
 }
@@ -150,17 +200,31 @@ pub enum NvmlChoice {
 }
 
 /// The real NVML: one `Nvml` per process, initialised lazily and retried while it fails.
+///
+/// The `Nvml` is leaked once initialised: the XID event thread borrows it for the life of the
+/// process (NVML's child process, which ends with the agent), and NVML is not shut down.
 pub struct NvmlLibrary {
     choice: NvmlChoice,
-    nvml: Option<Nvml>,
+    nvml: Option<&'static Nvml>,
+    health: NvmlHealth,
+    tracker: HealthTracker,
 }
 
 impl NvmlLibrary {
     pub fn new(choice: NvmlChoice) -> Self {
-        NvmlLibrary { choice, nvml: None }
+        NvmlLibrary::with_health(choice, NvmlHealth::default())
     }
 
-    fn init(&mut self) -> Result<&Nvml, NvmlStatus> {
+    pub fn with_health(choice: NvmlChoice, health: NvmlHealth) -> Self {
+        NvmlLibrary {
+            choice,
+            nvml: None,
+            health,
+            tracker: HealthTracker::default(),
+        }
+    }
+
+    fn init(&mut self) -> Result<&'static Nvml, NvmlStatus> {
         if self.nvml.is_none() {
             let path = match &self.choice {
                 NvmlChoice::Disabled => {
@@ -172,9 +236,21 @@ impl NvmlLibrary {
                 .lib_path(&path)
                 .init()
                 .map_err(|e| init_status(&path, e))?;
+            let nvml: &'static Nvml = Box::leak(Box::new(nvml));
             self.nvml = Some(nvml);
+            if !self.health.critical_xids.is_empty() {
+                self.tracker
+                    .watch_xids(nvml, self.health.critical_xids.clone());
+            }
         }
-        Ok(self.nvml.as_ref().expect("initialised above"))
+        Ok(self.nvml.expect("initialised above"))
+    }
+}
+
+impl Drop for NvmlLibrary {
+    fn drop(&mut self) {
+        // The event thread ends at its next wake (a wait is bounded by `XID_WAIT_MS`).
+        self.tracker.stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -211,7 +287,7 @@ impl NvmlProbe for NvmlLibrary {
                 };
             }
         };
-        scan_nvml(nvml)
+        scan_nvml(nvml, &self.health, &mut self.tracker)
     }
 }
 
@@ -268,6 +344,23 @@ impl NvmlLibrary {
                     f.cliqueId
                 ));
             }
+            // Faults come and go while the node runs (an XID, a link down, a slowdown).
+            let key = gpu_key(index, dev.uuid().ok().as_deref());
+            let links = nvlink_states(&dev, &mut Vec::new());
+            let mut ignored = Vec::new();
+            let faults = read_faults(
+                nvml,
+                &dev,
+                &key,
+                links.as_deref(),
+                &self.health,
+                &mut self.tracker,
+                false,
+                &mut ignored,
+            );
+            for f in faults {
+                out.push_str(&format!(" {}={}", f.kind, f.detail));
+            }
         }
         out
     }
@@ -311,7 +404,7 @@ fn cuda_driver_version(nvml: &Nvml) -> Result<i32, NvmlError> {
     }
 }
 
-fn scan_nvml(nvml: &Nvml) -> NvmlScan {
+fn scan_nvml(nvml: &Nvml, health: &NvmlHealth, tracker: &mut HealthTracker) -> NvmlScan {
     let mut warnings = Vec::new();
     let driver_version = optional("driver version", nvml.sys_driver_version(), &mut warnings);
     let cuda_version = optional(
@@ -329,34 +422,63 @@ fn scan_nvml(nvml: &Nvml) -> NvmlScan {
                 cuda_version,
                 gpus: Vec::new(),
                 warnings,
+                lost: Vec::new(),
             };
         }
     };
     let mut gpus = Vec::new();
+    let mut lost = Vec::new();
     for index in 0..count {
         // One failing GPU (e.g. "GPU is lost") does not stop the others.
-        match nvml.device_by_index(index) {
-            Ok(dev) => gpus.push(read_gpu(nvml, index, &dev, &mut warnings)),
-            Err(e) => warnings.push(format!("NVML GPU {index}: {e}; left to sysfs")),
+        let read = nvml
+            .device_by_index(index)
+            .and_then(|dev| read_gpu(nvml, index, &dev, health, tracker, &mut warnings));
+        match read {
+            Ok(gpu) => {
+                if let Some(a) = gpu.address {
+                    tracker.addresses.insert(index, a);
+                }
+                gpus.push(gpu);
+            }
+            Err(e) => {
+                warnings.push(format!("NVML GPU {index}: {e}; left to sysfs"));
+                if matches!(e, NvmlError::GpuLost) {
+                    lost.push(NvmlLostGpu {
+                        index,
+                        address: tracker.addresses.get(&index).copied(),
+                    });
+                }
+            }
         }
     }
+    // What the health checks and the XID thread have to say about the driver.
+    warnings.extend(tracker.take_notes());
     NvmlScan {
         status: NvmlStatus::Ok,
         driver_version,
         cuda_version,
         gpus,
         warnings,
+        lost,
     }
 }
 
+/// One GPU. `Err` only when the GPU is lost (its PCI info answers `GPU is lost`: a handle that
+/// worked before); any other failing value is `None` with a warning.
 fn read_gpu(
     nvml: &Nvml,
     index: u32,
     dev: &nvml_wrapper::Device,
+    health: &NvmlHealth,
+    tracker: &mut HealthTracker,
     warnings: &mut Vec<String>,
-) -> NvmlGpu {
+) -> Result<NvmlGpu, NvmlError> {
     let mut w = Vec::new();
-    let address = optional("PCI info", dev.pci_info(), &mut w).and_then(|p| {
+    let pci = match dev.pci_info() {
+        Err(NvmlError::GpuLost) => return Err(NvmlError::GpuLost),
+        other => other,
+    };
+    let address = optional("PCI info", pci, &mut w).and_then(|p| {
         parse_bus_id(&p.bus_id).or(Some(PciAddress {
             domain: p.domain,
             bus: p.bus as u8,
@@ -366,11 +488,24 @@ fn read_gpu(
     });
     let mig = optional("MIG mode", dev.mig_mode(), &mut w);
     let mig_enabled = mig.map(|m| m.current == 1);
+    let uuid = optional("UUID", dev.uuid(), &mut w);
+    let links = nvlink_states(dev, &mut w);
+    let key = gpu_key(index, uuid.as_deref());
+    let faults = read_faults(
+        nvml,
+        dev,
+        &key,
+        links.as_deref(),
+        health,
+        tracker,
+        true,
+        &mut w,
+    );
     let mut gpu = NvmlGpu {
         index,
         address,
         name: optional("name", dev.name(), &mut w),
-        uuid: optional("UUID", dev.uuid(), &mut w),
+        uuid,
         memory_bytes: optional("memory", dev.memory_info(), &mut w).map(|m| m.total),
         compute: optional("compute capability", dev.cuda_compute_capability(), &mut w)
             .map(|c| (c.major, c.minor)),
@@ -382,8 +517,8 @@ fn read_gpu(
             )
         }),
         mig_devices: Vec::new(),
-        nvlinks_active: nvlinks_active(dev, &mut w),
-        faults: Vec::new(),
+        nvlinks_active: links.map(|l| l.iter().filter(|up| **up).count() as u32),
+        faults,
         fabric: fabric(nvml, dev, &mut w),
     };
     if mig_enabled == Some(true) {
@@ -395,7 +530,7 @@ fn read_gpu(
         }
     }
     warnings.extend(w.into_iter().map(|m| format!("GPU {index}: {m}")));
-    gpu
+    Ok(gpu)
 }
 
 /// MIG device slot `i`. Slots may be empty, and a MIG device may vanish between listing and
@@ -446,15 +581,14 @@ fn read_mig(
 /// `NVML_NVLINK_MAX_LINKS`.
 const NVLINK_MAX_LINKS: u32 = 18;
 
-/// Active NVLinks, counted as `nvidia-smi nvlink -s` lists them: links `0..` until NVML says
-/// the index is past the GPU's links. A GPU without NVLink answers not supported: zero.
-fn nvlinks_active(dev: &nvml_wrapper::Device, w: &mut Vec<String>) -> Option<u32> {
-    let mut active = 0;
+/// Each NVLink's state (`true`: active), as `nvidia-smi nvlink -s` lists them: links `0..`
+/// until NVML says the index is past the GPU's links. A GPU without NVLink answers not
+/// supported: no links. `None` when NVML could not say.
+fn nvlink_states(dev: &nvml_wrapper::Device, w: &mut Vec<String>) -> Option<Vec<bool>> {
+    let mut links = Vec::new();
     for link in 0..NVLINK_MAX_LINKS {
         match dev.link_wrapper_for(link).is_active() {
-            Ok(true) => active += 1,
-            Ok(false) => {}
-            Err(NvmlError::NotSupported) if link == 0 => return Some(0),
+            Ok(up) => links.push(up),
             Err(NvmlError::InvalidArg | NvmlError::NotSupported) => break,
             Err(e) => {
                 optional::<()>(&format!("NVLink {link} state"), Err(e), w);
@@ -462,7 +596,7 @@ fn nvlinks_active(dev: &nvml_wrapper::Device, w: &mut Vec<String>) -> Option<u32
             }
         }
     }
-    Some(active)
+    Some(links)
 }
 
 /// `NVML_GPU_FABRIC_STATE_COMPLETED`.
@@ -605,6 +739,466 @@ unsafe fn compute_instance_profile(
     }
 }
 
+// ---- Health: the faults NVML reports (docs/health.md) ----
+
+/// How long one `nvmlEventSetWait` may block the XID thread: its stop flag is looked at this
+/// often, and a driver that answers errors is asked again no sooner.
+const XID_WAIT_MS: u32 = 500;
+
+/// `nvmlEventTypeXidCriticalError`.
+const EVENT_XID: u64 = 0x8;
+/// `NVML_ERROR_TIMEOUT`.
+const NVML_TIMEOUT: u32 = 10;
+
+/// The clocks event reasons that are a fault (`thermal`), as nvidia-smi lists them; idle,
+/// applications clocks, the software power cap, sync boost and the display clock are not.
+const SLOWDOWNS: [(u64, &str); 4] = [
+    (0x8, "hw-slowdown"),
+    (0x40, "hw-thermal-slowdown"),
+    (0x80, "hw-power-brake-slowdown"),
+    (0x20, "sw-thermal-slowdown"),
+];
+
+/// One critical XID as the event thread saw it.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    at: Instant,
+    /// A scan reported it: from now on it is reported only while within `clear_after`.
+    reported: bool,
+}
+
+/// What the XID event thread records: the critical XIDs by GPU (`gpu_key`) and XID, and its
+/// own warnings for the next scan.
+#[derive(Debug, Default)]
+struct XidLog {
+    seen: HashMap<String, BTreeMap<u32, Seen>>,
+    notes: Vec<String>,
+}
+
+/// What the health checks keep between scans of one process.
+#[derive(Debug, Default)]
+struct HealthTracker {
+    /// The NVLinks seen active so far, by GPU: one down now is a fault.
+    ever_up: HashMap<String, BTreeSet<u32>>,
+    xids: Arc<Mutex<XidLog>>,
+    stop: Arc<AtomicBool>,
+    /// Warnings said already (a check this driver cannot do is said once).
+    said: BTreeSet<String>,
+    /// GPUs' PCI addresses by NVML index, from earlier scans (for `lost`).
+    addresses: HashMap<u32, PciAddress>,
+}
+
+impl HealthTracker {
+    fn log(&self) -> std::sync::MutexGuard<'_, XidLog> {
+        self.xids.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.log().notes)
+    }
+
+    /// `message` once for the life of the process, with the next scan's warnings (about the
+    /// driver, not one GPU).
+    fn once(&mut self, message: String) {
+        if self.said.insert(message.clone()) {
+            self.log().notes.push(message);
+        }
+    }
+
+    /// Starts the thread that keeps an NVML event set open for the life of the process and
+    /// records the critical XIDs it delivers.
+    fn watch_xids(&mut self, nvml: &'static Nvml, critical: Vec<u32>) {
+        let log = self.xids.clone();
+        let stop = self.stop.clone();
+        let started = std::thread::Builder::new()
+            .name("nvml-xid".into())
+            .spawn(move || watch_xids(nvml, &critical, &log, &stop));
+        if let Err(e) = started {
+            self.log().notes.push(format!(
+                "GPU health: cannot start the XID event thread: {e}"
+            ));
+        }
+    }
+}
+
+/// A GPU's key in the health state: its UUID, else its index.
+fn gpu_key(index: u32, uuid: Option<&str>) -> String {
+    uuid.map_or_else(|| format!("#{index}"), str::to_string)
+}
+
+/// The error of a return code that is not `NVML_SUCCESS`.
+fn nvml_error(rc: u32) -> NvmlError {
+    nvml_wrapper::error::nvml_try(rc)
+        .err()
+        .unwrap_or(NvmlError::Unknown)
+}
+
+fn symbol_missing(e: &NvmlError) -> bool {
+    matches!(
+        e,
+        NvmlError::FunctionNotFound | NvmlError::FailedToLoadSymbol(_)
+    )
+}
+
+/// The XID event thread: one event set for every GPU that supports critical XID events,
+/// waited on `XID_WAIT_MS` at a time until `stop`. nvml-wrapper's `EventSet` borrows its
+/// `Nvml` and has no v1 wait, so the library's own symbols are used: `nvmlEventSetWait_v2`,
+/// else the `nvmlEventSetWait` of drivers before R450.
+fn watch_xids(nvml: &'static Nvml, critical: &[u32], log: &Mutex<XidLog>, stop: &AtomicBool) {
+    let note = |m: String| log.lock().unwrap_or_else(|e| e.into_inner()).notes.push(m);
+    let lib = nvml.lib();
+    let (Ok(create), Ok(register), Ok(free)) = (
+        lib.nvmlEventSetCreate.as_ref(),
+        lib.nvmlDeviceRegisterEvents.as_ref(),
+        lib.nvmlEventSetFree.as_ref(),
+    ) else {
+        note("GPU health: this driver has no NVML events: the xid check is skipped".into());
+        return;
+    };
+    let Ok(wait) = lib
+        .nvmlEventSetWait_v2
+        .as_ref()
+        .or(lib.nvmlEventSetWait.as_ref())
+    else {
+        note("GPU health: this driver has no nvmlEventSetWait: the xid check is skipped".into());
+        return;
+    };
+    let supported = lib.nvmlDeviceGetSupportedEventTypes.as_ref().ok();
+    // SAFETY: the symbols come from the loaded library with nvml.h's signatures (bindgen); the
+    // `Nvml` is never dropped, so device handles stay valid; out-parameters are zeroed locals
+    // of the named types (the v2 `nvmlEventData_t`, larger than the v1 one).
+    unsafe {
+        let mut set: nvml_wrapper_sys::bindings::nvmlEventSet_t = std::ptr::null_mut();
+        let rc = create(&mut set);
+        if rc != 0 {
+            note(format!(
+                "GPU health: cannot create an NVML event set ({}): the xid check is skipped",
+                nvml_error(rc)
+            ));
+            return;
+        }
+        let mut keys: HashMap<usize, String> = HashMap::new();
+        for index in 0..nvml.device_count().unwrap_or(0) {
+            let Ok(dev) = nvml.device_by_index(index) else {
+                continue;
+            };
+            let handle = dev.handle();
+            if let Some(get) = supported {
+                let mut types = 0;
+                if get(handle, &mut types) == 0 && types & EVENT_XID == 0 {
+                    continue;
+                }
+            }
+            if register(handle, EVENT_XID, set) == 0 {
+                keys.insert(handle as usize, gpu_key(index, dev.uuid().ok().as_deref()));
+            }
+        }
+        let mut failing: Option<u32> = None;
+        while !stop.load(Ordering::Relaxed) {
+            let mut data: nvml_wrapper_sys::bindings::nvmlEventData_t = std::mem::zeroed();
+            match wait(set, &mut data, XID_WAIT_MS) {
+                0 => {
+                    failing = None;
+                    let xid = u32::try_from(data.eventData).unwrap_or(u32::MAX);
+                    if data.eventType & EVENT_XID == 0 || critical.binary_search(&xid).is_err() {
+                        continue;
+                    }
+                    let key = keys
+                        .get(&(data.device as usize))
+                        .cloned()
+                        .unwrap_or_else(|| "#?".into());
+                    let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+                    log.seen.entry(key).or_default().insert(
+                        xid,
+                        Seen {
+                            at: Instant::now(),
+                            reported: false,
+                        },
+                    );
+                }
+                NVML_TIMEOUT => failing = None,
+                rc => {
+                    // Said once per change of error; asked again after a wait's length.
+                    if failing != Some(rc) {
+                        failing = Some(rc);
+                        note(format!(
+                            "GPU health: waiting for XID events: {}",
+                            nvml_error(rc)
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(u64::from(XID_WAIT_MS)));
+                }
+            }
+        }
+        free(set);
+    }
+}
+
+/// The faults of one GPU, in `NvmlFault::KINDS` order. `links` are its NVLinks' states now;
+/// `mark`: this is a scan, whose report of an XID makes it clear after `clear_after` (the light
+/// check only looks).
+#[allow(clippy::too_many_arguments)]
+fn read_faults(
+    nvml: &Nvml,
+    dev: &nvml_wrapper::Device,
+    key: &str,
+    links: Option<&[bool]>,
+    health: &NvmlHealth,
+    tracker: &mut HealthTracker,
+    mark: bool,
+    w: &mut Vec<String>,
+) -> Vec<NvmlFault> {
+    let mut faults = Vec::new();
+    let mut fault = |kind: &str, detail: String| {
+        faults.push(NvmlFault {
+            kind: kind.into(),
+            detail,
+        })
+    };
+    let skipped = |tracker: &mut HealthTracker, kind: &str, what: &str| {
+        tracker.once(format!(
+            "GPU health: this driver lacks {what}: the {kind} check is skipped"
+        ))
+    };
+    use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
+    match dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile) {
+        Ok(0) => {}
+        Ok(n) => fault("ecc", format!("{n} volatile uncorrected")),
+        Err(e) if symbol_missing(&e) => skipped(tracker, "ecc", "nvmlDeviceGetTotalEccErrors"),
+        Err(e) => {
+            optional::<()>("ECC errors", Err(e), w);
+        }
+    }
+    if let Some(detail) = remap(nvml, dev, tracker, w) {
+        fault("remap", detail);
+    }
+    let xids = xids(key, health, tracker, mark);
+    if !xids.is_empty() {
+        fault("xid", xids);
+    }
+    if let Some(links) = links {
+        let up = tracker.ever_up.entry(key.to_string()).or_default();
+        up.extend((0..).zip(links).filter(|(_, a)| **a).map(|(i, _)| i));
+        let down: Vec<String> = up
+            .iter()
+            .filter(|&&i| !links.get(i as usize).copied().unwrap_or(false))
+            .map(u32::to_string)
+            .collect();
+        match down.len() {
+            0 => {}
+            1 => fault("nvlink", format!("link {} down", down[0])),
+            _ => fault("nvlink", format!("links {} down", down.join(","))),
+        }
+    }
+    if let Some(detail) = fabric_fault(nvml, dev) {
+        fault("fabric", detail);
+    }
+    match clocks_event_reasons(nvml, dev) {
+        Ok(mask) => {
+            let slow: Vec<&str> = SLOWDOWNS
+                .iter()
+                .filter(|(bit, _)| mask & bit != 0)
+                .map(|(_, name)| *name)
+                .collect();
+            if !slow.is_empty() {
+                fault("thermal", slow.join(","));
+            }
+        }
+        Err(e) if symbol_missing(&e) => skipped(
+            tracker,
+            "thermal",
+            "nvmlDeviceGetCurrentClocksEventReasons and nvmlDeviceGetCurrentClocksThrottleReasons",
+        ),
+        Err(e) => {
+            optional::<()>("clocks event reasons", Err(e), w);
+        }
+    }
+    faults
+}
+
+/// The fabric health conditions of `nvmlGpuFabricInfo_v2/3_t.healthMask` (nvml.h
+/// `NVML_GPU_FABRIC_HEALTH_MASK_*`): shift, value mask, and the name of a `TRUE` (1).
+const FABRIC_HEALTH: [(u32, u32, &str); 4] = [
+    (0, 0x3, "degraded-bandwidth"),
+    (2, 0x3, "route-recovery"),
+    (4, 0x3, "route-unhealthy"),
+    (6, 0x3, "access-timeout-recovery"),
+];
+/// `INCORRECT_CONFIGURATION` (shift 8, values 2-5 are faults) by value.
+const FABRIC_MISCONFIGURED: [(u32, &str); 4] = [
+    (2, "incorrect-sysguid"),
+    (3, "incorrect-chassis-sn"),
+    (4, "no-partition"),
+    (5, "insufficient-nvlinks"),
+];
+
+/// `fabric`: registration completed but failed (`failed: <NVML's status text>`), or completed
+/// and succeeded with a health mask that names a condition (`degraded: <conditions>`; through
+/// `nvmlDeviceGetGpuFabricInfoV`, R550 and later). A fabric still registering is not a fault.
+fn fabric_fault(nvml: &Nvml, dev: &nvml_wrapper::Device) -> Option<String> {
+    if let Some(Ok(info)) = fabric_info(nvml, dev)
+        && info.state == FABRIC_STATE_COMPLETED
+        && info.status != 0
+    {
+        return Some(format!("failed: {}", error_text(nvml, info.status)));
+    }
+    let get = nvml.lib().nvmlDeviceGetGpuFabricInfoV.as_ref().ok()?;
+    type V3 = nvml_wrapper_sys::bindings::nvmlGpuFabricInfo_v3_t;
+    type V2 = nvml_wrapper_sys::bindings::nvmlGpuFabricInfo_v2_t;
+    const MISMATCH: u32 = 25; // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+    let mut info: V3;
+    // SAFETY: nvml.h's signature; a live handle; a zeroed v3 struct (the larger) with its
+    // version set, v2's when the driver does not know v3.
+    unsafe {
+        info = std::mem::zeroed();
+        info.version = (size_of::<V3>() as u32) | (3 << 24);
+        let mut rc = get(dev.handle(), &mut info);
+        if rc == MISMATCH {
+            info = std::mem::zeroed();
+            info.version = (size_of::<V2>() as u32) | (2 << 24);
+            rc = get(dev.handle(), &mut info);
+        }
+        if rc != 0 {
+            return None;
+        }
+    }
+    if info.state != FABRIC_STATE_COMPLETED || info.status != 0 {
+        return None;
+    }
+    let mut conditions: Vec<&str> = FABRIC_HEALTH
+        .iter()
+        .filter(|(shift, mask, _)| (info.healthMask >> shift) & mask == 1)
+        .map(|(_, _, name)| *name)
+        .collect();
+    let config = (info.healthMask >> 8) & 0xF;
+    conditions.extend(
+        FABRIC_MISCONFIGURED
+            .iter()
+            .filter(|(v, _)| *v == config)
+            .map(|(_, name)| *name),
+    );
+    (!conditions.is_empty()).then(|| format!("degraded: {}", conditions.join(",")))
+}
+
+/// `nvmlErrorString` of a status NVML reports as a value (the fabric's registration).
+fn error_text(nvml: &Nvml, code: u32) -> String {
+    match nvml.lib().nvmlErrorString.as_ref() {
+        // SAFETY: nvml.h's signature; NVML returns a static NUL-terminated string (or null).
+        Ok(f) => unsafe {
+            let p = f(code);
+            if p.is_null() {
+                format!("NVML error {code}")
+            } else {
+                std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        },
+        Err(_) => format!("NVML error {code}"),
+    }
+}
+
+/// `nvmlDeviceGetCurrentClocksEventReasons` (R535), else the same mask under its older name.
+fn clocks_event_reasons(nvml: &Nvml, dev: &nvml_wrapper::Device) -> Result<u64, NvmlError> {
+    let lib = nvml.lib();
+    let get = lib
+        .nvmlDeviceGetCurrentClocksEventReasons
+        .as_ref()
+        .or(lib.nvmlDeviceGetCurrentClocksThrottleReasons.as_ref())
+        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    let mut mask = 0;
+    // SAFETY: nvml.h's signature (bindgen); a live handle; a local out-parameter.
+    nvml_wrapper::error::nvml_try(unsafe { get(dev.handle(), &mut mask) })?;
+    Ok(mask)
+}
+
+/// `remap`: row remapping failed or pending (`nvmlDeviceGetRemappedRows`, A100 and later), else,
+/// where the GPU or driver has no row remapping, page retirement pending.
+fn remap(
+    nvml: &Nvml,
+    dev: &nvml_wrapper::Device,
+    tracker: &mut HealthTracker,
+    w: &mut Vec<String>,
+) -> Option<String> {
+    let lib = nvml.lib();
+    if let Ok(get) = lib.nvmlDeviceGetRemappedRows.as_ref() {
+        let (mut corr, mut unc, mut pending, mut failed) = (0, 0, 0, 0);
+        // SAFETY: nvml.h's signature (bindgen); a live handle; local out-parameters.
+        let rc = unsafe { get(dev.handle(), &mut corr, &mut unc, &mut pending, &mut failed) };
+        match nvml_wrapper::error::nvml_try(rc) {
+            Ok(()) if failed != 0 => return Some("failed".into()),
+            Ok(()) if pending != 0 => return Some("pending".into()),
+            Ok(()) => return None,
+            Err(e) if e_is_absent(&e) => {}
+            Err(e) => {
+                optional::<()>("remapped rows", Err(e), w);
+                return None;
+            }
+        }
+    }
+    match dev.are_pages_pending_retired() {
+        Ok(true) => Some(match retired_page_count(nvml, dev) {
+            Some(1) => "1 retired page pending".into(),
+            Some(n) if n > 0 => format!("{n} retired pages pending"),
+            _ => "retired pages pending".into(),
+        }),
+        Ok(false) => None,
+        Err(e) if symbol_missing(&e) => {
+            if lib.nvmlDeviceGetRemappedRows.is_err() {
+                tracker.once(
+                    "GPU health: this driver lacks nvmlDeviceGetRemappedRows and \
+                     nvmlDeviceGetRetiredPagesPendingStatus: the remap check is skipped"
+                        .into(),
+                );
+            }
+            None
+        }
+        Err(e) => {
+            optional::<()>("retired pages", Err(e), w);
+            None
+        }
+    }
+}
+
+/// Not supported here, or not in this driver: the next way is tried.
+fn e_is_absent(e: &NvmlError) -> bool {
+    matches!(e, NvmlError::NotSupported) || symbol_missing(e)
+}
+
+/// Retired pages of both causes (`nvmlDeviceGetRetiredPages`, asked for its count only).
+fn retired_page_count(nvml: &Nvml, dev: &nvml_wrapper::Device) -> Option<u32> {
+    let get = nvml.lib().nvmlDeviceGetRetiredPages.as_ref().ok()?;
+    let mut total = 0;
+    for cause in 0..2 {
+        let mut count = 0;
+        // SAFETY: nvml.h's signature; a zero count asks for the count only (no addresses are
+        // written; the buffer is null).
+        let rc = unsafe { get(dev.handle(), cause, &mut count, std::ptr::null_mut()) };
+        // NVML_ERROR_INSUFFICIENT_SIZE (7) is the count query's answer when there are pages.
+        if rc != 0 && rc != 7 {
+            return None;
+        }
+        total += count;
+    }
+    Some(total)
+}
+
+/// `xid`: the critical XIDs (ascending, each once) seen on this GPU that are still reported: one
+/// not yet reported by a scan, or seen within `clear_after`. A scan (`mark`) reports them;
+/// those past `clear_after` that a scan reported are forgotten.
+fn xids(key: &str, health: &NvmlHealth, tracker: &mut HealthTracker, mark: bool) -> String {
+    let mut log = tracker.log();
+    let Some(seen) = log.seen.get_mut(key) else {
+        return String::new();
+    };
+    seen.retain(|_, s| !s.reported || s.at.elapsed() < health.clear_after);
+    let out: Vec<String> = seen.keys().map(u32::to_string).collect();
+    if mark {
+        for s in seen.values_mut() {
+            s.reported = true;
+        }
+    }
+    out.join(",")
+}
+
 /// NVML's bus ids have an 8-digit domain (`00000000:19:00.0`); sysfs has 4 or more.
 pub fn parse_bus_id(s: &str) -> Option<PciAddress> {
     PciAddress::parse(&s.trim().to_ascii_lowercase())
@@ -624,6 +1218,39 @@ mod tests {
             parse_bus_id("00000001:00:00.0"),
             PciAddress::parse("0001:00:00.0")
         );
+    }
+
+    #[test]
+    fn an_xid_is_reported_by_one_scan_at_least_then_while_within_clear_after() {
+        let mut tracker = HealthTracker::default();
+        let at = |ago: u64| Seen {
+            at: Instant::now() - Duration::from_secs(ago),
+            reported: false,
+        };
+        tracker
+            .log()
+            .seen
+            .insert("GPU-a".into(), BTreeMap::from([(79, at(10)), (48, at(0))]));
+        let zero = NvmlHealth {
+            critical_xids: vec![48, 79],
+            clear_after: Duration::ZERO,
+        };
+        // The light check only looks; the first scan reports both, ascending, even with 0s.
+        assert_eq!(xids("GPU-a", &zero, &mut tracker, false), "48,79");
+        assert_eq!(xids("GPU-a", &zero, &mut tracker, true), "48,79");
+        assert_eq!(xids("GPU-a", &zero, &mut tracker, true), "");
+        assert_eq!(xids("GPU-b", &zero, &mut tracker, true), "");
+        // With 5s, the one seen 10s ago goes after its first report, the other stays.
+        tracker
+            .log()
+            .seen
+            .insert("GPU-a".into(), BTreeMap::from([(79, at(10)), (48, at(0))]));
+        let five = NvmlHealth {
+            clear_after: Duration::from_secs(5),
+            ..zero
+        };
+        assert_eq!(xids("GPU-a", &five, &mut tracker, true), "48,79");
+        assert_eq!(xids("GPU-a", &five, &mut tracker, true), "48");
     }
 
     #[test]

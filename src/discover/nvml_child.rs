@@ -17,7 +17,7 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::nvml::{NvmlChoice, NvmlLibrary, NvmlProbe, NvmlScan, NvmlStatus};
+use super::nvml::{NvmlChoice, NvmlHealth, NvmlLibrary, NvmlProbe, NvmlScan, NvmlStatus};
 
 /// The hidden subcommand the child runs as: `EXE __nvml-child LIB`.
 pub const CHILD_COMMAND: &str = "__nvml-child";
@@ -80,6 +80,8 @@ pub struct IsolatedNvml {
     /// for the stale status: a message that stays the same while NVML stays down).
     last_good: Option<(Instant, std::time::SystemTime, NvmlScan)>,
     last_failure: Option<FailureReason>,
+    /// What the child's health checks need (`sources.health`), passed on its command line.
+    health: NvmlHealth,
 }
 
 impl IsolatedNvml {
@@ -93,14 +95,33 @@ impl IsolatedNvml {
             child: None,
             last_good: None,
             last_failure: None,
+            health: NvmlHealth::default(),
         }
     }
 
+    /// With these health settings (`sources.health`) instead of the defaults.
+    pub fn with_health(mut self, health: NvmlHealth) -> Self {
+        self.health = health;
+        self
+    }
+
     /// Whether `other` would run the same library the same way (the daemon keeps its child
-    /// across cycles until the config says otherwise).
+    /// across cycles until the config says otherwise; new health settings start a new child,
+    /// and with it a new XID event set).
     pub fn same_settings(&self, other: &IsolatedNvml) -> bool {
-        (&self.choice, &self.exe, self.timeout, self.grace)
-            == (&other.choice, &other.exe, other.timeout, other.grace)
+        (
+            &self.choice,
+            &self.exe,
+            self.timeout,
+            self.grace,
+            &self.health,
+        ) == (
+            &other.choice,
+            &other.exe,
+            other.timeout,
+            other.grace,
+            &other.health,
+        )
     }
 
     /// Why the last scan failed in the child, if it did and this was not asked since.
@@ -128,9 +149,20 @@ impl IsolatedNvml {
     }
 
     fn spawn(&self, lib: &Path) -> Result<Running, Failure> {
+        let xids: Vec<String> = self
+            .health
+            .critical_xids
+            .iter()
+            .map(u32::to_string)
+            .collect();
         let mut process = Command::new(&self.exe)
             .arg(CHILD_COMMAND)
             .arg(lib)
+            .arg(format!("--critical-xids={}", xids.join(",")))
+            .arg(format!(
+                "--clear-after-ms={}",
+                self.health.clear_after.as_millis()
+            ))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -368,11 +400,40 @@ fn signal_name(sig: i32) -> String {
     name.to_string()
 }
 
+/// `serve` with the health settings of its command line (`--critical-xids 48,79`,
+/// `--clear-after-ms 300000`; the defaults when left out). A list that does not parse is a
+/// usage error (exit 2): the parent wrote it.
+pub fn serve_args(lib: PathBuf, critical_xids: &str, clear_after_ms: Option<u64>) -> u8 {
+    let mut health = NvmlHealth::default();
+    if let Some(ms) = clear_after_ms {
+        health.clear_after = Duration::from_millis(ms);
+    }
+    let parsed: Result<Vec<u32>, _> = critical_xids
+        .split(',')
+        .filter(|x| !x.trim().is_empty())
+        .map(|x| x.trim().parse::<u32>())
+        .collect();
+    match parsed {
+        Ok(mut xids) => {
+            xids.sort_unstable();
+            xids.dedup();
+            health.critical_xids = xids;
+        }
+        Err(e) => {
+            crate::error::print_error(&format!(
+                "{CHILD_COMMAND}: --critical-xids {critical_xids:?}: {e}"
+            ));
+            return 2;
+        }
+    }
+    serve(lib, health)
+}
+
 /// The child: loads `lib` once and answers each `scan` (or `check`) line on standard input with
 /// one JSON line. Answers go to a private copy of standard output; the process's own standard output is
 /// pointed at standard error first, so that a library that prints cannot corrupt an answer.
 /// Returns the exit code (0 at end of input).
-pub fn serve(lib: PathBuf) -> u8 {
+pub fn serve(lib: PathBuf, health: NvmlHealth) -> u8 {
     // A child hung in the driver must not outlive the agent. (PR_SET_PDEATHSIG would follow
     // the parent *thread*, and the agent spawns from a pool thread that may end.)
     let parent = rustix::process::getppid();
@@ -396,7 +457,7 @@ pub fn serve(lib: PathBuf) -> u8 {
         }
     };
     let mut out = std::io::BufWriter::new(std::fs::File::from(answers));
-    let mut nvml = NvmlLibrary::new(NvmlChoice::Library(lib));
+    let mut nvml = NvmlLibrary::with_health(NvmlChoice::Library(lib), health);
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         let written = match line.trim() {
@@ -551,6 +612,26 @@ pub(crate) mod tests {
         let mut none = probe(&script, 300, Duration::ZERO);
         assert_eq!(none.scan().status, NvmlStatus::Ok);
         assert_eq!(none.scan().status.as_str(), "error", "no grace");
+    }
+
+    #[test]
+    fn new_health_settings_are_new_settings_and_reach_the_child() {
+        // The stand-in child answers with its arguments as a warning.
+        let script = r#"while read l; do printf '{"status":"Ok","driver_version":null,"cuda_version":null,"gpus":[],"warnings":["%s %s"]}\n' "$3" "$4"; done"#;
+        let a = probe(script, 5000, Duration::ZERO);
+        let (exe, choice) = (a.exe.clone(), a.choice.clone());
+        let same = IsolatedNvml::new(choice.clone(), exe.clone(), a.timeout, a.grace);
+        assert!(a.same_settings(&same));
+        let mut other =
+            IsolatedNvml::new(choice, exe, a.timeout, a.grace).with_health(NvmlHealth {
+                critical_xids: vec![48, 79],
+                clear_after: Duration::from_secs(60),
+            });
+        assert!(!a.same_settings(&other));
+        assert_eq!(
+            other.scan().warnings,
+            ["--critical-xids=48,79 --clear-after-ms=60000"]
+        );
     }
 
     #[test]

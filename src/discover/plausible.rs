@@ -177,6 +177,7 @@ mod tests {
             cuda_version: Some(cuda.into()),
             gpus,
             warnings: Vec::new(),
+            lost: Vec::new(),
         }
     }
 

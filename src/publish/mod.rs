@@ -7,3 +7,4 @@ pub mod node;
 pub mod nodefeature;
 pub mod prune;
 pub mod stdout;
+pub mod taints;

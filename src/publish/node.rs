@@ -14,12 +14,14 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint as NodeTaint};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, core::Status};
 use serde_json::{Value, json};
 
-use crate::output::{LabelMap, NodeOutput};
+use crate::output::{LabelMap, NodeOutput, Taint};
+
+use super::taints;
 
 /// Our field manager on every object we apply.
 pub const FIELD_MANAGER: &str = "gpu-labeler";
@@ -31,6 +33,9 @@ pub const RESYNC_AFTER: Duration = Duration::from_secs(3600);
 const MAX_CONFLICT_ROUNDS: usize = 4;
 /// How many times one publish reads the Node again after a 409 that is not a field conflict.
 const MAX_STALE_ROUNDS: usize = 3;
+/// How many times one publish writes the taints: a 409 (the Node changed since it was read)
+/// reads it again and merges again.
+pub const MAX_TAINT_ROUNDS: usize = 4;
 
 /// Label and annotation key -> value: what we own on the Node, or want to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,6 +56,7 @@ impl Owned {
         match c.kind {
             FieldKind::Label => self.labels.remove(&c.key),
             FieldKind::Annotation => self.annotations.remove(&c.key),
+            FieldKind::Taint => None,
         };
     }
 }
@@ -59,6 +65,7 @@ impl Owned {
 pub enum FieldKind {
     Label,
     Annotation,
+    Taint,
 }
 
 impl FieldKind {
@@ -66,6 +73,7 @@ impl FieldKind {
         match self {
             FieldKind::Label => "label",
             FieldKind::Annotation => "annotation",
+            FieldKind::Taint => "taint",
         }
     }
 }
@@ -198,6 +206,9 @@ pub struct Refused {
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.kind == FieldKind::Taint {
+            return write!(f, "taint {} left out: {}", self.key, self.message);
+        }
         write!(
             f,
             "{} {} left out: the API server's admission policy refused the apply that carried it ({}); the other keys are published",
@@ -396,7 +407,7 @@ pub fn ownership(node: &Node) -> Ownership {
                     if let Some(v) = values.get(&key) {
                         let map = match kind {
                             FieldKind::Label => &mut own.ours.labels,
-                            FieldKind::Annotation => &mut own.ours.annotations,
+                            _ => &mut own.ours.annotations,
                         };
                         map.insert(key, v.clone());
                     }
@@ -464,6 +475,51 @@ struct Known {
     read_at: Instant,
     /// The Node's resourceVersion as last read or written (a number on every API server).
     version: Option<u64>,
+    /// The Node's taints, tracking annotation and `GPUHealthy` condition as last read or
+    /// written.
+    extras: Extras,
+}
+
+/// What the sink knows of the Node's taints and of its `GPUHealthy` condition.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Extras {
+    /// `spec.taints`, everyone's.
+    taints: Vec<NodeTaint>,
+    /// The tracking annotation's value: the taints we put there.
+    tracked: Option<String>,
+    condition: Option<NodeCondition>,
+}
+
+impl Extras {
+    fn of(node: &Node) -> Extras {
+        Extras {
+            taints: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default(),
+            tracked: node
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(taints::TAINTS_ANNOTATION))
+                .cloned(),
+            condition: node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == taints::CONDITION_TYPE))
+                .cloned(),
+        }
+    }
+}
+
+/// What the node sink writes besides labels and annotations (`publish.taints` and
+/// `publish.condition` of the config).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeWrites {
+    pub taints: bool,
+    pub condition: bool,
 }
 
 /// Which keys the admission policy is known to admit.
@@ -478,6 +534,21 @@ pub struct NodeSink {
     /// On a policy denial, the keys to publish without the others (`None`: a denial fails
     /// the publish whole).
     admits: Option<Admits>,
+    writes: NodeWrites,
+    /// The taints last left out for their namespace (reported when they change).
+    refused_taints: Vec<Taint>,
+}
+
+/// Taints as kubectl shows them: `key=value:effect, ...`.
+fn show_taints(taints: &[NodeTaint]) -> String {
+    taints
+        .iter()
+        .map(|t| match &t.value {
+            Some(v) if !v.is_empty() => format!("{}={v}:{}", t.key, t.effect),
+            _ => format!("{}:{}", t.key, t.effect),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A Node's resourceVersion as a number (it is one on every API server), to order two views.
@@ -494,7 +565,15 @@ impl NodeSink {
             timeout,
             known: None,
             admits: None,
+            writes: NodeWrites::default(),
+            refused_taints: Vec::new(),
         }
+    }
+
+    /// Whether the sink writes the rules' taints and the `GPUHealthy` condition (the config's
+    /// `publish.taints` and `publish.condition`; both off unless set).
+    pub fn set_writes(&mut self, writes: NodeWrites) {
+        self.writes = writes;
     }
 
     /// When the admission policy denies an apply, publish the keys `admits` says it admits and
@@ -534,15 +613,15 @@ impl NodeSink {
         }
     }
 
-    /// Returns the written Node's resourceVersion.
-    async fn apply(&self, target: &Owned) -> Result<Option<u64>, ApplyError> {
+    /// Returns the written Node.
+    async fn apply(&self, target: &Owned) -> Result<Node, ApplyError> {
         let what = format!("apply to node {}", self.node);
         let params = PatchParams::apply(FIELD_MANAGER);
         let body = apply_body(&self.node, target);
         let patch = Patch::Apply(&body);
         let call = self.api.patch(&self.node, &params, &patch);
         match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(n)) => Ok(version_of(&n)),
+            Ok(Ok(n)) => Ok(n),
             Ok(Err(kube::Error::Api(s))) if s.code == 409 && !conflicts_of(&s).is_empty() => {
                 Err(ApplyError::Conflicts(conflicts_of(&s)))
             }
@@ -600,8 +679,11 @@ impl NodeSink {
                     return Err(e);
                 }
                 Ok(o) => {
+                    let result = self
+                        .publish_extras(&mut known, &want, desired, dry_run, o)
+                        .await;
                     self.known = Some(known);
-                    return Ok(o);
+                    return result;
                 }
             }
         }
@@ -623,7 +705,211 @@ impl NodeSink {
             wanted: None,
             read_at: Instant::now(),
             version: version_of(&node),
+            extras: Extras::of(&node),
         })
+    }
+
+    /// After the labels: the taints and the condition, when the config asks for them (and our
+    /// taints removed once when it no longer does). Marks the outcome written when either was.
+    async fn publish_extras(
+        &mut self,
+        known: &mut Known,
+        want: &Owned,
+        desired: &NodeOutput,
+        dry_run: bool,
+        mut outcome: Outcome,
+    ) -> Result<Outcome, PublishError> {
+        let mut wanted_taints = Vec::new();
+        if self.writes.taints {
+            let (allowed, refused): (Vec<Taint>, Vec<Taint>) = desired
+                .taints
+                .iter()
+                .cloned()
+                .partition(|t| taints::allowed_taint_key(&t.key));
+            if refused != self.refused_taints {
+                outcome.refused.extend(refused.iter().map(|t| Refused {
+                    kind: FieldKind::Taint,
+                    key: taints::taint_string(t),
+                    message: "not in feature.node.kubernetes.io or a sub-domain, the taint namespace the admission policy admits".into(),
+                }));
+                self.refused_taints = refused;
+            }
+            wanted_taints = allowed;
+        }
+        // Off, and none of ours on the Node: the taints are not ours to look at.
+        if self.writes.taints || known.extras.tracked.is_some() {
+            let changed = self
+                .sync_taints(known, want, &wanted_taints, dry_run)
+                .await?;
+            if changed {
+                outcome.kind = if dry_run {
+                    OutcomeKind::DryRun
+                } else {
+                    OutcomeKind::Written
+                };
+            }
+        }
+        if self.writes.condition {
+            let condition = taints::desired_condition(&desired.labels);
+            if !taints::condition_current(known.extras.condition.as_ref(), condition.as_ref()) {
+                if dry_run {
+                    tracing::info!(
+                        "dry run: would set the {} condition",
+                        taints::CONDITION_TYPE
+                    );
+                    known.extras.condition = condition;
+                    outcome.kind = OutcomeKind::DryRun;
+                } else {
+                    let node = self
+                        .patch_condition(known.extras.condition.as_ref(), condition.as_ref())
+                        .await?;
+                    known.version = version_of(&node).or(known.version);
+                    known.extras = Extras::of(&node);
+                    outcome.kind = OutcomeKind::Written;
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Brings our taints on the Node to `wanted` by a read-modify-write of `spec.taints` and
+    /// the tracking annotation, in one merge patch guarded by the resourceVersion. Returns
+    /// whether it wrote (or, with `dry_run`, would write).
+    async fn sync_taints(
+        &self,
+        known: &mut Known,
+        want: &Owned,
+        wanted: &[Taint],
+        dry_run: bool,
+    ) -> Result<bool, PublishError> {
+        for _ in 0..MAX_TAINT_ROUNDS {
+            let (before, bad) =
+                taints::parse_annotation(known.extras.tracked.as_deref().unwrap_or(""));
+            for b in &bad {
+                tracing::warn!(
+                    "annotation {}: entry {b:?} is not a taint (key=value:effect); ignored",
+                    taints::TAINTS_ANNOTATION
+                );
+            }
+            let next = taints::merged(&known.extras.taints, &before, wanted);
+            let annotation = taints::annotation_value(wanted);
+            if next == known.extras.taints && annotation == known.extras.tracked {
+                return Ok(false);
+            }
+            if dry_run {
+                tracing::info!(
+                    "dry run: would set the Node's taints to [{}]",
+                    show_taints(&next)
+                );
+                // Said once, as the labels' dry run says each change once.
+                known.extras.taints = next;
+                known.extras.tracked = annotation;
+                return Ok(true);
+            }
+            let Some(version) = known.version else {
+                *known = self.read(want).await?;
+                continue;
+            };
+            let mut meta = json!({ "resourceVersion": version.to_string() });
+            if annotation != known.extras.tracked {
+                meta["annotations"] = json!({ taints::TAINTS_ANNOTATION: annotation });
+            }
+            let mut body = json!({ "metadata": meta });
+            if next != known.extras.taints {
+                body["spec"] =
+                    json!({ "taints": if next.is_empty() { Value::Null } else { json!(next) } });
+            }
+            let what = format!("write the taints of node {}", self.node);
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            };
+            let patch = Patch::Merge(&body);
+            let call = self.api.patch(&self.node, &params, &patch);
+            match tokio::time::timeout(self.timeout, call).await {
+                Ok(Ok(node)) => {
+                    tracing::info!(
+                        "node {}: taints [{}] (ours: [{}])",
+                        self.node,
+                        show_taints(&next),
+                        annotation.as_deref().unwrap_or("")
+                    );
+                    known.version = version_of(&node).or(known.version);
+                    known.extras = Extras::of(&node);
+                    return Ok(true);
+                }
+                // The Node changed since it was read: read it again and merge again.
+                Ok(Err(kube::Error::Api(s))) if s.code == 409 => {
+                    tracing::debug!("{what}: {}; reading the Node again", s.message);
+                    *known = self.read(want).await?;
+                }
+                Ok(Err(e)) => return Err(PublishError::from_kube(&what, &e)),
+                Err(_) => return Err(PublishError::timeout(&what, self.timeout)),
+            }
+        }
+        Err(PublishError::new(
+            "conflict",
+            format!(
+                "write the taints of node {}: the Node kept changing under {MAX_TAINT_ROUNDS} reads",
+                self.node
+            ),
+        ))
+    }
+
+    /// Sets (or, `want` `None`, removes) the `GPUHealthy` condition on `nodes/status` by a
+    /// strategic merge patch keyed on the condition's type: the kubelet's conditions stay
+    /// as they are. The transition time moves only when the status does.
+    async fn patch_condition(
+        &self,
+        have: Option<&NodeCondition>,
+        want: Option<&NodeCondition>,
+    ) -> Result<Node, PublishError> {
+        let condition = match want {
+            None => json!({ "type": taints::CONDITION_TYPE, "$patch": "delete" }),
+            Some(w) => {
+                let now =
+                    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+                let transition = have
+                    .filter(|h| h.status == w.status)
+                    .and_then(|h| h.last_transition_time.as_ref())
+                    .and_then(|t| serde_json::to_value(t).ok())
+                    .unwrap_or_else(|| json!(now));
+                json!({
+                    "type": taints::CONDITION_TYPE,
+                    "status": w.status,
+                    "reason": w.reason,
+                    "message": w.message,
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": transition,
+                })
+            }
+        };
+        let body = json!({ "status": { "conditions": [condition] } });
+        let what = format!(
+            "set the {} condition of node {}",
+            taints::CONDITION_TYPE,
+            self.node
+        );
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let patch = Patch::Strategic(&body);
+        let call = self.api.patch_status(&self.node, &params, &patch);
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(node)) => {
+                tracing::info!(
+                    "node {}: condition {} {}",
+                    self.node,
+                    taints::CONDITION_TYPE,
+                    want.map(|w| format!("{} ({})", w.status, w.message.as_deref().unwrap_or("")))
+                        .unwrap_or_else(|| "removed".into())
+                );
+                Ok(node)
+            }
+            Ok(Err(e)) => Err(PublishError::from_kube(&what, &e)),
+            Err(_) => Err(PublishError::timeout(&what, self.timeout)),
+        }
     }
 
     async fn reconcile(
@@ -664,9 +950,10 @@ impl NodeSink {
         let mut refused: Vec<Refused> = Vec::new();
         for _ in 0..MAX_CONFLICT_ROUNDS {
             match self.apply(&target).await {
-                Ok(version) => {
+                Ok(node) => {
                     let diff = LabelDiff::between(&known.ours.labels, &target.labels);
-                    known.version = version.or(known.version);
+                    known.version = version_of(&node).or(known.version);
+                    known.extras = Extras::of(&node);
                     known.ours = target;
                     known.wanted = Some(want);
                     known.excluded = conflicts.clone();

@@ -86,6 +86,7 @@ fn kind_name(kind: FieldKind) -> &'static str {
     match kind {
         FieldKind::Label => "label",
         FieldKind::Annotation => "annotation",
+        FieldKind::Taint => "taint",
     }
 }
 

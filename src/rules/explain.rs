@@ -316,6 +316,14 @@ fn explain_term(
                     {
                         let _ = writeln!(out, "{inner}  ({}.{}: {why})", term.feature, expr.key);
                     }
+                    // The node's health: which GPU has which fault.
+                    if matches!(e.seen, Seen::Value(_))
+                        && term.feature == crate::discover::gpu::GPU_NODE
+                        && matches!(expr.key.as_str(), "health" | "healthy_count")
+                        && let Some(why) = crate::discover::health::node_because(features)
+                    {
+                        let _ = writeln!(out, "{inner}  ({}.{}: {why})", term.feature, expr.key);
+                    }
                 }
             }
             if !exprs.is_empty() {

@@ -406,7 +406,7 @@ mod tests {
             }
             out
         };
-        // The documented deviations (README, "Deliberate differences from NFD", 5; docs/sprig.md):
+        // The documented deviations (docs/rules.md, "Deliberate differences from NFD", 5; docs/sprig.md):
         // the template, what it gives here, and why.
         let deviations: &[(&str, &str, &str)] = &[
             (

@@ -67,6 +67,9 @@ pub struct WorkloadReport {
     pub workload: Workload,
     pub nodes: Vec<(String, Fit)>,
     pub hints: Vec<Hint>,
+    /// The nodes that fail only because of their GPUs' health (`gpu.health`,
+    /// `gpu.healthy.count`, the health taint), each with what its labels say.
+    pub health_only: Vec<(String, String)>,
 }
 
 impl WorkloadReport {
@@ -112,13 +115,65 @@ pub fn match_fleet(
                 .map(|n| (n.name.clone(), fit(&w.pod, n)))
                 .collect();
             let hints = hints(&fits, producers);
+            let health_only = nodes
+                .iter()
+                .zip(&fits)
+                .filter(|(_, (_, f))| only_health(f))
+                .map(|(n, _)| (n.name.clone(), health_words(n)))
+                .collect();
             WorkloadReport {
                 workload: w,
                 nodes: fits,
                 hints,
+                health_only,
             }
         })
         .collect()
+}
+
+/// The labels of GPU health (rules/gpu.yaml).
+fn is_health_label(key: &str) -> bool {
+    key.strip_prefix(crate::output::FEATURE_PREFIX)
+        .is_some_and(|k| k == "gpu.health" || k == "gpu.healthy.count")
+}
+
+/// A reason that is the node's GPU health: the health taint, or a health label the pod asks
+/// for.
+fn is_health(r: &Reason) -> bool {
+    match r {
+        Reason::Taint(t) => t.key == crate::output::HEALTH_TAINT,
+        Reason::Selector { key, .. } => is_health_label(key),
+        Reason::Term {
+            failed: Some((req, _, _)),
+            ..
+        } => is_health_label(&req.key),
+        _ => false,
+    }
+}
+
+/// The node fails, and only because of its GPUs' health: with healthy GPUs it would fit.
+pub fn only_health(f: &Fit) -> bool {
+    !f.reasons.is_empty() && f.reasons.iter().all(is_health)
+}
+
+/// What a node's labels say of its GPUs' health: `gpu.health=degraded, 7 of 8 GPUs healthy`.
+fn health_words(n: &NodeInfo) -> String {
+    let label = |k: &str| {
+        let key = format!("{}{k}", crate::output::FEATURE_PREFIX);
+        n.labels.get(&key).map(String::as_str)
+    };
+    let mut out = format!("gpu.health={}", label("gpu.health").unwrap_or("(absent)"));
+    if let (Some(h), Some(c)) = (label("gpu.healthy.count"), label("gpu.count")) {
+        out.push_str(&format!(", {h} of {c} GPUs healthy"));
+    }
+    if let Some(t) = n
+        .taints
+        .iter()
+        .find(|t| t.key == crate::output::HEALTH_TAINT)
+    {
+        out.push_str(&format!(", tainted {}={}:{}", t.key, t.value, t.effect));
+    }
+    out
 }
 
 /// What a failing node had for a label the workload asks for.
@@ -337,6 +392,12 @@ pub fn render_text(reports: &[WorkloadReport]) -> String {
             out.push_str(&line);
             out.push('\n');
         }
+        for (node, words) in &r.health_only {
+            out.push_str(&format!(
+                "health: {node} fails only because of its GPUs' health ({words}); it fits once \
+                 they are healthy\n"
+            ));
+        }
     }
     out
 }
@@ -358,7 +419,8 @@ pub fn render_json(reports: &[WorkloadReport]) -> String {
                                    "scheduler": x.scheduler_text()})
                         })
                         .collect();
-                    json!({"name": name, "fits": f.fits(), "score": f.score, "reasons": reasons})
+                    json!({"name": name, "fits": f.fits(), "score": f.score, "reasons": reasons,
+                           "onlyGpuHealth": only_health(f)})
                 })
                 .collect();
             let hints: Vec<Value> = r

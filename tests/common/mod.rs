@@ -552,6 +552,8 @@ pub fn dell_sysfs_default_labels() -> std::collections::BTreeMap<String, String>
     label_map(&[
         ("gpu-nvidia.count", "8"),
         ("gpu.count", "8"),
+        ("gpu.health", "ok"),
+        ("gpu.healthy.count", "8"),
         ("gpu.family", "hopper"),
         ("gpu.interconnect", "nvlink"),
         ("gpu.numa.gpus.max", "4"),
@@ -578,6 +580,8 @@ pub fn h100_default_labels() -> std::collections::BTreeMap<String, String> {
         ("gpu.compute.major", "9"),
         ("gpu.compute.minor", "0"),
         ("gpu.count", "8"),
+        ("gpu.health", "ok"),
+        ("gpu.healthy.count", "8"),
         ("gpu.cuda.major", "12"),
         ("gpu.cuda.minor", "2"),
         ("gpu.driver.major", "535"),

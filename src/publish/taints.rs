@@ -1,0 +1,330 @@
+//! What the node sink writes besides labels, when the config asks for it (docs/taints.md):
+//! the rules' taints in `spec.taints` (`publish.taints`, NFD's `enable-taints`) and a
+//! `GPUHealthy` condition in `status.conditions` (`publish.condition`).
+//!
+//! Taints are an atomic list: the Node has one `spec.taints`, shared by every writer. The sink
+//! takes the Node's list, drops the taints it put there before (the tracking annotation says
+//! which), adds the ones the rules produce now, and writes the whole list back with the Node's
+//! resourceVersion as a precondition, together with the annotation: a change someone made in
+//! between is a 409, read again and merged, never overwritten. This module holds the pure part:
+//! the annotation's format, the merge, the condition.
+
+use k8s_openapi::api::core::v1::{NodeCondition, Taint as NodeTaint};
+
+use crate::output::{LabelMap, Taint};
+
+/// The annotation that records the taints the agent put on the Node (NFD's master keeps
+/// `nfd.node.kubernetes.io/taints` for the same purpose, in the same format): a restart, or a
+/// rule that stopped matching, knows which taints to remove. In a namespace the shipped
+/// admission policy admits.
+pub const TAINTS_ANNOTATION: &str = "gpu-labeler.feature.node.kubernetes.io/taints";
+
+/// The condition type the sink sets on `nodes/status` with `publish.condition`.
+pub const CONDITION_TYPE: &str = "GPUHealthy";
+
+/// The labels the condition is made from (built-in labels, docs/catalog.md).
+pub const HEALTH_LABEL: &str = "feature.node.kubernetes.io/gpu.health";
+pub const HEALTHY_COUNT_LABEL: &str = "feature.node.kubernetes.io/gpu.healthy.count";
+pub const COUNT_LABEL: &str = "feature.node.kubernetes.io/gpu.count";
+
+/// Whether the sink may write a taint with this key: NFD's taint namespace
+/// `feature.node.kubernetes.io` and its sub-domains, which the shipped admission policy admits
+/// (`allowedTaintKey`). NFD's master also applies taints in any namespace outside
+/// `kubernetes.io`; the agent, whose policy admits only these, refuses the others.
+pub fn allowed_taint_key(key: &str) -> bool {
+    let Some((ns, name)) = key.split_once('/') else {
+        return false;
+    };
+    if name.is_empty() {
+        return false;
+    }
+    ns == "feature.node.kubernetes.io"
+        || ns
+            .strip_suffix(".feature.node.kubernetes.io")
+            .is_some_and(|sub| !sub.is_empty())
+}
+
+/// `key=value:effect`, or `key:effect` without a value: kubectl's and NFD's form.
+pub fn taint_string(t: &Taint) -> String {
+    if t.value.is_empty() {
+        format!("{}:{}", t.key, t.effect)
+    } else {
+        format!("{}={}:{}", t.key, t.value, t.effect)
+    }
+}
+
+/// The annotation's value for `taints` (`None`: no annotation).
+pub fn annotation_value(taints: &[Taint]) -> Option<String> {
+    if taints.is_empty() {
+        return None;
+    }
+    Some(
+        taints
+            .iter()
+            .map(taint_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+/// The taints an annotation value lists; an entry that does not parse is skipped (and
+/// reported), so that a hand-edited annotation cannot stop the sink.
+pub fn parse_annotation(value: &str) -> (Vec<Taint>, Vec<String>) {
+    let mut taints = Vec::new();
+    let mut bad = Vec::new();
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let parsed = entry.rsplit_once(':').and_then(|(kv, effect)| {
+            let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+            (!key.is_empty() && !effect.is_empty()).then(|| Taint {
+                key: key.to_string(),
+                value: value.to_string(),
+                effect: effect.to_string(),
+            })
+        });
+        match parsed {
+            Some(t) => taints.push(t),
+            None => bad.push(entry.to_string()),
+        }
+    }
+    (taints, bad)
+}
+
+/// A taint on the Node is one of `ours`: the same key and effect (a Node carries one taint per
+/// key and effect, and that is how kubectl and NFD match them).
+fn matches(t: &NodeTaint, ours: &Taint) -> bool {
+    t.key == ours.key && t.effect == ours.effect
+}
+
+fn node_taint(t: &Taint) -> NodeTaint {
+    NodeTaint {
+        key: t.key.clone(),
+        value: (!t.value.is_empty()).then(|| t.value.clone()),
+        effect: t.effect.clone(),
+        time_added: None,
+    }
+}
+
+/// The Node's taints with ours brought to `want`: the others' taints as they are, in their
+/// order; a taint of `before` (what we put there) that is no longer wanted removed; a wanted
+/// taint updated in place, or appended. A taint someone else put there with the key and effect
+/// of a wanted one becomes ours, as NFD's master does.
+pub fn merged(node: &[NodeTaint], before: &[Taint], want: &[Taint]) -> Vec<NodeTaint> {
+    let mut out: Vec<NodeTaint> = Vec::with_capacity(node.len() + want.len());
+    let mut placed = vec![false; want.len()];
+    for t in node {
+        if let Some(i) = want.iter().position(|w| matches(t, w)) {
+            if placed[i] {
+                continue;
+            }
+            placed[i] = true;
+            let w = &want[i];
+            if t.value.as_deref().unwrap_or("") == w.value {
+                out.push(t.clone());
+            } else {
+                out.push(node_taint(w));
+            }
+        } else if !before.iter().any(|b| matches(t, b)) {
+            out.push(t.clone());
+        }
+    }
+    for (w, done) in want.iter().zip(placed) {
+        if !done {
+            out.push(node_taint(w));
+        }
+    }
+    out
+}
+
+/// The `GPUHealthy` condition the labels call for (`None`: no GPU health on this node, and no
+/// condition of ours): `True` when `gpu.health` is `ok`, `False` when `degraded`, `Unknown` for
+/// any other value; the message counts the healthy GPUs.
+pub fn desired_condition(labels: &LabelMap) -> Option<NodeCondition> {
+    let health = labels.get(HEALTH_LABEL)?;
+    let (status, reason) = match health.as_str() {
+        "ok" => ("True", "GPUsHealthy"),
+        "degraded" => ("False", "GPUsDegraded"),
+        _ => ("Unknown", "GPUHealthUnknown"),
+    };
+    let message = match (labels.get(HEALTHY_COUNT_LABEL), labels.get(COUNT_LABEL)) {
+        (Some(h), Some(n)) => format!("{h} of {n} GPUs healthy"),
+        (Some(h), None) => format!("{h} GPUs healthy"),
+        _ => format!("GPU health {health}"),
+    };
+    Some(NodeCondition {
+        type_: CONDITION_TYPE.to_string(),
+        status: status.to_string(),
+        reason: Some(reason.to_string()),
+        message: Some(message),
+        last_heartbeat_time: None,
+        last_transition_time: None,
+    })
+}
+
+/// Whether the condition on the Node already says what `want` says (times aside).
+pub fn condition_current(have: Option<&NodeCondition>, want: Option<&NodeCondition>) -> bool {
+    match (have, want) {
+        (None, None) => true,
+        (Some(h), Some(w)) => {
+            h.status == w.status && h.reason == w.reason && h.message == w.message
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(key: &str, value: &str, effect: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            value: value.into(),
+            effect: effect.into(),
+        }
+    }
+
+    fn nt(key: &str, value: Option<&str>, effect: &str) -> NodeTaint {
+        NodeTaint {
+            key: key.into(),
+            value: value.map(str::to_string),
+            effect: effect.into(),
+            time_added: None,
+        }
+    }
+
+    #[test]
+    fn the_annotation_round_trips_in_nfds_format() {
+        let taints = vec![
+            t(
+                "feature.node.kubernetes.io/gpu-unhealthy",
+                "true",
+                "NoSchedule",
+            ),
+            t("feature.node.kubernetes.io/x", "", "NoExecute"),
+        ];
+        let v = annotation_value(&taints).unwrap();
+        assert_eq!(
+            v,
+            "feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule,feature.node.kubernetes.io/x:NoExecute"
+        );
+        assert_eq!(parse_annotation(&v), (taints, vec![]));
+        assert_eq!(annotation_value(&[]), None);
+        assert_eq!(
+            parse_annotation("a/b=1:NoSchedule, junk ,:x"),
+            (
+                vec![t("a/b", "1", "NoSchedule")],
+                vec!["junk".to_string(), ":x".to_string()]
+            )
+        );
+    }
+
+    #[test]
+    fn only_nfds_taint_namespace_is_allowed() {
+        let got: Vec<bool> = [
+            "feature.node.kubernetes.io/gpu-unhealthy",
+            "gpu.feature.node.kubernetes.io/x",
+            "profile.node.kubernetes.io/x",
+            "example.com/x",
+            "node.kubernetes.io/unschedulable",
+            "xfeature.node.kubernetes.io/x",
+            ".feature.node.kubernetes.io/x",
+            "feature.node.kubernetes.io/",
+            "unprefixed",
+        ]
+        .iter()
+        .map(|k| allowed_taint_key(k))
+        .collect();
+        assert_eq!(
+            got,
+            [true, true, false, false, false, false, false, false, false]
+        );
+    }
+
+    #[test]
+    fn the_merge_keeps_the_others_and_replaces_ours() {
+        let admin = nt("dedicated", Some("ml"), "NoSchedule");
+        let old_ours = nt("feature.node.kubernetes.io/old", None, "NoSchedule");
+        let ours = nt(
+            "feature.node.kubernetes.io/gpu-unhealthy",
+            Some("true"),
+            "NoSchedule",
+        );
+        let node = vec![old_ours.clone(), admin.clone(), ours.clone()];
+        let before = vec![
+            t("feature.node.kubernetes.io/old", "", "NoSchedule"),
+            t(
+                "feature.node.kubernetes.io/gpu-unhealthy",
+                "true",
+                "NoSchedule",
+            ),
+        ];
+        // Ours unchanged but one: the old one goes, the rest keeps its order.
+        let want = vec![t(
+            "feature.node.kubernetes.io/gpu-unhealthy",
+            "true",
+            "NoSchedule",
+        )];
+        assert_eq!(
+            merged(&node, &before, &want),
+            vec![admin.clone(), ours.clone()]
+        );
+        // A new value: updated in place.
+        let want2 = vec![t(
+            "feature.node.kubernetes.io/gpu-unhealthy",
+            "false",
+            "NoSchedule",
+        )];
+        assert_eq!(
+            merged(&[admin.clone(), ours.clone()], &want, &want2),
+            vec![
+                admin.clone(),
+                nt(
+                    "feature.node.kubernetes.io/gpu-unhealthy",
+                    Some("false"),
+                    "NoSchedule"
+                )
+            ]
+        );
+        // Nothing wanted: only the others stay; a taint we never put there is not ours.
+        assert_eq!(
+            merged(&[admin.clone(), ours.clone()], &[], &[]),
+            vec![admin.clone(), ours.clone()]
+        );
+        assert_eq!(merged(&[admin.clone(), ours], &want, &[]), vec![admin]);
+    }
+
+    #[test]
+    fn the_condition_follows_the_health_labels() {
+        let labels = |pairs: &[(&str, &str)]| -> LabelMap {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let c = |s: &str, r: &str, m: &str| NodeCondition {
+            type_: "GPUHealthy".into(),
+            status: s.into(),
+            reason: Some(r.into()),
+            message: Some(m.into()),
+            last_heartbeat_time: None,
+            last_transition_time: None,
+        };
+        assert_eq!(desired_condition(&labels(&[])), None);
+        assert_eq!(
+            desired_condition(&labels(&[
+                (HEALTH_LABEL, "degraded"),
+                (HEALTHY_COUNT_LABEL, "7"),
+                (COUNT_LABEL, "8")
+            ])),
+            Some(c("False", "GPUsDegraded", "7 of 8 GPUs healthy"))
+        );
+        assert_eq!(
+            desired_condition(&labels(&[(HEALTH_LABEL, "ok")])),
+            Some(c("True", "GPUsHealthy", "GPU health ok"))
+        );
+        assert_eq!(
+            desired_condition(&labels(&[(HEALTH_LABEL, "odd")])),
+            Some(c("Unknown", "GPUHealthUnknown", "GPU health odd"))
+        );
+    }
+}

@@ -1,0 +1,121 @@
+//! `gpu-labeler run` and GPU health over time: a fault shows within a cycle, a fault that comes
+//! and goes holds `gpu.health` at `degraded` instead of flapping it, and a fault gone for
+//! `sources.health.clearAfter` clears. The real binary on a writable copy of the Dell tree whose
+//! GPU 1's link width is changed under it (as the kernel's `current_link_width` reads when a
+//! link retrains), publishing to a features file (NFD's local source format).
+
+mod apiserver;
+mod common;
+
+use std::time::{Duration, Instant};
+
+use apiserver::{Agent, wait_for};
+use common::{Tree, pci_ids, proc_fixture};
+
+const HOLD: Duration = Duration::from_secs(4);
+
+/// The health lines of the features file (`None` before it is written).
+fn health(file: &std::path::Path) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(file).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| l.strip_prefix("feature.node.kubernetes.io/"))
+            .filter(|l| l.starts_with("gpu.health"))
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+fn lines(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn a_fault_shows_holds_through_flapping_and_clears_after_clear_after() {
+    let tree = Tree::copy_of("dell-xe9680-8xh100");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gpu-labeler");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!("sources:\n  health:\n    clearAfter: {}s\n", HOLD.as_secs()),
+    )
+    .unwrap();
+    let args: Vec<String> = [
+        "run",
+        "--sysfs-root",
+        tree.root().to_str().unwrap(),
+        "--proc-root",
+        proc_fixture("dell-xe9680-8xh100").to_str().unwrap(),
+        "--pci-ids",
+        pci_ids().to_str().unwrap(),
+        "--no-nvml",
+        "--config",
+        config.to_str().unwrap(),
+        "--sink",
+        "features-file",
+        "--features-file",
+        file.to_str().unwrap(),
+        "--interval",
+        "1s",
+        "--no-events",
+        "--listen",
+        "127.0.0.1:0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut agent = Agent::start(&args, &[]);
+    let ok = lines(&["gpu.health=ok", "gpu.healthy.count=8"]);
+    let degraded = lines(&["gpu.health=degraded", "gpu.healthy.count=7"]);
+    let wait = Duration::from_secs(20);
+    let seen = |want: &Vec<String>| wait_for(wait, || health(&file).filter(|h| h == want));
+    assert!(seen(&ok).is_some(), "log:\n{}", agent.log_text());
+
+    let width = |w: &[u8]| tree.write_attr("0000:3b:00.0", "current_link_width", w);
+    width(b"8\n");
+    let appeared = Instant::now();
+    assert!(seen(&degraded).is_some(), "log:\n{}", agent.log_text());
+    agent.wait_log("GPU faults: 0000:3b:00.0: pcie-link (x8 of x16)", wait);
+
+    // Up for 1.5 s, down for 1.5 s, for 9 s: never absent for HOLD, so never ok.
+    let mut states = std::collections::BTreeSet::new();
+    let start = Instant::now();
+    let mut narrow = true;
+    let mut flipped = Instant::now();
+    while start.elapsed() < Duration::from_secs(9) {
+        if flipped.elapsed() >= Duration::from_millis(1500) {
+            narrow = !narrow;
+            width(if narrow { b"8\n" } else { b"16\n" });
+            flipped = Instant::now();
+        }
+        if let Some(h) = health(&file) {
+            states.insert(h);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        states,
+        [degraded.clone()].into(),
+        "log:\n{}",
+        agent.log_text()
+    );
+
+    // Narrow for more than a cycle, so that a scan sees it last just before the fix; fixed for
+    // good then: still degraded until the fault has been absent for HOLD, then ok.
+    width(b"8\n");
+    std::thread::sleep(Duration::from_millis(1500));
+    width(b"16\n");
+    let fixed = Instant::now();
+    let cleared = seen(&ok);
+    let took = fixed.elapsed();
+    assert!(cleared.is_some(), "log:\n{}", agent.log_text());
+    assert!(
+        took >= HOLD - Duration::from_millis(1100) && took <= HOLD + Duration::from_secs(4),
+        "cleared {took:?} after the fix (hold {HOLD:?}); log:\n{}",
+        agent.log_text()
+    );
+    agent.wait_log("GPU faults: none", wait);
+    assert!(appeared.elapsed() > HOLD);
+    assert_eq!(agent.stop(), 0);
+}

@@ -1,0 +1,877 @@
+//! Taints from rules and the `GPUHealthy` condition (docs/taints.md), on the test API server
+//! built from Kubernetes' own code (tests/kube-apiserver) with the shipped admission policy
+//! enforced and the agent's token bound to its node: the node sink's read-modify-write of the
+//! Node's atomic taint list beside another manager's taints, its 409 retry, its tracking
+//! annotation across a restart, the policy's decisions on taint and status writes, and the real
+//! `gpu-labeler run` process tainting and untainting its Node as its rules start and stop
+//! matching.
+
+mod apiserver;
+mod common;
+mod kube;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use gpu_labeler::output::{NodeOutput, Taint};
+use gpu_labeler::publish::client::kube_client;
+use gpu_labeler::publish::node::{MAX_RESPONSE_BYTES, NodeSink, NodeWrites, OutcomeKind};
+use gpu_labeler::publish::taints::TAINTS_ANNOTATION;
+use kube::{KubeApiServer, Who};
+use serde_json::{Value, json};
+
+const NODE: &str = "n1";
+const UNHEALTHY: &str = "feature.node.kubernetes.io/gpu-unhealthy";
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The shipped policy, our Node, and an admin's taint on it (`kubectl taint`, manager
+/// `kubectl-taint`).
+fn cluster() -> KubeApiServer {
+    let s = KubeApiServer::with_shipped_node_policy();
+    s.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+    let a = s.merge_patch(
+        &Who::admin(),
+        "kubectl-taint",
+        &format!("/api/v1/nodes/{NODE}"),
+        &json!({"spec": {"taints": [admin_taint()]}}),
+    );
+    assert!(a.ok(), "{}", a.body);
+    s
+}
+
+fn admin_taint() -> Value {
+    json!({"key": "dedicated", "value": "ml", "effect": "NoSchedule"})
+}
+
+fn unhealthy() -> Value {
+    json!({"key": UNHEALTHY, "value": "true", "effect": "NoSchedule"})
+}
+
+/// A node sink with the agent's token (as the daemon builds it).
+fn sink(rt: &tokio::runtime::Runtime, s: &KubeApiServer, writes: NodeWrites) -> NodeSink {
+    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
+    let client = rt
+        .block_on(kube_client(
+            Some(&kubeconfig),
+            Duration::from_secs(10),
+            MAX_RESPONSE_BYTES,
+        ))
+        .unwrap();
+    let mut sink = NodeSink::new(client, NODE, Duration::from_secs(10));
+    sink.set_writes(writes);
+    sink
+}
+
+fn taints_on() -> NodeWrites {
+    NodeWrites {
+        taints: true,
+        condition: false,
+    }
+}
+
+fn output(labels: &[(&str, &str)], taints: &[(&str, &str, &str)]) -> NodeOutput {
+    NodeOutput {
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        taints: taints
+            .iter()
+            .map(|(k, v, e)| Taint {
+                key: k.to_string(),
+                value: v.to_string(),
+                effect: e.to_string(),
+            })
+            .collect(),
+        ..NodeOutput::default()
+    }
+}
+
+fn gpu(taints: &[(&str, &str, &str)]) -> NodeOutput {
+    output(&[("feature.node.kubernetes.io/gpu.count", "8")], taints)
+}
+
+const OURS: (&str, &str, &str) = (UNHEALTHY, "true", "NoSchedule");
+
+/// The Node's whole taint list (`[]` when it has none).
+fn taints(s: &KubeApiServer) -> Value {
+    let node = s.node(NODE);
+    match &node["spec"]["taints"] {
+        Value::Null => json!([]),
+        t => t.clone(),
+    }
+}
+
+fn annotation(s: &KubeApiServer) -> Option<String> {
+    s.node(NODE)["metadata"]["annotations"][TAINTS_ANNOTATION]
+        .as_str()
+        .map(str::to_string)
+}
+
+fn version(s: &KubeApiServer) -> String {
+    s.node(NODE)["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The agent's writes the server answered, as `verb uri code`.
+fn agent_writes(s: &KubeApiServer) -> Vec<String> {
+    s.requests()
+        .into_iter()
+        .filter(|r| r.user_agent.starts_with("gpu-labeler/") && r.is_write())
+        .map(|r| format!("{} {} {}", r.verb, r.uri, r.code))
+        .collect()
+}
+
+#[test]
+fn a_rules_taint_appears_beside_an_admins_and_clears_when_the_rule_stops_matching() {
+    let s = cluster();
+    let rt = runtime();
+    let mut sink = sink(&rt, &s, taints_on());
+
+    let out = rt.block_on(sink.publish(&gpu(&[OURS]), false)).unwrap();
+    assert_eq!(out.kind, OutcomeKind::Written);
+    assert_eq!(taints(&s), json!([admin_taint(), unhealthy()]));
+    assert_eq!(
+        annotation(&s).as_deref(),
+        Some("feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule")
+    );
+    assert_eq!(
+        s.labels(NODE),
+        BTreeMap::from([
+            ("kubernetes.io/hostname".to_string(), NODE.to_string()),
+            (
+                "feature.node.kubernetes.io/gpu.count".to_string(),
+                "8".to_string()
+            ),
+        ])
+    );
+
+    // The same again: nothing written.
+    let before = version(&s);
+    let out = rt.block_on(sink.publish(&gpu(&[OURS]), false)).unwrap();
+    assert_eq!(out.kind, OutcomeKind::Unchanged);
+    assert_eq!(version(&s), before);
+
+    // The rule stops matching: our taint goes, the admin's stays, and so does the annotation.
+    let out = rt.block_on(sink.publish(&gpu(&[]), false)).unwrap();
+    assert_eq!(out.kind, OutcomeKind::Written);
+    assert_eq!(taints(&s), json!([admin_taint()]));
+    assert_eq!(annotation(&s), None);
+    let out = rt.block_on(sink.publish(&gpu(&[]), false)).unwrap();
+    assert_eq!(out.kind, OutcomeKind::Unchanged);
+
+    // Label apply, then one taint write each time, every one admitted by the policy.
+    let writes = agent_writes(&s);
+    assert_eq!(
+        writes,
+        [
+            "APPLY /api/v1/nodes/n1?fieldManager=gpu-labeler 200",
+            "PATCH /api/v1/nodes/n1?fieldManager=gpu-labeler 200",
+            "PATCH /api/v1/nodes/n1?fieldManager=gpu-labeler 200",
+        ],
+        "{}",
+        s.log()
+    );
+}
+
+#[test]
+fn a_change_of_the_node_between_read_and_write_is_read_again_and_merged() {
+    let s = cluster();
+    let rt = runtime();
+    let mut sink = sink(&rt, &s, taints_on());
+    rt.block_on(sink.publish(&gpu(&[]), false)).unwrap();
+    assert_eq!(taints(&s), json!([admin_taint()]));
+
+    // Someone taints the Node after the sink read it: the sink's view is now out of date.
+    let drain = json!({"key": "example.com/drain", "effect": "NoExecute"});
+    let a = s.merge_patch(
+        &Who::admin(),
+        "kubectl-taint",
+        &format!("/api/v1/nodes/{NODE}"),
+        &json!({"spec": {"taints": [admin_taint(), drain.clone()]}}),
+    );
+    assert!(a.ok(), "{}", a.body);
+
+    let out = rt.block_on(sink.publish(&gpu(&[OURS]), false)).unwrap();
+    assert_eq!(out.kind, OutcomeKind::Written);
+    let mut got = taints(&s);
+    // (The server stamps a NoExecute taint with the time it was added.)
+    got[1].as_object_mut().unwrap().remove("timeAdded");
+    assert_eq!(got, json!([admin_taint(), drain, unhealthy()]));
+    // The write on the old view was refused (409), the one on the new view went through.
+    let writes = agent_writes(&s);
+    assert_eq!(
+        writes[1..],
+        [
+            "PATCH /api/v1/nodes/n1?fieldManager=gpu-labeler 409",
+            "PATCH /api/v1/nodes/n1?fieldManager=gpu-labeler 200",
+        ],
+        "{}",
+        s.log()
+    );
+}
+
+#[test]
+fn a_restart_knows_its_taints_from_the_annotation_and_removes_a_stale_one() {
+    let s = cluster();
+    let rt = runtime();
+    let old = (
+        "feature.node.kubernetes.io/old-rule",
+        "",
+        "PreferNoSchedule",
+    );
+    {
+        let mut first = sink(&rt, &s, taints_on());
+        rt.block_on(first.publish(&gpu(&[old, OURS]), false))
+            .unwrap();
+    }
+    assert_eq!(
+        taints(&s),
+        json!([admin_taint(),
+               {"key": "feature.node.kubernetes.io/old-rule", "effect": "PreferNoSchedule"},
+               unhealthy()])
+    );
+    // A new process whose rules no longer produce `old-rule`.
+    let mut second = sink(&rt, &s, taints_on());
+    let out = rt.block_on(second.publish(&gpu(&[OURS]), false)).unwrap();
+    assert_eq!(out.kind, OutcomeKind::Written);
+    assert_eq!(taints(&s), json!([admin_taint(), unhealthy()]));
+    assert_eq!(
+        annotation(&s).as_deref(),
+        Some("feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule")
+    );
+    // And a third with the same rules writes nothing.
+    let before = version(&s);
+    let mut third = sink(&rt, &s, taints_on());
+    let out = rt.block_on(third.publish(&gpu(&[OURS]), false)).unwrap();
+    assert_eq!(out.kind, OutcomeKind::Unchanged);
+    assert_eq!(version(&s), before);
+}
+
+#[test]
+fn with_taints_off_nothing_is_written_and_ours_are_removed_once() {
+    let s = cluster();
+    let rt = runtime();
+    let off = NodeWrites::default();
+    // Never on: the rules' taints are not published, no taint write at all.
+    let mut never = sink(&rt, &s, off);
+    rt.block_on(never.publish(&gpu(&[OURS]), false)).unwrap();
+    assert_eq!(taints(&s), json!([admin_taint()]));
+    assert_eq!(
+        agent_writes(&s),
+        ["APPLY /api/v1/nodes/n1?fieldManager=gpu-labeler 200"]
+    );
+
+    // On, then off (a config change, a restart with the option gone): ours removed once.
+    let mut on = sink(&rt, &s, taints_on());
+    rt.block_on(on.publish(&gpu(&[OURS]), false)).unwrap();
+    assert_eq!(taints(&s), json!([admin_taint(), unhealthy()]));
+    let mut later = sink(&rt, &s, off);
+    let out = rt.block_on(later.publish(&gpu(&[OURS]), false)).unwrap();
+    assert_eq!(out.kind, OutcomeKind::Written);
+    assert_eq!(taints(&s), json!([admin_taint()]));
+    assert_eq!(annotation(&s), None);
+    let n = agent_writes(&s).len();
+    for _ in 0..2 {
+        let out = rt.block_on(later.publish(&gpu(&[OURS]), false)).unwrap();
+        assert_eq!(out.kind, OutcomeKind::Unchanged);
+    }
+    let mut restarted = sink(&rt, &s, off);
+    rt.block_on(restarted.publish(&gpu(&[OURS]), false))
+        .unwrap();
+    assert_eq!(agent_writes(&s).len(), n);
+}
+
+#[test]
+fn a_taint_outside_nfds_namespace_is_refused_with_a_warning_and_the_rest_written() {
+    let s = cluster();
+    let rt = runtime();
+    let mut sink = sink(&rt, &s, taints_on());
+    let out = rt
+        .block_on(sink.publish(&gpu(&[("example.com/x", "", "NoSchedule"), OURS]), false))
+        .unwrap();
+    assert_eq!(
+        out.refused
+            .iter()
+            .map(|r| r.to_string())
+            .collect::<Vec<_>>(),
+        [
+            "taint example.com/x:NoSchedule left out: not in feature.node.kubernetes.io or a sub-domain, the taint namespace the admission policy admits"
+        ]
+    );
+    assert_eq!(taints(&s), json!([admin_taint(), unhealthy()]));
+    // Reported once.
+    let out = rt
+        .block_on(sink.publish(&gpu(&[("example.com/x", "", "NoSchedule"), OURS]), false))
+        .unwrap();
+    assert_eq!(out.refused, []);
+}
+
+/// The policy, on the agent's own writes of the Node's spec: its taints in NFD's namespace are
+/// admitted; every other taint and every other spec field refused.
+#[test]
+fn the_policy_admits_the_agents_taints_and_nothing_else_of_the_spec() {
+    let s = cluster();
+    let agent = Who::agent(NODE);
+    let path = format!("/api/v1/nodes/{NODE}");
+    let send = |spec: Value| {
+        s.merge_patch(&agent, "gpu-labeler", &path, &json!({ "spec": spec }))
+            .decision()
+    };
+    const TAINTS: &str = "gpu-labeler may only add, change or remove taints in feature.node.kubernetes.io and its sub-domains";
+    const SPEC: &str = "gpu-labeler never changes a Node's spec (but for its taints) or status";
+    let sub =
+        json!({"key": "gpu.feature.node.kubernetes.io/x", "value": "1", "effect": "NoExecute"});
+    let rows: Vec<(&str, Value, Result<(), String>)> = vec![
+        (
+            "add ours",
+            json!({"taints": [admin_taint(), unhealthy()]}),
+            Ok(()),
+        ),
+        (
+            "change ours",
+            json!({"taints": [admin_taint(),
+                              {"key": UNHEALTHY, "value": "false", "effect": "NoSchedule"}]}),
+            Ok(()),
+        ),
+        (
+            "a sub-domain's",
+            json!({"taints": [admin_taint(), sub]}),
+            Ok(()),
+        ),
+        ("remove ours", json!({"taints": [admin_taint()]}), Ok(())),
+        (
+            "remove the admin's",
+            json!({"taints": []}),
+            Err(TAINTS.into()),
+        ),
+        (
+            "change the admin's",
+            json!({"taints": [{"key": "dedicated", "value": "all", "effect": "NoSchedule"}]}),
+            Err(TAINTS.into()),
+        ),
+        (
+            "add one outside the namespace",
+            json!({"taints": [admin_taint(), {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}),
+            Err(TAINTS.into()),
+        ),
+        (
+            "a profile.node.kubernetes.io taint (a label namespace, not a taint one)",
+            json!({"taints": [admin_taint(), {"key": "profile.node.kubernetes.io/x", "effect": "NoSchedule"}]}),
+            Err(TAINTS.into()),
+        ),
+        ("cordon", json!({"unschedulable": true}), Err(SPEC.into())),
+        (
+            "a provider ID",
+            json!({"providerID": "aws:///x"}),
+            Err(SPEC.into()),
+        ),
+        (
+            "a pod CIDR, with our taint",
+            json!({"podCIDR": "10.0.0.0/24", "taints": [admin_taint(), unhealthy()]}),
+            Err(SPEC.into()),
+        ),
+    ];
+    let got: Vec<(&str, Result<(), String>)> = rows
+        .iter()
+        .map(|(what, spec, _)| (*what, send(spec.clone())))
+        .collect();
+    let want: Vec<(&str, Result<(), String>)> = rows
+        .iter()
+        .map(|(what, _, expected)| (*what, expected.clone()))
+        .collect();
+    assert_eq!(got, want);
+    // Only the admin's taint is left (the last admitted write removed ours).
+    assert_eq!(taints(&s), json!([admin_taint()]));
+    // The status subresource stays closed without the health-condition component.
+    let a = s.merge_patch(
+        &agent,
+        "gpu-labeler",
+        &format!("{path}/status"),
+        &json!({"status": {"conditions": [{"type": "GPUHealthy", "status": "True"}]}}),
+    );
+    assert_eq!(
+        a.decision(),
+        Err("gpu-labeler only patches Nodes; it may not UPDATE a Node (status)".into())
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The GPUHealthy condition, with deploy/components/health-condition's policy.
+
+/// The shipped Node policy as deploy/components/health-condition patches it (its JSON patch: a
+/// `test` of the variable's name, a `replace` of its expression).
+fn condition_policy() -> Vec<Value> {
+    let text =
+        std::fs::read_to_string(common::repo().join("deploy/base/admission-policy.yaml")).unwrap();
+    let mut docs: Vec<Value> = text
+        .split("\n---\n")
+        .map(|d| serde_saphyr::from_str::<Value>(d).unwrap())
+        .collect();
+    let component: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(
+            common::repo().join("deploy/components/health-condition/kustomization.yaml"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let patch = component["patches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["target"]["kind"] == "ValidatingAdmissionPolicy")
+        .unwrap();
+    let ops: Vec<Value> = serde_saphyr::from_str(patch["patch"].as_str().unwrap()).unwrap();
+    let variables = &mut docs[0]["spec"]["variables"];
+    for op in ops {
+        let path = op["path"].as_str().unwrap();
+        let (i, field) = path
+            .strip_prefix("/spec/variables/")
+            .unwrap()
+            .split_once('/')
+            .unwrap();
+        let i: usize = i.parse().unwrap();
+        match (op["op"].as_str().unwrap(), field) {
+            ("test", "name") => assert_eq!(op["value"], variables[i]["name"]),
+            ("replace", "expression") => variables[i]["expression"] = op["value"].clone(),
+            other => panic!("unexpected op {other:?}"),
+        }
+    }
+    docs
+}
+
+fn condition_cluster() -> KubeApiServer {
+    let s = KubeApiServer::with_policy(&condition_policy());
+    s.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+    // The kubelet's own condition and capacity.
+    let a = s.merge_patch(
+        &Who::admin(),
+        "kubelet",
+        &format!("/api/v1/nodes/{NODE}/status"),
+        &json!({"status": {"capacity": {"nvidia.com/gpu": "8"},
+                           "conditions": [ready()]}}),
+    );
+    assert!(a.ok(), "{}", a.body);
+    s
+}
+
+fn ready() -> Value {
+    json!({"type": "Ready", "status": "True", "reason": "KubeletReady",
+           "message": "kubelet is posting ready status",
+           "lastHeartbeatTime": "2026-12-06T10:00:00Z",
+           "lastTransitionTime": "2026-12-06T09:00:00Z"})
+}
+
+fn health(value: &str, healthy: &str) -> NodeOutput {
+    output(
+        &[
+            ("feature.node.kubernetes.io/gpu.count", "8"),
+            ("feature.node.kubernetes.io/gpu.health", value),
+            ("feature.node.kubernetes.io/gpu.healthy.count", healthy),
+        ],
+        &[],
+    )
+}
+
+/// The Node's conditions as `type status reason message` (a strategic merge patch puts a new
+/// condition first), and ours' transition time.
+fn conditions(s: &KubeApiServer) -> (Vec<String>, Option<String>) {
+    let node = s.node(NODE);
+    let list = node["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let shown = list
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {} {} {}",
+                c["type"].as_str().unwrap(),
+                c["status"].as_str().unwrap(),
+                c["reason"].as_str().unwrap_or(""),
+                c["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    let ours = list
+        .iter()
+        .find(|c| c["type"] == "GPUHealthy")
+        .and_then(|c| c["lastTransitionTime"].as_str())
+        .map(str::to_string);
+    (shown, ours)
+}
+
+const KUBELET_READY: &str = "Ready True KubeletReady kubelet is posting ready status";
+
+#[test]
+fn the_condition_is_set_flipped_kept_and_removed() {
+    let s = condition_cluster();
+    let rt = runtime();
+    let mut sink = sink(
+        &rt,
+        &s,
+        NodeWrites {
+            taints: false,
+            condition: true,
+        },
+    );
+    let out = rt
+        .block_on(sink.publish(&health("ok", "8"), false))
+        .unwrap();
+    assert_eq!(out.kind, OutcomeKind::Written);
+    let (shown, first) = conditions(&s);
+    assert_eq!(
+        shown,
+        [
+            "GPUHealthy True GPUsHealthy 8 of 8 GPUs healthy",
+            KUBELET_READY
+        ]
+    );
+
+    // Unchanged: no write (not even of the heartbeat), in this process or the next.
+    let before = version(&s);
+    let out = rt
+        .block_on(sink.publish(&health("ok", "8"), false))
+        .unwrap();
+    assert_eq!(out.kind, OutcomeKind::Unchanged);
+    let mut restarted = self::sink(
+        &rt,
+        &s,
+        NodeWrites {
+            taints: false,
+            condition: true,
+        },
+    );
+    let out = rt
+        .block_on(restarted.publish(&health("ok", "8"), false))
+        .unwrap();
+    assert_eq!(out.kind, OutcomeKind::Unchanged);
+    assert_eq!(version(&s), before);
+
+    // Flipped: a new status, a new transition time.
+    std::thread::sleep(Duration::from_millis(1100));
+    rt.block_on(sink.publish(&health("degraded", "7"), false))
+        .unwrap();
+    let (shown, flipped) = conditions(&s);
+    assert_eq!(
+        shown,
+        [
+            "GPUHealthy False GPUsDegraded 7 of 8 GPUs healthy",
+            KUBELET_READY
+        ]
+    );
+    assert_ne!(flipped, first);
+    // Another message, the same status: the transition time stays.
+    std::thread::sleep(Duration::from_millis(1100));
+    rt.block_on(sink.publish(&health("degraded", "6"), false))
+        .unwrap();
+    let (shown, same) = conditions(&s);
+    assert_eq!(
+        shown,
+        [
+            "GPUHealthy False GPUsDegraded 6 of 8 GPUs healthy",
+            KUBELET_READY
+        ]
+    );
+    assert_eq!(same, flipped);
+
+    // No GPU health any more: our condition goes, the kubelet's stays.
+    rt.block_on(sink.publish(&gpu(&[]), false)).unwrap();
+    assert_eq!(conditions(&s), (vec![KUBELET_READY.to_string()], None));
+}
+
+#[test]
+fn the_condition_policy_admits_only_that_condition() {
+    let s = condition_cluster();
+    let agent = Who::agent(NODE);
+    let path = format!("/api/v1/nodes/{NODE}/status");
+    let send = |patch: Value| {
+        s.merge_patch(&agent, "gpu-labeler", &path, &patch)
+            .decision()
+    };
+    let ours = json!({"type": "GPUHealthy", "status": "True", "reason": "GPUsHealthy"});
+    let mut not_ready = ready();
+    not_ready["status"] = json!("False");
+    let rows: Vec<(&str, Value, Result<(), String>)> = vec![
+        (
+            "GPUHealthy",
+            json!({"status": {"conditions": [ready(), ours.clone()]}}),
+            Ok(()),
+        ),
+        (
+            "the kubelet's Ready",
+            json!({"status": {"conditions": [not_ready, ours.clone()]}}),
+            Err("gpu-labeler may change only the GPUHealthy condition of a Node".into()),
+        ),
+        (
+            "a condition of another type",
+            json!({"status": {"conditions": [ready(), ours.clone(),
+                                             {"type": "MemoryPressure", "status": "True"}]}}),
+            Err("gpu-labeler may change only the GPUHealthy condition of a Node".into()),
+        ),
+        (
+            "the capacity",
+            json!({"status": {"capacity": {"nvidia.com/gpu": "0"}}}),
+            Err("gpu-labeler never changes a Node's status but for its own condition".into()),
+        ),
+    ];
+    let got: Vec<(&str, Result<(), String>)> =
+        rows.iter().map(|(w, p, _)| (*w, send(p.clone()))).collect();
+    let want: Vec<(&str, Result<(), String>)> =
+        rows.iter().map(|(w, _, e)| (*w, e.clone())).collect();
+    assert_eq!(got, want);
+    // The main resource's spec rules hold as shipped.
+    let a = s.merge_patch(
+        &agent,
+        "gpu-labeler",
+        &format!("/api/v1/nodes/{NODE}"),
+        &json!({"spec": {"unschedulable": true}}),
+    );
+    assert_eq!(
+        a.decision(),
+        Err("gpu-labeler never changes a Node's spec (but for its taints) or status".into())
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The daemon: `gpu-labeler run` tainting its Node from a rule, as deploy/components/health does.
+
+fn taint_rule(vendor: &str) -> String {
+    format!(
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: taint-test\nspec:\n  rules:\n    - name: nvidia taint\n      taints:\n        - key: {UNHEALTHY}\n          value: \"true\"\n          effect: NoSchedule\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {{op: In, value: [\"{vendor}\"]}}\n"
+    )
+}
+
+#[test]
+fn the_daemon_taints_its_node_while_the_rule_matches() {
+    let s = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, taint_rule("10de")).unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "publish: {taints: true}\n").unwrap();
+    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
+    let args = apiserver::run_args(
+        &kubeconfig,
+        NODE,
+        &[
+            "--rules",
+            rules.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    let mut agent = apiserver::Agent::start(&args, &[]);
+    let wait = |want: Value| {
+        let ok = apiserver::wait_for(Duration::from_secs(20), || {
+            (taints(&s) == want).then_some(())
+        });
+        assert!(
+            ok.is_some(),
+            "taints {} never became {want}; log:\n{}",
+            taints(&s),
+            agent.log_text()
+        );
+    };
+    wait(json!([admin_taint(), unhealthy()]));
+    assert_eq!(
+        annotation(&s).as_deref(),
+        Some("feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule")
+    );
+    // The rule stops matching (a vendor the node does not have).
+    std::fs::write(&rules, taint_rule("1234")).unwrap();
+    wait(json!([admin_taint()]));
+    assert_eq!(annotation(&s), None);
+    assert_eq!(agent.stop(), 0, "{}", agent.log_text());
+}
+
+/// The rule deploy/components/health ships (read in place, as `rules check` reads it), on a
+/// snapshot of the integrator's `gpu.node` health attributes.
+fn health_snapshot(health: &str, healthy: &str) -> String {
+    format!(
+        "attributes:\n  gpu.node:\n    elements: {{health: {health}, count: \"8\", healthy_count: \"{healthy}\"}}\n"
+    )
+}
+
+const HEALTH_RULES: &str = "deploy/components/health/rules.yaml";
+
+#[test]
+fn the_shipped_health_rule_taints_a_degraded_node_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap.yaml");
+    let mut got = Vec::new();
+    for (health, healthy) in [("degraded", "7"), ("ok", "8")] {
+        std::fs::write(&snap, health_snapshot(health, healthy)).unwrap();
+        let rules = common::repo().join(HEALTH_RULES);
+        let r = common::run([
+            "labels",
+            "--features",
+            snap.to_str().unwrap(),
+            "--no-default-rules",
+            "--rules",
+            rules.to_str().unwrap(),
+            "-o",
+            "json",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        got.push(serde_json::from_str::<Value>(&r.stdout).unwrap());
+    }
+    assert_eq!(
+        got,
+        [
+            json!({"labels": {}, "taints": [unhealthy()]}),
+            json!({"labels": {}}),
+        ]
+    );
+}
+
+/// `gpu-labeler run` with the component's rule and option (`GPU_LABELER_PUBLISH_TAINTS=true`),
+/// its features from a snapshot that turns degraded and then ok again.
+#[test]
+fn the_daemon_with_the_health_component_taints_while_degraded() {
+    let s = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap.yaml");
+    std::fs::write(&snap, health_snapshot("ok", "8")).unwrap();
+    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
+    let rules = common::repo().join(HEALTH_RULES);
+    let args = apiserver::run_args(
+        &kubeconfig,
+        NODE,
+        &[
+            "--rules",
+            rules.to_str().unwrap(),
+            "--features",
+            snap.to_str().unwrap(),
+        ],
+    );
+    let mut agent = apiserver::Agent::start(&args, &[("GPU_LABELER_PUBLISH_TAINTS", "true")]);
+    let wait = |want: Value| {
+        let ok = apiserver::wait_for(Duration::from_secs(20), || {
+            (taints(&s) == want).then_some(())
+        });
+        assert!(
+            ok.is_some(),
+            "taints {} never became {want}; log:\n{}",
+            taints(&s),
+            agent.log_text()
+        );
+    };
+    // A first cycle done (ready): no taint while healthy.
+    let addr = agent.health_addr();
+    apiserver::wait_for(Duration::from_secs(20), || {
+        (apiserver::get(addr, "/readyz").0 == 200).then_some(())
+    })
+    .unwrap_or_else(|| panic!("never ready; log:\n{}", agent.log_text()));
+    assert_eq!(taints(&s), json!([admin_taint()]));
+    std::fs::write(&snap, health_snapshot("degraded", "7")).unwrap();
+    wait(json!([admin_taint(), unhealthy()]));
+    std::fs::write(&snap, health_snapshot("ok", "8")).unwrap();
+    wait(json!([admin_taint()]));
+    assert_eq!(annotation(&s), None);
+    assert_eq!(agent.stop(), 0, "{}", agent.log_text());
+}
+
+#[test]
+fn a_dry_run_says_the_taints_once_and_writes_nothing() {
+    let s = cluster();
+    let rt = runtime();
+    let mut sink = sink(&rt, &s, taints_on());
+    let before = version(&s);
+    let kinds: Vec<OutcomeKind> = (0..2)
+        .map(|_| rt.block_on(sink.publish(&gpu(&[OURS]), true)).unwrap().kind)
+        .collect();
+    assert_eq!(kinds, [OutcomeKind::DryRun, OutcomeKind::Unchanged]);
+    assert_eq!(taints(&s), json!([admin_taint()]));
+    assert_eq!(version(&s), before);
+    assert_eq!(agent_writes(&s), Vec::<String>::new());
+}
+
+/// The whole path on discovered facts: `gpu-labeler run` on a writable copy of the Dell tree
+/// with the built-in rules, the health component's rule and taints on, against the test API
+/// server. GPU 1's link narrows (`current_link_width` 8 of 16): `gpu.health=degraded`,
+/// `gpu.healthy.count=7` and the `gpu-unhealthy` taint appear beside the admin's taint; the link
+/// is fixed: both stay for `clearAfter` (the hold), then the labels go back to `ok`/8 and the
+/// taint goes, the admin's untouched.
+#[test]
+fn a_narrowed_link_taints_the_node_and_the_taint_clears_after_the_hold() {
+    let s = cluster();
+    let tree = common::Tree::copy_of("dell-xe9680-8xh100");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "sources: {health: {clearAfter: 4s}}\npublish: {taints: true}\n",
+    )
+    .unwrap();
+    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
+    let rules = common::repo().join(HEALTH_RULES);
+    let mut args = apiserver::run_args(
+        &kubeconfig,
+        NODE,
+        &[
+            "--rules",
+            rules.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    let at = args.iter().position(|a| a == "--sysfs-root").unwrap();
+    args[at + 1] = tree.root().display().to_string();
+    args.retain(|a| a != "--no-default-rules");
+    let mut agent = apiserver::Agent::start(&args, &[]);
+    let health = |s: &KubeApiServer| -> Vec<String> {
+        s.labels(NODE)
+            .into_iter()
+            .filter(|(k, _)| k.contains("/gpu.health"))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect()
+    };
+    let state = |labels: [&str; 2], taints: Value| {
+        let labels = vec![
+            format!("feature.node.kubernetes.io/gpu.health={}", labels[0]),
+            format!("feature.node.kubernetes.io/gpu.healthy.count={}", labels[1]),
+        ];
+        (labels, taints)
+    };
+    let wait = |want: &(Vec<String>, Value)| {
+        let ok = apiserver::wait_for(Duration::from_secs(20), || {
+            ((health(&s), taints(&s)) == *want).then_some(std::time::Instant::now())
+        });
+        ok.unwrap_or_else(|| {
+            panic!(
+                "never {want:?}: {:?} {}; log:\n{}",
+                health(&s),
+                taints(&s),
+                agent.log_text()
+            )
+        })
+    };
+    let healthy = state(["ok", "8"], json!([admin_taint()]));
+    let degraded = state(["degraded", "7"], json!([admin_taint(), unhealthy()]));
+    wait(&healthy);
+    tree.write_attr("0000:3b:00.0", "current_link_width", b"8\n");
+    wait(&degraded);
+    // Seen by a scan just before the fix, then fixed: held for clearAfter, then clear.
+    std::thread::sleep(Duration::from_millis(1500));
+    tree.write_attr("0000:3b:00.0", "current_link_width", b"16\n");
+    let fixed = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!((health(&s), taints(&s)), degraded, "{}", agent.log_text());
+    let cleared = wait(&healthy);
+    assert!(
+        cleared.duration_since(fixed) >= Duration::from_millis(2900),
+        "cleared {:?} after the fix",
+        cleared.duration_since(fixed)
+    );
+    assert_eq!(annotation(&s), None);
+    assert_eq!(agent.stop(), 0, "{}", agent.log_text());
+}
