@@ -19,10 +19,10 @@ use crate::config::HealthConfig;
 use crate::features::{FeatureSet, Instance};
 use crate::sysfs::Sysfs;
 
-use super::warnings::Warnings;
 use super::gpu_names::{GPU_DEVICE, GPU_NODE, Vendor};
 use super::nvml::{NvmlScan, NvmlStatus};
 use super::pci::{PciAddress, PciDevice};
+use super::warnings::Warnings;
 
 /// Every fault kind, in the order `health` lists them.
 pub use crate::features::HEALTH_FAULTS as KINDS;
