@@ -385,6 +385,7 @@ fn many_broken_functions_do_not_stop_the_others() {
     expected["attributes"]["gpu.node"]["elements"]["count_nvidia"] = json!("5");
     // The five left sit under five root buses (the three skipped had their own).
     expected["attributes"]["gpu.node"]["elements"]["pcie_roots"] = json!("5");
+    expected["attributes"]["gpu.node"]["elements"]["healthy_count"] = json!("5");
     assert_json_eq(&out.features, &expected, "features");
     // The other five H100s still give the same labels.
     assert_json_eq(&out.labels, &golden_labels(DELL), "labels");

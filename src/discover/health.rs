@@ -95,7 +95,8 @@ pub fn sysfs_faults(
         out.insert("pcie-link".into(), detail);
     }
     match dev.driver() {
-        None if !vf => {
+        // No `driver` entry at all: a `driver` that is there but unreadable says nothing.
+        None if !vf && !sysfs.exists(&dev.path.join("driver")) => {
             if let Some(drivers) = node.bound.get(&vendor) {
                 let list: Vec<&str> = drivers.iter().copied().collect();
                 out.insert(
