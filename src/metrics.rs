@@ -39,6 +39,11 @@ pub struct GpuLabel {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StatusLabel {
     pub status: String,
 }
@@ -64,6 +69,8 @@ pub struct Metrics {
     /// Rules or config files that changed into something invalid (the last good one was kept).
     pub reload_errors: Counter,
     pub gpus: Family<GpuLabel, Gauge>,
+    /// GPUs with each fault (`gpu.device` `health`, held faults included), every kind always.
+    pub gpu_faults: Family<KindLabel, Gauge>,
     pub nvml_status: Family<StatusLabel, Gauge>,
     /// NVML scans and light checks that failed in the child process, by reason: `timeout`, `crash`, `exit`,
     /// `protocol`, `spawn`.
@@ -158,6 +165,12 @@ impl Metrics {
             "GPUs on this node by vendor and product",
             gpus.clone(),
         );
+        let gpu_faults = Family::<KindLabel, Gauge>::default();
+        registry.register(
+            "gpu_faults",
+            "GPUs with each fault kind on the last scan (gpu.device health; held faults included)",
+            gpu_faults.clone(),
+        );
         let nvml_status = Family::<StatusLabel, Gauge>::default();
         registry.register(
             "nvml_status",
@@ -202,6 +215,7 @@ impl Metrics {
             rejected_labels,
             reload_errors,
             gpus,
+            gpu_faults,
             nvml_status,
             nvml_failures,
             last_publish,
@@ -235,6 +249,23 @@ impl Metrics {
                 product: gpu.get("product").unwrap_or("unknown").to_string(),
             };
             self.gpus.get_or_create(&label).inc();
+        }
+        let mut faults = [0i64; crate::features::HEALTH_FAULTS.len()];
+        for gpu in features.instances(crate::discover::gpu::GPU_DEVICE) {
+            for kind in gpu.get("health").unwrap_or("ok").split(',') {
+                if let Some(i) = crate::features::HEALTH_FAULTS
+                    .iter()
+                    .position(|k| *k == kind)
+                {
+                    faults[i] += 1;
+                }
+            }
+        }
+        for (kind, n) in crate::features::HEALTH_FAULTS.iter().zip(faults) {
+            let label = KindLabel {
+                kind: kind.to_string(),
+            };
+            self.gpu_faults.get_or_create(&label).set(n);
         }
         let status = features
             .attribute(crate::discover::gpu::GPU_NODE, "nvml")
@@ -635,13 +666,37 @@ mod tests {
                 Instance::from_iter([("vendor", "nvidia"), ("product", "H100")]),
             );
         }
+        f.push_instance(
+            "gpu.device",
+            Instance::from_iter([
+                ("vendor", "nvidia"),
+                ("product", "H100"),
+                ("health", "pcie-link,xid"),
+            ]),
+        );
         f.insert_attribute("gpu.node", "nvml", "ok");
         m.observe_features(&f);
         let text = m.encode();
         assert_eq!(
             samples(&text, "gpu_labeler_gpus"),
-            map(&[("gpu_labeler_gpus{vendor=\"nvidia\",product=\"H100\"}", "2")])
+            map(&[("gpu_labeler_gpus{vendor=\"nvidia\",product=\"H100\"}", "3")])
         );
+        let faults = |text: &str| -> std::collections::BTreeMap<String, String> {
+            samples(text, "gpu_labeler_gpu_faults")
+        };
+        let kinds = |with: &[&str]| -> std::collections::BTreeMap<String, String> {
+            crate::features::HEALTH_FAULTS
+                .iter()
+                .map(|k| {
+                    let n = if with.contains(k) { "1" } else { "0" };
+                    (
+                        format!("gpu_labeler_gpu_faults{{kind=\"{k}\"}}"),
+                        n.to_string(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(faults(&text), kinds(&["pcie-link", "xid"]));
         assert_eq!(
             samples(&text, "gpu_labeler_nvml_status"),
             map(&[
@@ -654,6 +709,7 @@ mod tests {
         m.observe_features(&FeatureSet::default());
         let text = m.encode();
         assert_eq!(samples(&text, "gpu_labeler_gpus"), map(&[]));
+        assert_eq!(faults(&text), kinds(&[]));
         assert_eq!(
             samples(&text, "gpu_labeler_nvml_status"),
             map(&[

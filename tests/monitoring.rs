@@ -687,6 +687,7 @@ fn the_scrape_has_every_family_with_its_labels() {
             "gpu_labeler_gpus",
             (Type::Gauge, set(&["vendor", "product"])),
         ),
+        ("gpu_labeler_gpu_faults", (Type::Gauge, set(&["kind"]))),
         ("gpu_labeler_nvml_status", (Type::Gauge, set(&["status"]))),
         (
             "gpu_labeler_nvml_failures_total",
@@ -912,6 +913,7 @@ fn every_dashboard_query_selects_what_the_agent_exports() {
             "Last publish age by node",
             &["gpu_labeler_last_publish_timestamp_seconds"],
         ),
+        ("GPU faults by kind", &["gpu_labeler_gpu_faults"]),
         ("variable namespace", &["gpu_labeler_build_info"]),
         ("variable node", &["gpu_labeler_build_info"]),
     ]
