@@ -11,6 +11,12 @@ pub type LabelMap = BTreeMap<String, String>;
 /// The NFD prefix that unprefixed label names receive.
 pub const FEATURE_PREFIX: &str = "feature.node.kubernetes.io/";
 
+/// The built-in labels of GPU health and count (rules/gpu.yaml): the condition is made from
+/// them, and `match` names them.
+pub const HEALTH_LABEL: &str = "feature.node.kubernetes.io/gpu.health";
+pub const HEALTHY_COUNT_LABEL: &str = "feature.node.kubernetes.io/gpu.healthy.count";
+pub const COUNT_LABEL: &str = "feature.node.kubernetes.io/gpu.count";
+
 /// The taint the health component's rule sets while `gpu.health` is `degraded`
 /// (deploy/components/health); `match` names it.
 pub const HEALTH_TAINT: &str = "feature.node.kubernetes.io/gpu-unhealthy";

@@ -129,7 +129,7 @@ pub fn is_gfd_key(key: &str) -> bool {
 }
 
 /// `ns` is `pattern`, or for `*.x`, a sub-domain of `x`.
-fn namespace_matches(ns: &str, pattern: &str) -> bool {
+pub fn namespace_matches(ns: &str, pattern: &str) -> bool {
     match pattern.strip_prefix("*.") {
         Some(parent) => ns
             .strip_suffix(parent)

@@ -68,12 +68,24 @@ fn ok(address: &str) -> Vec<String> {
     row(&[address, "ok"])
 }
 
-/// The health labels of a `labels -o json` output.
-fn health_labels(stdout: &str) -> BTreeMap<String, String> {
-    labels_of(stdout)
-        .into_iter()
-        .filter(|(k, _)| k.contains("/gpu.health") || k.ends_with("/gpu.count"))
-        .collect()
+/// The whole label map of the node as `base` has it, with `gpu.health` and
+/// `gpu.healthy.count` as given.
+fn with_health(
+    base: BTreeMap<String, String>,
+    health: &str,
+    healthy: &str,
+) -> BTreeMap<String, String> {
+    let mut m = base;
+    m.extend(label_map(&[
+        ("gpu.health", health),
+        ("gpu.healthy.count", healthy),
+    ]));
+    m
+}
+
+/// The Dell's labels from sysfs alone, with this health.
+fn dell(health: &str, healthy: &str) -> BTreeMap<String, String> {
+    with_health(common::dell_sysfs_default_labels(), health, healthy)
 }
 
 /// The Dell tree with GPU 1 trained to x8 and GPU 4 unbound.
@@ -116,14 +128,7 @@ fn a_narrowed_link_and_an_unbound_gpu_degrade_the_node() {
         (Some("8"), Some("degraded"), Some("6"))
     );
     let r = run(args(&["labels", "-o", "json"], t.root(), &["--no-nvml"]));
-    assert_eq!(
-        health_labels(r.ok()),
-        label_map(&[
-            ("gpu.count", "8"),
-            ("gpu.health", "degraded"),
-            ("gpu.healthy.count", "6"),
-        ])
-    );
+    assert_eq!(labels_of(r.ok()), dell("degraded", "6"));
 }
 
 /// A link that runs at a lower *speed* is fine (GPUs drop to Gen1 when idle); only the width
@@ -141,23 +146,9 @@ fn link_speed_is_not_a_fault_and_the_width_check_can_be_off() {
         t.root(),
         &["--no-nvml", "--config", &c],
     ));
-    assert_eq!(
-        health_labels(r.ok()),
-        label_map(&[
-            ("gpu.count", "8"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "8")
-        ])
-    );
+    assert_eq!(labels_of(r.ok()), dell("ok", "8"));
     let r = run(args(&["labels", "-o", "json"], t.root(), &["--no-nvml"]));
-    assert_eq!(
-        health_labels(r.ok()),
-        label_map(&[
-            ("gpu.count", "8"),
-            ("gpu.health", "degraded"),
-            ("gpu.healthy.count", "7"),
-        ])
-    );
+    assert_eq!(labels_of(r.ok()), dell("degraded", "7"));
 }
 
 /// A GPU bound to vfio-pci is held for a VM: not unbound, and not lost when NVML (which cannot
@@ -443,11 +434,7 @@ fn nvml_faults_reach_each_gpus_health() {
         &env,
     );
     assert_eq!(
-        health_labels(r.ok()),
-        label_map(&[
-            ("gpu.count", "8"),
-            ("gpu.health", "degraded"),
-            ("gpu.healthy.count", "2"),
-        ])
+        labels_of(r.ok()),
+        with_health(common::h100_default_labels(), "degraded", "2")
     );
 }

@@ -11,7 +11,8 @@
 
 use k8s_openapi::api::core::v1::{NodeCondition, Taint as NodeTaint};
 
-use crate::output::{LabelMap, Taint};
+use crate::output::{COUNT_LABEL, HEALTH_LABEL, HEALTHY_COUNT_LABEL, LabelMap, Taint};
+use crate::validate::{FEATURE_NS, namespace, namespace_matches};
 
 /// The annotation that records the taints the agent put on the Node (NFD's master keeps
 /// `nfd.node.kubernetes.io/taints` for the same purpose, in the same format): a restart, or a
@@ -22,26 +23,16 @@ pub const TAINTS_ANNOTATION: &str = "gpu-labeler.feature.node.kubernetes.io/tain
 /// The condition type the sink sets on `nodes/status` with `publish.condition`.
 pub const CONDITION_TYPE: &str = "GPUHealthy";
 
-/// The labels the condition is made from (built-in labels, docs/catalog.md).
-pub const HEALTH_LABEL: &str = "feature.node.kubernetes.io/gpu.health";
-pub const HEALTHY_COUNT_LABEL: &str = "feature.node.kubernetes.io/gpu.healthy.count";
-pub const COUNT_LABEL: &str = "feature.node.kubernetes.io/gpu.count";
-
 /// Whether the sink may write a taint with this key: NFD's taint namespace
 /// `feature.node.kubernetes.io` and its sub-domains, which the shipped admission policy admits
 /// (`allowedTaintKey`). NFD's master also applies taints in any namespace outside
 /// `kubernetes.io`; the agent, whose policy admits only these, refuses the others.
 pub fn allowed_taint_key(key: &str) -> bool {
-    let Some((ns, name)) = key.split_once('/') else {
-        return false;
-    };
-    if name.is_empty() {
-        return false;
-    }
-    ns == "feature.node.kubernetes.io"
-        || ns
-            .strip_suffix(".feature.node.kubernetes.io")
-            .is_some_and(|sub| !sub.is_empty())
+    let ns = namespace(key);
+    key.len() > ns.len() + 1
+        && [FEATURE_NS, "*.feature.node.kubernetes.io"]
+            .iter()
+            .any(|p| namespace_matches(ns, p))
 }
 
 /// `key=value:effect`, or `key:effect` without a value: kubectl's and NFD's form.

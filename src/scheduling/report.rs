@@ -133,8 +133,7 @@ pub fn match_fleet(
 
 /// The labels of GPU health (rules/gpu.yaml).
 fn is_health_label(key: &str) -> bool {
-    key.strip_prefix(crate::output::FEATURE_PREFIX)
-        .is_some_and(|k| k == "gpu.health" || k == "gpu.healthy.count")
+    key == crate::output::HEALTH_LABEL || key == crate::output::HEALTHY_COUNT_LABEL
 }
 
 /// A reason that is the node's GPU health: the health taint, or a health label the pod asks
@@ -158,12 +157,10 @@ pub fn only_health(f: &Fit) -> bool {
 
 /// What a node's labels say of its GPUs' health: `gpu.health=degraded, 7 of 8 GPUs healthy`.
 fn health_words(n: &NodeInfo) -> String {
-    let label = |k: &str| {
-        let key = format!("{}{k}", crate::output::FEATURE_PREFIX);
-        n.labels.get(&key).map(String::as_str)
-    };
-    let mut out = format!("gpu.health={}", label("gpu.health").unwrap_or("(absent)"));
-    if let (Some(h), Some(c)) = (label("gpu.healthy.count"), label("gpu.count")) {
+    use crate::output::{COUNT_LABEL, HEALTH_LABEL, HEALTHY_COUNT_LABEL};
+    let label = |k: &str| n.labels.get(k).map(String::as_str);
+    let mut out = format!("gpu.health={}", label(HEALTH_LABEL).unwrap_or("(absent)"));
+    if let (Some(h), Some(c)) = (label(HEALTHY_COUNT_LABEL), label(COUNT_LABEL)) {
         out.push_str(&format!(", {h} of {c} GPUs healthy"));
     }
     if let Some(t) = n
