@@ -644,6 +644,19 @@ fn the_condition_policy_admits_only_that_condition() {
 // ---------------------------------------------------------------------------------------------
 // The daemon: `gpu-labeler run` tainting its Node from a rule, as deploy/components/health does.
 
+/// Waits until the Node's taints are `want`; fails with the agent's log after 20 s.
+fn wait_for_taints(s: &KubeApiServer, agent: &apiserver::Agent, want: Value) {
+    let ok = apiserver::wait_for(Duration::from_secs(20), || {
+        (taints(s) == want).then_some(())
+    });
+    assert!(
+        ok.is_some(),
+        "taints {} never became {want}; log:\n{}",
+        taints(s),
+        agent.log_text()
+    );
+}
+
 fn taint_rule(vendor: &str) -> String {
     format!(
         "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: taint-test\nspec:\n  rules:\n    - name: nvidia taint\n      taints:\n        - key: {UNHEALTHY}\n          value: \"true\"\n          effect: NoSchedule\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {{op: In, value: [\"{vendor}\"]}}\n"
@@ -670,17 +683,7 @@ fn the_daemon_taints_its_node_while_the_rule_matches() {
         ],
     );
     let mut agent = apiserver::Agent::start(&args, &[]);
-    let wait = |want: Value| {
-        let ok = apiserver::wait_for(Duration::from_secs(20), || {
-            (taints(&s) == want).then_some(())
-        });
-        assert!(
-            ok.is_some(),
-            "taints {} never became {want}; log:\n{}",
-            taints(&s),
-            agent.log_text()
-        );
-    };
+    let wait = |want: Value| wait_for_taints(&s, &agent, want);
     wait(json!([admin_taint(), unhealthy()]));
     assert_eq!(
         annotation(&s).as_deref(),
@@ -754,17 +757,7 @@ fn the_daemon_with_the_health_component_taints_while_degraded() {
         ],
     );
     let mut agent = apiserver::Agent::start(&args, &[("GPU_LABELER_PUBLISH_TAINTS", "true")]);
-    let wait = |want: Value| {
-        let ok = apiserver::wait_for(Duration::from_secs(20), || {
-            (taints(&s) == want).then_some(())
-        });
-        assert!(
-            ok.is_some(),
-            "taints {} never became {want}; log:\n{}",
-            taints(&s),
-            agent.log_text()
-        );
-    };
+    let wait = |want: Value| wait_for_taints(&s, &agent, want);
     // A first cycle done (ready): no taint while healthy.
     let addr = agent.health_addr();
     apiserver::wait_for(Duration::from_secs(20), || {
@@ -864,8 +857,8 @@ fn a_narrowed_link_taints_the_node_and_the_taint_clears_after_the_hold() {
     std::thread::sleep(Duration::from_millis(1500));
     tree.write_attr("0000:3b:00.0", "current_link_width", b"16\n");
     let fixed = std::time::Instant::now();
-    std::thread::sleep(Duration::from_millis(2500));
-    assert_eq!((health(&s), taints(&s)), degraded, "{}", agent.log_text());
+    // The last scan that saw it ran at most a cycle (1 s) before the fix: nothing clears for
+    // 3 s after the fix. The time is taken when the clear is seen, so load only lengthens it.
     let cleared = wait(&healthy);
     assert!(
         cleared.duration_since(fixed) >= Duration::from_millis(2900),
