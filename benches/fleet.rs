@@ -210,6 +210,36 @@ fn patch_times(reqs: &[Recorded]) -> Vec<Instant> {
         .collect()
 }
 
+/// The largest `peak_per_second` (over windows of `window`) that `trials` draws of the
+/// agents' model give: each node's file arrives at a uniform point of 1 s, and its relabel waits
+/// a uniform part of `spread`. Seeded, so a run's bound is the same every time.
+fn modelled_peak(nodes: usize, spread: Duration, window: Duration, trials: usize) -> usize {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut uniform = move || {
+        // xorshift64*: enough for a model, and the same numbers on every machine
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut worst = 0;
+    let mut t = vec![0.0f64; nodes];
+    for _ in 0..trials {
+        for x in t.iter_mut() {
+            *x = uniform() + uniform() * spread.as_secs_f64();
+        }
+        t.sort_by(f64::total_cmp);
+        let mut j = 0;
+        for i in 0..t.len() {
+            while t[i] - t[j] >= window.as_secs_f64() {
+                j += 1;
+            }
+            worst = worst.max(i - j + 1);
+        }
+    }
+    worst
+}
+
 /// The `q` quantile of `d`, sorted.
 fn quantile(d: &[Duration], q: f64) -> Duration {
     d[((d.len() as f64 * q).ceil() as usize).clamp(1, d.len()) - 1]
@@ -360,7 +390,7 @@ fn main() {
 
     // The targets: no writes in steady state, one write per node for a change, no writes after
     // a restart, every node labelled within 3 s of the start, and a spread bounding the peak
-    // writes a second of a change to about nodes/spread.
+    // writes a second of a change to what the model of a spread gives.
     let by_phase: BTreeMap<&str, (f64, f64)> = rows
         .iter()
         .map(|(p, g, w)| (p.as_str(), (*g, *w)))
@@ -382,12 +412,19 @@ fn main() {
         failed.push("a node not labelled within 3 s of the start");
     }
     // A change reaching the nodes over 1 s, each waiting a random part of a spread of s >= 1 s:
-    // at most nodes/s writes in a second on average at the peak, plus the noise of a sample
-    // (four standard deviations).
+    // the peak writes a second may be no more than the same model gives at its worst, drawn
+    // 20,000 times, with windows widened by 250 ms for the scheduling of a loaded machine. (The
+    // peak of a sliding window is a scan statistic, not one Poisson sample: at 50 nodes and
+    // 10 s, mean + 4 standard deviations is passed once in about 100 fair runs.) A spread that
+    // did nothing would put every write within about a second: 50 of 50, above either bound.
     for (spread, _, peak, _) in spreads.iter().filter(|s| s.0 >= Duration::from_secs(1)) {
-        let mean = nodes as f64 / spread.as_secs_f64();
-        if *peak as f64 > mean + 4.0 * mean.sqrt() {
-            failed.push("a spread does not bound the peak writes a second to about nodes/spread");
+        let bound = modelled_peak(nodes, *spread, Duration::from_millis(1250), 20_000);
+        println!(
+            "  spread {}s: peak {peak}, the model's worst of 20,000 draws {bound}",
+            spread.as_secs()
+        );
+        if *peak > bound {
+            failed.push("a spread does not bound the peak writes a second to the model's");
         }
     }
     if failed.is_empty() {
