@@ -90,8 +90,9 @@ pub enum Command {
         output: ReportFormat,
     },
     /// Take gpu-labeler's labels and annotations off Nodes (only the keys its field manager
-    /// owns; a key another manager owns too stays, theirs) and delete the NodeFeature objects
-    /// it published: for an uninstall, or a switch between the node and nodefeature sinks.
+    /// owns; a key another manager owns too stays, theirs), with the taints and the GPUHealthy
+    /// condition it wrote, and delete the NodeFeature objects it published: for an uninstall,
+    /// or a switch between the node and nodefeature sinks.
     Prune {
         /// The Node to prune (this node).
         #[arg(long, env = "NODE_NAME", conflicts_with = "all_nodes", value_parser = node_name_arg)]

@@ -369,18 +369,41 @@ fn yaml_docs(rel: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The shipped uninstall Job (deploy/prune), run with its own args: it prunes the cluster, and
-/// the requests it makes are exactly what its ClusterRole and Role grant (no more, no less).
+/// The shipped uninstall Job (deploy/prune), run with its own args on Kubernetes' own API
+/// server, where gpu-labeler also left a taint and the `GPUHealthy` condition: it prunes the
+/// cluster, and the requests it makes are exactly what its ClusterRole and Role grant (no more,
+/// no less).
 #[test]
 fn the_shipped_prune_job_needs_exactly_the_rbac_it_ships_with() {
     let job = yaml_docs("deploy/prune/job.yaml").remove(0);
     let container = &job["spec"]["template"]["spec"]["containers"][0];
     let mut args: Vec<String> = serde_json::from_value(container["args"].clone()).unwrap();
-    let server = cluster();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+    let server = real_cluster();
+    let admin = Who::admin();
+    let taint = json!({"key": fnk("gpu-unhealthy"), "value": "true", "effect": "NoSchedule"});
+    let a = server.merge_patch(
+        &admin,
+        "gpu-labeler",
+        "/api/v1/nodes/gpu-node-2",
+        &json!({"metadata": {"annotations": {
+                    "gpu-labeler.feature.node.kubernetes.io/taints":
+                        format!("{}=true:NoSchedule", fnk("gpu-unhealthy"))}},
+                "spec": {"taints": [taint]}}),
+    );
+    assert!(a.ok(), "{}", a.body);
+    let a = server.request(
+        &admin,
+        "PATCH",
+        "/api/v1/nodes/gpu-node-2/status?fieldManager=gpu-labeler",
+        Some((
+            "application/strategic-merge-patch+json",
+            &json!({"status": {"conditions": [{"type": "GPUHealthy", "status": "False"}]}}),
+        )),
+    );
+    assert!(a.ok(), "{}", a.body);
+    let kubeconfig = server.kubeconfig(&admin);
     args.push(format!("--kubeconfig={}", kubeconfig.display()));
-    server.clear_requests();
+    let from = server.requests().len();
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, _, stderr) = gpu_labeler(&argv);
     assert_eq!((code, stderr.as_str()), (0, ""));
@@ -388,24 +411,40 @@ fn the_shipped_prune_job_needs_exactly_the_rbac_it_ships_with() {
         server.labels("gpu-node-2"),
         map(&[("kubernetes.io/hostname", "gpu-node-2")])
     );
-    let left: Vec<(String, String)> = server.with(|s| s.nodefeatures.keys().cloned().collect());
-    assert_eq!(left, vec![(NS.into(), "gpu-node-2".into())]);
+    let n2 = server.node("gpu-node-2");
+    assert_eq!(
+        (&n2["spec"]["taints"], &n2["status"]["conditions"]),
+        (&serde_json::Value::Null, &serde_json::Value::Null),
+        "{n2}"
+    );
+    let nf = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-labeler/nodefeatures";
+    let left: Vec<String> = server.get(nf)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(left, vec!["gpu-node-2".to_string()]);
 
     // (namespace or "" for cluster scope, group, resource, verb) of each request.
-    let used: std::collections::BTreeSet<(String, String, String, String)> = server
-        .requests()
+    let used: std::collections::BTreeSet<(String, String, String, String)> = server.requests()
+        [from..]
         .iter()
+        .filter(|r| r.user_agent.starts_with("gpu-labeler/"))
         .map(|r| {
-            let parts: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
+            let path = r.uri.split('?').next().unwrap();
+            let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
             let s = |x: &str| x.to_string();
-            match (r.method.as_str(), &parts[..]) {
-                ("GET", ["api", "v1", "nodes"]) => (s(""), s(""), s("nodes"), s("list")),
-                ("GET", ["api", "v1", "nodes", _]) => (s(""), s(""), s("nodes"), s("get")),
-                ("PATCH", ["api", "v1", "nodes", _]) => (s(""), s(""), s("nodes"), s("patch")),
-                (m, ["apis", g, _, "namespaces", ns, res, _]) => {
-                    let verb = if m == "DELETE" { "delete" } else { "get" };
-                    (s(ns), s(g), s(res), s(verb))
+            let verb = match r.verb.as_str() {
+                "APPLY" | "PATCH" => "patch",
+                v => &v.to_lowercase(),
+            };
+            match &parts[..] {
+                ["api", "v1", "nodes"] | ["api", "v1", "nodes", _] => {
+                    (s(""), s(""), s("nodes"), s(verb))
                 }
+                ["api", "v1", "nodes", _, sub] => (s(""), s(""), format!("nodes/{sub}"), s(verb)),
+                ["apis", g, _, "namespaces", ns, res, _] => (s(ns), s(g), s(res), s(verb)),
                 other => panic!("unexpected request {other:?}"),
             }
         })

@@ -868,3 +868,100 @@ fn a_narrowed_link_taints_the_node_and_the_taint_clears_after_the_hold() {
     assert_eq!(annotation(&s), None);
     assert_eq!(agent.stop(), 0, "{}", agent.log_text());
 }
+
+/// An uninstall must not leave a `NoSchedule` taint nothing will ever clear: `prune` takes off
+/// the taints the tracking annotation lists, the annotation, and the `GPUHealthy` condition our
+/// field manager wrote, with the labels; the admin's taint, the kubelet's condition and another
+/// tool's `GPUHealthy` on another Node stay.
+#[test]
+fn prune_takes_our_taints_and_condition_off_and_leaves_the_others() {
+    let s = condition_cluster();
+    let admin = Who::admin();
+    let a = s.merge_patch(
+        &admin,
+        "kubectl-taint",
+        &format!("/api/v1/nodes/{NODE}"),
+        &json!({"spec": {"taints": [admin_taint()]}}),
+    );
+    assert!(a.ok(), "{}", a.body);
+    // Another Node, whose GPUHealthy another tool writes.
+    s.create_node("n2", &[("kubernetes.io/hostname", "n2")]);
+    let theirs = json!({"type": "GPUHealthy", "status": "False", "reason": "XidSeen"});
+    let a = s.request(
+        &admin,
+        "PATCH",
+        "/api/v1/nodes/n2/status?fieldManager=gpu-health-checker",
+        Some((
+            "application/strategic-merge-patch+json",
+            &json!({"status": {"conditions": [theirs]}}),
+        )),
+    );
+    assert!(a.ok(), "{}", a.body);
+
+    let rt = runtime();
+    let mut sink = sink(
+        &rt,
+        &s,
+        NodeWrites {
+            taints: true,
+            condition: true,
+        },
+    );
+    let mut degraded = health("degraded", "7");
+    degraded.taints = gpu(&[OURS]).taints;
+    rt.block_on(sink.publish(&degraded, false)).unwrap();
+    assert_eq!(taints(&s), json!([admin_taint(), unhealthy()]));
+
+    let kubeconfig = s.kubeconfig(&admin);
+    let k = kubeconfig.to_str().unwrap();
+    let prune = |extra: &[&str]| {
+        common::run([&["prune", "--all-nodes", "--kubeconfig", k][..], extra].concat())
+    };
+    let dry = prune(&["--dry-run"]);
+    let plan = "node n1:\n\
+        - label feature.node.kubernetes.io/gpu.count=8: would be removed\n\
+        - label feature.node.kubernetes.io/gpu.health=degraded: would be removed\n\
+        - label feature.node.kubernetes.io/gpu.healthy.count=7: would be removed\n\
+        - taint feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule: would be removed\n\
+        - annotation gpu-labeler.feature.node.kubernetes.io/taints=feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule: would be removed\n\
+        - condition GPUHealthy=False: would be removed\n\
+        node n2:\n  nothing of gpu-labeler's\n\
+        2 node(s), 1 with something of gpu-labeler's (dry run: nothing changed)\n";
+    assert_eq!(
+        (dry.code, dry.stdout.as_str(), dry.stderr.as_str()),
+        (4, plan, "")
+    );
+    assert_eq!(taints(&s), json!([admin_taint(), unhealthy()]));
+
+    let done = prune(&[]);
+    let said = plan
+        .replace("would be removed", "removed")
+        .replace(" (dry run: nothing changed)", "");
+    assert_eq!(
+        (done.code, done.stdout.as_str(), done.stderr.as_str()),
+        (0, said.as_str(), "")
+    );
+    assert_eq!(taints(&s), json!([admin_taint()]));
+    assert_eq!(annotation(&s), None);
+    assert_eq!(conditions(&s).0, [KUBELET_READY]);
+    assert_eq!(
+        s.labels(NODE),
+        BTreeMap::from([("kubernetes.io/hostname".to_string(), NODE.to_string())])
+    );
+    let n2 = s.node("n2");
+    assert_eq!(
+        n2["status"]["conditions"][0]["reason"],
+        json!("XidSeen"),
+        "{n2}"
+    );
+
+    // Again: nothing left of ours, nothing written.
+    let from = s.requests().len();
+    let again = prune(&[]);
+    assert_eq!(
+        again.stdout,
+        "node n1:\n  nothing of gpu-labeler's\nnode n2:\n  nothing of gpu-labeler's\n\
+         2 node(s), 0 with something of gpu-labeler's\n"
+    );
+    assert!(s.requests()[from..].iter().all(|r| !r.is_write()));
+}

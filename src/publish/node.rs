@@ -480,18 +480,18 @@ struct Known {
     extras: Extras,
 }
 
-/// What the sink knows of the Node's taints and of its `GPUHealthy` condition.
+/// What the sink (and `prune`) knows of the Node's taints and of its `GPUHealthy` condition.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct Extras {
+pub(crate) struct Extras {
     /// `spec.taints`, everyone's.
-    taints: Vec<NodeTaint>,
+    pub taints: Vec<NodeTaint>,
     /// The tracking annotation's value: the taints we put there.
-    tracked: Option<String>,
-    condition: Option<NodeCondition>,
+    pub tracked: Option<String>,
+    pub condition: Option<NodeCondition>,
 }
 
 impl Extras {
-    fn of(node: &Node) -> Extras {
+    pub(crate) fn of(node: &Node) -> Extras {
         Extras {
             taints: node
                 .spec
@@ -810,15 +810,11 @@ impl NodeSink {
                 *known = self.read(want).await?;
                 continue;
             };
-            let mut meta = json!({ "resourceVersion": version.to_string() });
-            if annotation != known.extras.tracked {
-                meta["annotations"] = json!({ taints::TAINTS_ANNOTATION: annotation });
-            }
-            let mut body = json!({ "metadata": meta });
-            if next != known.extras.taints {
-                body["spec"] =
-                    json!({ "taints": if next.is_empty() { Value::Null } else { json!(next) } });
-            }
+            let body = taints::taints_patch(
+                version,
+                (&known.extras.taints, known.extras.tracked.as_deref()),
+                (&next, annotation.as_deref()),
+            );
             let what = format!("write the taints of node {}", self.node);
             let params = PatchParams {
                 field_manager: Some(FIELD_MANAGER.into()),
@@ -864,27 +860,8 @@ impl NodeSink {
         have: Option<&NodeCondition>,
         want: Option<&NodeCondition>,
     ) -> Result<Node, PublishError> {
-        let condition = match want {
-            None => json!({ "type": taints::CONDITION_TYPE, "$patch": "delete" }),
-            Some(w) => {
-                let now =
-                    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-                let transition = have
-                    .filter(|h| h.status == w.status)
-                    .and_then(|h| h.last_transition_time.as_ref())
-                    .and_then(|t| serde_json::to_value(t).ok())
-                    .unwrap_or_else(|| json!(now));
-                json!({
-                    "type": taints::CONDITION_TYPE,
-                    "status": w.status,
-                    "reason": w.reason,
-                    "message": w.message,
-                    "lastHeartbeatTime": now,
-                    "lastTransitionTime": transition,
-                })
-            }
-        };
-        let body = json!({ "status": { "conditions": [condition] } });
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let body = taints::condition_patch(have, want, &now);
         let what = format!(
             "set the {} condition of node {}",
             taints::CONDITION_TYPE,

@@ -1,6 +1,9 @@
 //! `gpu-labeler prune`: takes gpu-labeler's labels and annotations off Nodes, for an uninstall
 //! or a switch from the node sink to the nodefeature sink, and deletes the NodeFeature objects
-//! it published, for the switch back.
+//! it published, for the switch back. With the labels go the taints the rules put there
+//! (`publish.taints`: those the tracking annotation lists, and the annotation) and the
+//! `GPUHealthy` condition gpu-labeler's field manager wrote (`publish.condition`): an uninstall
+//! must not leave a `NoSchedule` taint that nothing will ever clear.
 //!
 //! What goes is decided by ownership alone, as the sink reads it (`node::ownership`): a server-
 //! side apply of an empty configuration under gpu-labeler's field manager. The API server then
@@ -19,8 +22,12 @@ use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, Client};
 use serde::Serialize;
 
-use super::node::{FIELD_MANAGER, FieldKind, Ownership, PublishError, apply_body, ownership};
+use super::node::{
+    Extras, FIELD_MANAGER, FieldKind, MAX_TAINT_ROUNDS, Ownership, PublishError, apply_body,
+    ownership, version_of,
+};
 use super::nodefeature::{GROUP, KIND, VERSION};
+use super::taints;
 use crate::error::Error;
 
 /// One key gpu-labeler owns on a Node.
@@ -29,6 +36,9 @@ pub struct Key {
     pub kind: &'static str,
     pub key: String,
     pub value: String,
+    /// A taint's effect (`kind` "taint").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effect: Option<String>,
     /// Another manager that owns it too: it stays, theirs. `None`: it is removed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kept_by: Option<String>,
@@ -62,8 +72,9 @@ impl NodePrune {
     }
 }
 
-/// The keys gpu-labeler owns on `node`, each with whether another manager keeps it.
-pub fn plan(node: &Node) -> Vec<Key> {
+/// The labels and annotations gpu-labeler's field manager applied (server-side apply), each
+/// with whether another manager keeps it.
+fn applied_keys(node: &Node) -> Vec<Key> {
     let Ownership { ours, others } = ownership(node);
     let mut keys = Vec::new();
     for (kind, map) in [
@@ -75,9 +86,50 @@ pub fn plan(node: &Node) -> Vec<Key> {
                 kind: kind_name(kind),
                 key: k.clone(),
                 value: v.clone(),
+                effect: None,
                 kept_by: others.get(&(kind, k.clone())).cloned(),
             });
         }
+    }
+    keys
+}
+
+/// The taints of ours on `node` (those the tracking annotation lists that are there), the
+/// annotation itself, and a `GPUHealthy` condition our field manager wrote.
+fn plan_extras(node: &Node) -> Vec<Key> {
+    let extras = Extras::of(node);
+    let mut keys = Vec::new();
+    if let Some(tracked) = &extras.tracked {
+        let (ours, _) = taints::parse_annotation(tracked);
+        for t in &extras.taints {
+            if ours.iter().any(|o| o.key == t.key && o.effect == t.effect) {
+                keys.push(Key {
+                    kind: kind_name(FieldKind::Taint),
+                    key: t.key.clone(),
+                    value: t.value.clone().unwrap_or_default(),
+                    effect: Some(t.effect.clone()),
+                    kept_by: None,
+                });
+            }
+        }
+        keys.push(Key {
+            kind: kind_name(FieldKind::Annotation),
+            key: taints::TAINTS_ANNOTATION.into(),
+            value: tracked.clone(),
+            effect: None,
+            kept_by: None,
+        });
+    }
+    if let Some(c) = &extras.condition
+        && taints::condition_written_by(node, FIELD_MANAGER)
+    {
+        keys.push(Key {
+            kind: "condition",
+            key: c.type_.clone(),
+            value: c.status.clone(),
+            effect: None,
+            kept_by: None,
+        });
     }
     keys
 }
@@ -179,21 +231,81 @@ async fn prune_node(client: &Client, req: &Request, p: &mut NodePrune) -> Result
         api.get(&p.node),
     )
     .await?;
-    p.keys = plan(&node);
-    if !p.keys.is_empty() && !req.dry_run {
-        let body = apply_body(&p.node, &Default::default());
-        let params = PatchParams::apply(FIELD_MANAGER);
-        bounded(
-            &format!("apply to Node {}", p.node),
-            req.timeout,
-            api.patch(&p.node, &params, &Patch::Apply(&body)),
-        )
-        .await?;
+    let applied = applied_keys(&node);
+    let extras = plan_extras(&node);
+    p.keys = [&applied[..], &extras[..]].concat();
+    if !req.dry_run {
+        let mut node = node;
+        if !applied.is_empty() {
+            let body = apply_body(&p.node, &Default::default());
+            let params = PatchParams::apply(FIELD_MANAGER);
+            node = bounded(
+                &format!("apply to Node {}", p.node),
+                req.timeout,
+                api.patch(&p.node, &params, &Patch::Apply(&body)),
+            )
+            .await?;
+        }
+        remove_taints(&api, node, req).await?;
+        if extras.iter().any(|k| k.kind == "condition") {
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            };
+            let body = taints::condition_patch(None, None, "");
+            bounded(
+                &format!(
+                    "remove the {} condition of Node {}",
+                    taints::CONDITION_TYPE,
+                    p.node
+                ),
+                req.timeout,
+                api.patch_status(&p.node, &params, &Patch::Strategic(&body)),
+            )
+            .await?;
+        }
     }
     if let Some(ns) = &req.namespace {
         p.node_feature = prune_node_feature(client, ns, &p.node, req).await?;
     }
     Ok(())
+}
+
+/// Takes our taints (those the tracking annotation lists) and the annotation off `node`, the
+/// others' taints left as they are, by the sink's read-modify-write: a merge patch guarded by
+/// the resourceVersion, a 409 read again and merged again.
+async fn remove_taints(api: &Api<Node>, mut node: Node, req: &Request) -> Result<(), String> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let what = format!("remove the taints of Node {name}");
+    for _ in 0..MAX_TAINT_ROUNDS {
+        let extras = Extras::of(&node);
+        let Some(tracked) = extras.tracked.as_deref() else {
+            return Ok(());
+        };
+        let (before, _) = taints::parse_annotation(tracked);
+        let next = taints::merged(&extras.taints, &before, &[]);
+        let version = version_of(&node).ok_or_else(|| format!("{what}: no resourceVersion"))?;
+        let body = taints::taints_patch(version, (&extras.taints, Some(tracked)), (&next, None));
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match tokio::time::timeout(req.timeout, api.patch(&name, &params, &Patch::Merge(&body)))
+            .await
+        {
+            Ok(Ok(_)) => return Ok(()),
+            // The Node changed since it was read: read it again and merge again.
+            Ok(Err(kube::Error::Api(s))) if s.code == 409 => {
+                node =
+                    bounded(&format!("reading Node {name}"), req.timeout, api.get(&name)).await?;
+            }
+            Ok(Err(e)) => return Err(PublishError::from_kube(&what, &e).message),
+            Err(_) => return Err(format!("{what}: no answer within {:?}", req.timeout)),
+        }
+    }
+    Err(format!(
+        "{what}: the Node kept changing under {MAX_TAINT_ROUNDS} reads"
+    ))
 }
 
 /// Deletes `ns/node` when gpu-labeler's field manager wrote it; its `ns/name`, or `None` when
@@ -265,6 +377,15 @@ pub fn render_text(report: &[NodePrune], dry_run: bool) -> String {
         }
         for k in &p.keys {
             let h = &k.value;
+            if let Some(effect) = &k.effect {
+                let t = crate::output::Taint {
+                    key: k.key.clone(),
+                    value: k.value.clone(),
+                    effect: effect.clone(),
+                };
+                let _ = writeln!(s, "- {} {}: {removed}", k.kind, taints::taint_string(&t));
+                continue;
+            }
             match &k.kept_by {
                 None => {
                     let _ = writeln!(s, "- {} {}={h}: {removed}", k.kind, k.key);

@@ -9,7 +9,8 @@
 //! between is a 409, read again and merged, never overwritten. This module holds the pure part:
 //! the annotation's format, the merge, the condition.
 
-use k8s_openapi::api::core::v1::{NodeCondition, Taint as NodeTaint};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint as NodeTaint};
+use serde_json::{Value, json};
 
 use crate::output::{COUNT_LABEL, HEALTH_LABEL, HEALTHY_COUNT_LABEL, LabelMap, Taint};
 use crate::validate::{FEATURE_NS, namespace, namespace_matches};
@@ -148,6 +149,71 @@ pub fn desired_condition(labels: &LabelMap) -> Option<NodeCondition> {
         message: Some(message),
         last_heartbeat_time: None,
         last_transition_time: None,
+    })
+}
+
+/// The merge patch that takes the Node's taints from `taints` to `next` and the tracking
+/// annotation from `tracked` to `annotation` (`None`: removed), guarded by the Node's
+/// `version`: a Node changed since it was read is a 409, never overwritten. Only what changes
+/// is in it.
+pub fn taints_patch(
+    version: u64,
+    (taints, tracked): (&[NodeTaint], Option<&str>),
+    (next, annotation): (&[NodeTaint], Option<&str>),
+) -> Value {
+    let mut meta = json!({ "resourceVersion": version.to_string() });
+    if annotation != tracked {
+        meta["annotations"] = json!({ TAINTS_ANNOTATION: annotation });
+    }
+    let mut body = json!({ "metadata": meta });
+    if next != taints {
+        body["spec"] = json!({ "taints": if next.is_empty() { Value::Null } else { json!(next) } });
+    }
+    body
+}
+
+/// The strategic merge patch of `nodes/status` that sets `want` (or, `None`, removes the
+/// condition), keyed on the condition's type so that the kubelet's conditions stay as they are.
+/// The transition time moves only when the status does (`have` is the condition on the Node;
+/// `now` RFC 3339).
+pub fn condition_patch(
+    have: Option<&NodeCondition>,
+    want: Option<&NodeCondition>,
+    now: &str,
+) -> Value {
+    let condition = match want {
+        None => json!({ "type": CONDITION_TYPE, "$patch": "delete" }),
+        Some(w) => {
+            let transition = have
+                .filter(|h| h.status == w.status)
+                .and_then(|h| h.last_transition_time.as_ref())
+                .and_then(|t| serde_json::to_value(t).ok())
+                .unwrap_or_else(|| json!(now));
+            json!({
+                "type": CONDITION_TYPE,
+                "status": w.status,
+                "reason": w.reason,
+                "message": w.message,
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": transition,
+            })
+        }
+    };
+    json!({ "status": { "conditions": [condition] } })
+}
+
+/// Whether the `GPUHealthy` condition on `node` was written by `manager` (its managedFields on
+/// the status subresource name the condition's key): `prune` removes only a condition of ours.
+pub fn condition_written_by(node: &Node, manager: &str) -> bool {
+    let key = format!("k:{{\"type\":\"{CONDITION_TYPE}\"}}");
+    node.metadata.managed_fields.iter().flatten().any(|m| {
+        m.manager.as_deref() == Some(manager)
+            && m.subresource.as_deref() == Some("status")
+            && m.fields_v1
+                .as_ref()
+                .and_then(|f| f.0.pointer("/f:status/f:conditions"))
+                .and_then(Value::as_object)
+                .is_some_and(|c| c.contains_key(&key))
     })
 }
 
