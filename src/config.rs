@@ -94,11 +94,15 @@ fn default_clear_after() -> Duration {
     Duration::from_secs(300)
 }
 
-/// XIDs whose documented resolution is a GPU reset or a node reboot (NVIDIA's XID catalog,
-/// docs.nvidia.com/deploy/xid-errors): double-bit ECC (48), row remapping (63, 64), NVLink (74),
-/// fallen off the bus (79), ECC (92, 94, 95), GSP (119, 120), unrecovered ECC (140).
+/// The XIDs whose immediate action in NVIDIA's Xid catalog
+/// (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) is a GPU reset or a restart
+/// of the node or VM (RESET_GPU, RESTART_BM, RESTART_VM), with 48 (double-bit ECC) and 74
+/// (NVLink) whose workflows end in a reset. Not the RESTART_APP and IGNORE ones (13, 31, 43,
+/// 63, 92, 94, ...), nor 144-150 and 154, whose action depends on a sub-code (docs/health.md).
 pub fn default_critical_xids() -> Vec<u32> {
-    vec![48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140]
+    vec![
+        46, 48, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143, 151, 155, 156, 158,
+    ]
 }
 
 /// NFD's `sources.pci` keys with NFD's defaults.
