@@ -111,7 +111,12 @@ impl Sources {
         if let Some(path) = &self.features {
             return Ok((features::load_snapshot(path)?, Vec::new()));
         }
-        let mut nvml = self.nvml(config);
+        // One scan in a process that ends after it watches no XIDs: NVML reports an XID only to
+        // an event set that was open when it happened (the daemon's child keeps one open).
+        let mut nvml = self.nvml(config).with_health(nvml::NvmlHealth {
+            critical_xids: Vec::new(),
+            ..nvml::NvmlHealth::from(&config.sources.health)
+        });
         let d = discover::discover(&self.discovery_options(config), &mut nvml);
         for w in &d.warnings {
             tracing::warn!("{w}");
