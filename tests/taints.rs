@@ -773,6 +773,44 @@ fn the_daemon_with_the_health_component_taints_while_degraded() {
     assert_eq!(agent.stop(), 0, "{}", agent.log_text());
 }
 
+/// The real `gpu-labeler run` with `publish.condition` on, under the health-condition
+/// component's policy and with the agent's own token: the `GPUHealthy` condition follows the
+/// built-in health labels, beside the kubelet's `Ready`, and flips when the node degrades.
+#[test]
+fn the_daemon_keeps_the_condition_with_the_health_labels() {
+    let s = condition_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap.yaml");
+    std::fs::write(&snap, health_snapshot("ok", "8")).unwrap();
+    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
+    let mut args = apiserver::run_args(&kubeconfig, NODE, &["--features", snap.to_str().unwrap()]);
+    // The built-in rules make gpu.health and gpu.healthy.count, which the condition reads.
+    args.retain(|a| a != "--no-default-rules");
+    let agent = apiserver::Agent::start(&args, &[("GPU_LABELER_PUBLISH_CONDITION", "true")]);
+    let wait = |want: [&str; 2]| {
+        let ok = apiserver::wait_for(Duration::from_secs(20), || {
+            (conditions(&s).0 == want).then_some(())
+        });
+        assert!(
+            ok.is_some(),
+            "conditions {:?} never became {want:?}; log:\n{}",
+            conditions(&s).0,
+            agent.log_text()
+        );
+    };
+    wait([
+        "GPUHealthy True GPUsHealthy 8 of 8 GPUs healthy",
+        KUBELET_READY,
+    ]);
+    std::fs::write(&snap, health_snapshot("degraded", "7")).unwrap();
+    wait([
+        "GPUHealthy False GPUsDegraded 7 of 8 GPUs healthy",
+        KUBELET_READY,
+    ]);
+    let mut agent = agent;
+    assert_eq!(agent.stop(), 0, "{}", agent.log_text());
+}
+
 #[test]
 fn a_dry_run_says_the_taints_once_and_writes_nothing() {
     let s = cluster();
