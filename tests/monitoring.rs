@@ -776,6 +776,7 @@ fn every_alert_expression_selects_what_the_agent_exports() {
             "GpuLabelerNvmlFailures",
             &["gpu_labeler_nvml_failures_total"],
         ),
+        ("GpuLabelerGpuFaults", &["gpu_labeler_gpu_faults"]),
         ("GpuLabelerLabelsChurning", &["gpu_labeler_publishes_total"]),
     ]
     .into_iter()
@@ -1072,6 +1073,10 @@ fn every_alert_names_its_troubleshooting_row() {
         (
             "GpuLabelerNvmlFailures",
             "log `NVML: <lib>: timed out after 10s` or `killed by SIGSEGV`",
+        ),
+        (
+            "GpuLabelerGpuFaults",
+            "alert `GpuLabelerGpuFaults`, `gpu.health=degraded` or the `gpu-unhealthy` taint",
         ),
         ("GpuLabelerLabelsChurning", "labels every few minutes in the API audit log"),
     ]
