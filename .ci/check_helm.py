@@ -196,6 +196,7 @@ CASES = [
     ("admissionPolicy.enabled: false, sink: nodefeature", {"admissionPolicy": {"enabled": False}, "sink": "nodefeature"}, ["nodefeature"],
      {"patches": [delete(VAP, "ValidatingAdmissionPolicy", "gpu-labeler-own-nodefeature", None),
                   delete(VAP, "ValidatingAdmissionPolicyBinding", "gpu-labeler-own-nodefeature", None)]}, []),
+    ("prune.enabled: false", {"prune": {"enabled": False}}, [], {}, []),
     ("extraArgs", {"extraArgs": ["--interval=30s"]}, [],
      {"patches": [ds_patch(add("/spec/template/spec/containers/0/args/-", "--interval=30s"))]}, []),
     ("extraArgs, sink: nodefeature", {"extraArgs": ["--interval=30s"], "sink": "nodefeature"}, ["nodefeature"],
@@ -275,10 +276,10 @@ def helm_render(chart, values, release=RELEASE, namespace="gpu-labeler"):
     return "---\n".join(docs)
 
 
-def kustomize_render(tmp, i, namespace, components, additions):
+def kustomize_render(tmp, i, namespace, components, additions, root="base"):
     d = Path(tmp) / f"case{i}-{namespace}"
     d.mkdir()
-    k = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": ["../../base"]}
+    k = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": [f"../../{root}"]}
     if namespace != "gpu-labeler":
         k["namespace"] = namespace
     if components:
@@ -306,15 +307,38 @@ def identity(d):
     return (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
 
 
-def compare(tmp, where, helm_text, kustomize_text, drop_kinds=(), rename=None):
+HOOK = "helm.sh/hook"
+# The prune hook's annotations (the chart's "gpu-labeler.pruneHook"): its service account and
+# RBAC first, its Job after them, all deleted once it succeeded.
+PRUNE_HOOK = {HOOK: "post-delete", "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"}
+
+
+def is_hook(d):
+    return HOOK in (d["metadata"].get("annotations") or {})
+
+
+def unhooked(d):
+    """A hook object without Helm's hook annotations (as kustomize renders it)."""
+    d = copy.deepcopy(d)
+    notes = {k: v for k, v in d["metadata"]["annotations"].items() if not k.startswith("helm.sh/hook")}
+    if notes:
+        d["metadata"]["annotations"] = notes
+    else:
+        del d["metadata"]["annotations"]
+    return d
+
+
+def compare(tmp, where, helm_text, kustomize_text, drop_kinds=(), rename=None, hooks=False):
     """Object by object: the same objects, each equal, Helm's labels and kustomize's Namespace
     aside. `rename(value)` maps the Helm objects' names back to kustomize's. kustomize's
     `namespace:` also sets one on cluster-scoped kinds it does not know (the admission policies),
-    which kubectl drops: so does this."""
+    which kubectl drops: so does this. The chart's hooks are compared on their own (`hooks`:
+    only they, without their hook annotations; else all but they)."""
     helm_text = through_kustomize(tmp, helm_text)
     if helm_text is None:
         return
     ours = [strip_helm_labels(d) for d in yaml.safe_load_all(helm_text) if d]
+    ours = [unhooked(d) for d in ours if is_hook(d)] if hooks else [d for d in ours if not is_hook(d)]
     if rename:
         ours = rename(ours)
     theirs = [strip_helm_labels(d) for d in yaml.safe_load_all(kustomize_text) if d
@@ -351,8 +375,16 @@ def renamer(fullname, name):
     return lambda docs: [walk(d) for d in docs]
 
 
+def without_hooks(text):
+    """A rendering without the prune hook's objects (checked as deploy/prune is: they are it)."""
+    docs = re.split(r"^---\n(?=# Source: )", text, flags=re.M)
+    return "---\n".join(d for d in docs if not is_hook(yaml.safe_load(d) or {"metadata": {}}))
+
+
 def security(where, text, values, name="gpu-labeler"):
-    """check_deploy.py's checks, with what these values change."""
+    """check_deploy.py's checks, with what these values change (the agents' objects; the prune
+    hook is deploy/prune, whose checks check_deploy.py makes)."""
+    text = without_hooks(text)
     v = values
     nvidia = v.get("nvml", {}).get("enabled", False)
     nodefeature = v.get("sink") == "nodefeature"
@@ -548,10 +580,32 @@ def main():
                     continue
                 compare(tmp, where, text, theirs, drop)
                 security(where, text, values)
+                hooks = [d for d in yaml.safe_load_all(text) if d and is_hook(d)]
+                need(bool(hooks) == values.get("prune", {}).get("enabled", True),
+                     f"{where}: the prune hook is {'there' if hooks else 'missing'}")
                 rendered.append((where, text))
             if len(problems) == before:
                 print(f"ok: helm ({what}) = kustomize (base{''.join(' + ' + c for c in components)}"
                       f"{', a site patch' if additions else ''}), in {' and '.join(NAMESPACES)}")
+        # The post-delete hook is deploy/prune (in another namespace, a site's patch of the
+        # namespace where it looks for NodeFeatures), with Helm's hook annotations.
+        before = len(problems)
+        for namespace in NAMESPACES:
+            where = f"helm (the prune hook; namespace {namespace})"
+            text = helm_render(chart, {}, namespace=namespace)
+            args = {"patches": [ds_patch(replace("/spec/template/spec/containers/0/args/2",
+                                                 f"--nodefeature-namespace={namespace}"), kind="Job")]}
+            theirs = kustomize_render(tmp, "-prune", namespace, [], args if namespace != "gpu-labeler" else {}, root="prune")
+            if text is None or theirs is None:
+                continue
+            compare(tmp, where, text, theirs, hooks=True)
+            for d in (d for d in yaml.safe_load_all(text) if d and is_hook(d)):
+                notes = d["metadata"]["annotations"]
+                weight = "0" if d["kind"] == "Job" else "-1"
+                need(notes == PRUNE_HOOK | {"helm.sh/hook-weight": weight},
+                     f"{where}: {d['kind']} {d['metadata']['name']}: hook annotations {notes}")
+        if len(problems) == before:
+            print(f"ok: helm (the prune hook) = kustomize (prune), post-delete, in {' and '.join(NAMESPACES)}")
         base = kustomize_render(tmp, "-base", "gpu-labeler", [], {})
         for what, values, release, fullname, name in NAMING:
             where = f"helm ({what}; release {release})"

@@ -53,3 +53,11 @@ r'^(f:)?(([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*(feature|profile)\.node\.kubernetes\.
 r'^(f:)?([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*(feature|profile)\.node\.kubernetes\.io/'
 {{- end }}
 {{- end }}
+
+{{/* The annotations of the post-delete prune hook's objects; the argument is the hook weight
+(its service account and RBAC before its Job). */}}
+{{- define "gpu-labeler.pruneHook" -}}
+helm.sh/hook: post-delete
+helm.sh/hook-weight: {{ . | quote }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end }}
