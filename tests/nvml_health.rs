@@ -367,3 +367,93 @@ fn an_event_wait_that_never_returns_does_not_hold_up_scans() {
     }
     assert_eq!(p.take_failure(), None);
 }
+
+/// The NVML functions the fake library saw, in the trace it writes (`FAKE_NVML_TRACE`): each
+/// call's name and GPU, once.
+fn traced(path: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn event_calls(calls: &std::collections::BTreeSet<String>) -> Vec<String> {
+    calls
+        .iter()
+        .filter(|c| c.starts_with("nvmlEventSet") || c.starts_with("nvmlDeviceRegisterEvents"))
+        .cloned()
+        .collect()
+}
+
+/// A one-shot command opens no XID event set: NVML gives an XID only to a set that was open
+/// when it happened, and `labels` ends after one scan. The daemon's child, with the same
+/// (default) config, keeps one open with every GPU registered.
+#[test]
+fn a_one_shot_command_opens_no_event_set_and_the_daemons_child_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = common::repo().join("tests/fixtures");
+    let one_shot = dir.path().join("labels.trace");
+    let out = std::process::Command::new(BIN)
+        .arg("labels")
+        .arg("--sysfs-root")
+        .arg(fixtures.join("sysfs/dell-xe9680-8xh100"))
+        .arg("--proc-root")
+        .arg(fixtures.join("proc/dell-xe9680-8xh100"))
+        .arg("--nvml-lib")
+        .arg(fake_nvml_lib("nvidia_ml"))
+        .env("FAKE_NVML_FIXTURE", nvml_fixture("h100-8x"))
+        .env("FAKE_NVML_TRACE", &one_shot)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let calls = traced(&one_shot);
+    // NVML was scanned (the trace works), and no event function was called.
+    assert!(calls.contains("nvmlDeviceGetMemoryInfo_v2 7"), "{calls:?}");
+    assert_eq!(event_calls(&calls), Vec::<String>::new());
+
+    let daemon = dir.path().join("child.trace");
+    let exe = dir.path().join("gpu-labeler.sh");
+    std::fs::write(
+        &exe,
+        format!(
+            "#!/bin/sh\nFAKE_NVML_FIXTURE='{}' FAKE_NVML_TRACE='{}' exec '{BIN}' \"$@\"\n",
+            nvml_fixture("h100-8x").display(),
+            daemon.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut p = IsolatedNvml::new(
+        NvmlChoice::Library(fake_nvml_lib("nvidia_ml")),
+        exe,
+        Duration::from_secs(10),
+        Duration::ZERO,
+    )
+    .with_health(NvmlHealth::default());
+    assert_eq!(p.scan().status, NvmlStatus::Ok);
+    // The event thread registers the GPUs beside the scan: wait for all eight.
+    let registered = |c: &std::collections::BTreeSet<String>| {
+        c.iter()
+            .filter(|l| l.starts_with("nvmlDeviceRegisterEvents "))
+            .count()
+    };
+    let start = Instant::now();
+    while registered(&traced(&daemon)) < 8 && start.elapsed() < BOUND {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut want: Vec<String> = (0..8)
+        .map(|g| format!("nvmlDeviceRegisterEvents {g}"))
+        .collect();
+    want.push("nvmlEventSetCreate".into());
+    let got: Vec<String> = event_calls(&traced(&daemon))
+        .into_iter()
+        .filter(|c| !c.starts_with("nvmlEventSetWait"))
+        .collect();
+    assert_eq!(got, want);
+}
