@@ -514,6 +514,15 @@ def run_doc_commands(tmp):
                 need(helm.show(str(packages[args[2]]), output_format="values") == (CHART / "values.yaml").read_text() + "\n",
                      f"{where}: not values.yaml")
                 continue
+            if args[:1] == ["uninstall"]:
+                # What it runs besides deleting: the chart's post-delete hook (compared with
+                # deploy/prune above), there by default.
+                text = helm_render(helm.Chart.load(CHART), {}) or ""
+                hooks = [d for d in yaml.safe_load_all(text) if d and is_hook(d)]
+                need([d["metadata"]["annotations"][HOOK] for d in hooks if d["kind"] == "Job"] == ["post-delete"],
+                     f"{where}: the chart has no post-delete prune Job by default")
+                print(f"ok: {where}: runs the chart's post-delete prune Job")
+                continue
             if args[:1] == ["install"]:
                 args = args[1:]
             elif args[:2] == ["upgrade", "--install"]:
