@@ -112,13 +112,31 @@ pub fn server_binary() -> PathBuf {
     binary
 }
 
+/// A port for etcd or the API server to listen on, free now. Not one `bind(0)` gives: those
+/// come from the kernel's ephemeral range (32768-60999 by default), which every outgoing
+/// connection also draws from, so in the moment between this check and the server's own bind
+/// a client of another test could take it (etcd then exits with "address already in use" and
+/// the API server never becomes ready). Below that range, each process walks its own run of
+/// ports (from an offset its pid picks), never the same one twice.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 10_000;
+    const SPAN: u32 = 32_768 - LOW;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let offset = std::process::id().wrapping_mul(7_919) % SPAN;
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + (offset + n) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {LOW}..32768");
 }
+
+/// How many times `KubeApiServer::start` starts etcd and the server afresh when one of them
+/// exits before the server is ready (a port taken under it).
+const START_ATTEMPTS: u32 = 3;
 
 /// One identity the server knows: its bearer token is its key in the token file.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -275,7 +293,21 @@ pub struct KubeApiServer {
 
 impl KubeApiServer {
     /// A fresh etcd and API server with nothing in them but what the server creates itself.
+    /// Started again, on other ports, when etcd or the server exits before the server is ready.
     pub fn start() -> KubeApiServer {
+        for attempt in 1..=START_ATTEMPTS {
+            match KubeApiServer::try_start() {
+                Ok(s) => return s,
+                Err(why) if attempt < START_ATTEMPTS => {
+                    eprintln!("test API server: start {attempt} failed, again: {why}");
+                }
+                Err(why) => panic!("{why}"),
+            }
+        }
+        unreachable!("the last attempt panics")
+    }
+
+    fn try_start() -> Result<KubeApiServer, String> {
         let binary = server_binary();
         let etcd_bin = cache_dir().join("root/usr/bin/etcd");
         let dir = tempfile::tempdir().unwrap();
@@ -354,7 +386,17 @@ impl KubeApiServer {
                 let _ = fs::remove_file(kubeconfig);
             }
             if let Ok(Some(status)) = s.server.try_wait() {
-                panic!("the test API server exited ({status}):\n{}", s.log());
+                return Err(format!(
+                    "the test API server exited ({status}):\n{}\netcd:\n{}",
+                    s.log(),
+                    fs::read_to_string(s.dir.path().join("etcd.log")).unwrap_or_default()
+                ));
+            }
+            if let Ok(Some(status)) = s.etcd.try_wait() {
+                return Err(format!(
+                    "etcd exited ({status}):\n{}",
+                    fs::read_to_string(s.dir.path().join("etcd.log")).unwrap_or_default()
+                ));
             }
             assert!(
                 Instant::now() < deadline,
@@ -363,7 +405,7 @@ impl KubeApiServer {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        s
+        Ok(s)
     }
 
     /// A fresh server with the `gpu-labeler` namespace and `policy` (a ValidatingAdmissionPolicy
