@@ -830,12 +830,17 @@ pub struct FakeApiServer {
     thread: Option<JoinHandle<()>>,
 }
 
-/// A free port on 127.0.0.1 (bound then released: "down at start").
+// Also loaded by tests/kube, where both are in a test: each walks its own range of ports.
+#[allow(clippy::duplicate_mod)]
+#[path = "../common/ports.rs"]
+mod ports;
+
+/// A free port on 127.0.0.1 (bound then released: "down at start"), for a server started on
+/// it seconds later (tests/common/ports.rs says why not one `bind(0)` gives): 21,384-32,767
+/// (tests/kube's are below).
 pub fn reserve_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    ports::walk(21_384, 32_768, &NEXT)
 }
 
 async fn serve_one(state: Arc<Mutex<State>>, req: Request<Incoming>) -> Result<Reply, String> {

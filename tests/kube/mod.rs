@@ -12,7 +12,6 @@
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::Write;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -112,26 +111,16 @@ pub fn server_binary() -> PathBuf {
     binary
 }
 
-/// A port for etcd or the API server to listen on, free now. Not one `bind(0)` gives: those
-/// come from the kernel's ephemeral range (32768-60999 by default), which every outgoing
-/// connection also draws from, so in the moment between this check and the server's own bind
-/// a client of another test could take it (etcd then exits with "address already in use" and
-/// the API server never becomes ready). Below that range, each process walks its own run of
-/// ports (from an offset its pid picks), never the same one twice.
+// Also loaded by tests/apiserver, where both are in a test: each walks its own range of ports.
+#[allow(clippy::duplicate_mod)]
+#[path = "../common/ports.rs"]
+mod ports;
+
+/// A port for etcd or the API server to listen on, free now (tests/common/ports.rs says why
+/// not one `bind(0)` gives): 10,000-21,383 (tests/apiserver's are above).
 fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    const LOW: u32 = 10_000;
-    const SPAN: u32 = 32_768 - LOW;
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let offset = std::process::id().wrapping_mul(7_919) % SPAN;
-    for _ in 0..SPAN {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = (LOW + (offset + n) % SPAN) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port in {LOW}..32768");
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    ports::walk(10_000, 21_384, &NEXT)
 }
 
 /// How many times `KubeApiServer::start` starts etcd and the server afresh when one of them
