@@ -457,3 +457,36 @@ fn a_one_shot_command_opens_no_event_set_and_the_daemons_child_does() {
         .collect();
     assert_eq!(got, want);
 }
+
+/// A GPU that NVML starts listing while the child runs (back after a reset, or hot-plugged) is
+/// registered for XID events within seconds, and its critical XIDs count: the child starts
+/// with the capture's first four GPUs, then NVML lists all eight, and GPUs 4 and 5 report 79
+/// and 48.
+#[test]
+fn a_gpu_that_appears_while_the_child_runs_is_watched_for_xids() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = copy(dir.path(), "h100-8x-xid");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["devices"].as_array_mut().unwrap().truncate(4);
+    // (Events of GPUs a fixture does not have make it invalid.)
+    v["xid_events"] = serde_json::json!([]);
+    std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let mut p = child(
+        dir.path(),
+        &path,
+        "nvidia_ml",
+        health(&[48, 79], Duration::from_secs(600)),
+    );
+    let four = p.scan();
+    assert_eq!(four.status, NvmlStatus::Ok, "{four:?}");
+    assert_eq!(faults_of(&four), vec![Vec::<NvmlFault>::new(); 4]);
+    become_(&path, "h100-8x-xid");
+    let eight = scan_until(&mut p, |s| {
+        s.gpus.len() == 8 && s.gpus[4].faults.len() == 1 && s.gpus[5].faults.len() == 1
+    });
+    let mut expected = vec![vec![]; 8];
+    expected[4] = vec![fault("xid", "79")];
+    expected[5] = vec![fault("xid", "48")];
+    assert_eq!(faults_of(&eight), expected);
+}

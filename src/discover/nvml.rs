@@ -11,7 +11,7 @@
 //! event set kept open for the life of the process), so it only works in a long-lived process:
 //! NVML's child.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -745,6 +745,9 @@ unsafe fn compute_instance_profile(
 /// often, and a driver that answers errors is asked again no sooner.
 const XID_WAIT_MS: u32 = 500;
 
+/// How often the XID event thread looks for GPUs it has not registered yet.
+const XID_REGISTER_EVERY: Duration = Duration::from_secs(5);
+
 /// `nvmlEventTypeXidCriticalError`.
 const EVENT_XID: u64 = 0x8;
 /// `NVML_ERROR_TIMEOUT`.
@@ -877,24 +880,42 @@ fn watch_xids(nvml: &'static Nvml, critical: &[u32], log: &Mutex<XidLog>, stop: 
             ));
             return;
         }
+        // Registered GPUs by handle, and the handles that cannot be (no XID events, or the
+        // registration failed): looked at again every `XID_REGISTER_EVERY`, so that a GPU NVML
+        // starts listing while the child runs (back after a reset, hot-plugged) is watched too.
         let mut keys: HashMap<usize, String> = HashMap::new();
-        for index in 0..nvml.device_count().unwrap_or(0) {
-            let Ok(dev) = nvml.device_by_index(index) else {
-                continue;
-            };
-            let handle = dev.handle();
-            if let Some(get) = supported {
-                let mut types = 0;
-                if get(handle, &mut types) == 0 && types & EVENT_XID == 0 {
+        let mut refused: HashSet<usize> = HashSet::new();
+        let mut register_new = |keys: &mut HashMap<usize, String>| {
+            for index in 0..nvml.device_count().unwrap_or(0) {
+                let Ok(dev) = nvml.device_by_index(index) else {
+                    continue;
+                };
+                let handle = dev.handle();
+                if keys.contains_key(&(handle as usize)) || refused.contains(&(handle as usize)) {
                     continue;
                 }
+                if let Some(get) = supported {
+                    let mut types = 0;
+                    if get(handle, &mut types) == 0 && types & EVENT_XID == 0 {
+                        refused.insert(handle as usize);
+                        continue;
+                    }
+                }
+                if register(handle, EVENT_XID, set) == 0 {
+                    keys.insert(handle as usize, gpu_key(index, dev.uuid().ok().as_deref()));
+                } else {
+                    refused.insert(handle as usize);
+                }
             }
-            if register(handle, EVENT_XID, set) == 0 {
-                keys.insert(handle as usize, gpu_key(index, dev.uuid().ok().as_deref()));
-            }
-        }
+        };
+        register_new(&mut keys);
+        let mut registered_at = Instant::now();
         let mut failing: Option<u32> = None;
         while !stop.load(Ordering::Relaxed) {
+            if registered_at.elapsed() >= XID_REGISTER_EVERY {
+                register_new(&mut keys);
+                registered_at = Instant::now();
+            }
             let mut data: nvml_wrapper_sys::bindings::nvmlEventData_t = std::mem::zeroed();
             match wait(set, &mut data, XID_WAIT_MS) {
                 0 => {
