@@ -852,6 +852,22 @@ impl NodeSink {
         ))
     }
 
+    /// Takes our taints (those the tracking annotation lists) and the annotation off the Node
+    /// by the read-modify-write `publish` uses, and, with `condition`, the `GPUHealthy`
+    /// condition: `prune`, which has decided they are ours.
+    pub async fn remove_extras(&mut self, condition: bool) -> Result<(), PublishError> {
+        let want = Owned::default();
+        let mut known = self.read(&want).await?;
+        if known.extras.tracked.is_some() {
+            self.sync_taints(&mut known, &want, &[], false).await?;
+        }
+        if condition {
+            self.patch_condition(known.extras.condition.as_ref(), None)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Sets (or, `want` `None`, removes) the `GPUHealthy` condition on `nodes/status` by a
     /// strategic merge patch keyed on the condition's type: the kubelet's conditions stay
     /// as they are. The transition time moves only when the status does.

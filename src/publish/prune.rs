@@ -23,8 +23,7 @@ use kube::{Api, Client};
 use serde::Serialize;
 
 use super::node::{
-    Extras, FIELD_MANAGER, FieldKind, MAX_TAINT_ROUNDS, Ownership, PublishError, apply_body,
-    ownership, version_of,
+    Extras, FIELD_MANAGER, FieldKind, NodeSink, Ownership, PublishError, apply_body, ownership,
 };
 use super::nodefeature::{GROUP, KIND, VERSION};
 use super::taints;
@@ -94,6 +93,9 @@ fn applied_keys(node: &Node) -> Vec<Key> {
     keys
 }
 
+/// `Key::kind` of the `GPUHealthy` condition (the others are `FieldKind`s).
+const CONDITION: &str = "condition";
+
 /// The taints of ours on `node` (those the tracking annotation lists that are there), the
 /// annotation itself, and a `GPUHealthy` condition our field manager wrote.
 fn plan_extras(node: &Node) -> Vec<Key> {
@@ -124,7 +126,7 @@ fn plan_extras(node: &Node) -> Vec<Key> {
         && taints::condition_written_by(node, FIELD_MANAGER)
     {
         keys.push(Key {
-            kind: "condition",
+            kind: CONDITION,
             key: c.type_.clone(),
             value: c.status.clone(),
             effect: None,
@@ -235,77 +237,30 @@ async fn prune_node(client: &Client, req: &Request, p: &mut NodePrune) -> Result
     let extras = plan_extras(&node);
     p.keys = [&applied[..], &extras[..]].concat();
     if !req.dry_run {
-        let mut node = node;
         if !applied.is_empty() {
             let body = apply_body(&p.node, &Default::default());
             let params = PatchParams::apply(FIELD_MANAGER);
-            node = bounded(
+            bounded(
                 &format!("apply to Node {}", p.node),
                 req.timeout,
                 api.patch(&p.node, &params, &Patch::Apply(&body)),
             )
             .await?;
         }
-        remove_taints(&api, node, req).await?;
-        if extras.iter().any(|k| k.kind == "condition") {
-            let params = PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..PatchParams::default()
-            };
-            let body = taints::condition_patch(None, None, "");
-            bounded(
-                &format!(
-                    "remove the {} condition of Node {}",
-                    taints::CONDITION_TYPE,
-                    p.node
-                ),
-                req.timeout,
-                api.patch_status(&p.node, &params, &Patch::Strategic(&body)),
-            )
-            .await?;
+        if !extras.is_empty() {
+            // The sink's own read-modify-write: a change made in between is read again and
+            // merged, never overwritten.
+            let condition = extras.iter().any(|k| k.kind == CONDITION);
+            NodeSink::new(client.clone(), p.node.clone(), req.timeout)
+                .remove_extras(condition)
+                .await
+                .map_err(|e| e.message)?;
         }
     }
     if let Some(ns) = &req.namespace {
         p.node_feature = prune_node_feature(client, ns, &p.node, req).await?;
     }
     Ok(())
-}
-
-/// Takes our taints (those the tracking annotation lists) and the annotation off `node`, the
-/// others' taints left as they are, by the sink's read-modify-write: a merge patch guarded by
-/// the resourceVersion, a 409 read again and merged again.
-async fn remove_taints(api: &Api<Node>, mut node: Node, req: &Request) -> Result<(), String> {
-    let name = node.metadata.name.clone().unwrap_or_default();
-    let what = format!("remove the taints of Node {name}");
-    for _ in 0..MAX_TAINT_ROUNDS {
-        let extras = Extras::of(&node);
-        let Some(tracked) = extras.tracked.as_deref() else {
-            return Ok(());
-        };
-        let (before, _) = taints::parse_annotation(tracked);
-        let next = taints::merged(&extras.taints, &before, &[]);
-        let version = version_of(&node).ok_or_else(|| format!("{what}: no resourceVersion"))?;
-        let body = taints::taints_patch(version, (&extras.taints, Some(tracked)), (&next, None));
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PatchParams::default()
-        };
-        match tokio::time::timeout(req.timeout, api.patch(&name, &params, &Patch::Merge(&body)))
-            .await
-        {
-            Ok(Ok(_)) => return Ok(()),
-            // The Node changed since it was read: read it again and merge again.
-            Ok(Err(kube::Error::Api(s))) if s.code == 409 => {
-                node =
-                    bounded(&format!("reading Node {name}"), req.timeout, api.get(&name)).await?;
-            }
-            Ok(Err(e)) => return Err(PublishError::from_kube(&what, &e).message),
-            Err(_) => return Err(format!("{what}: no answer within {:?}", req.timeout)),
-        }
-    }
-    Err(format!(
-        "{what}: the Node kept changing under {MAX_TAINT_ROUNDS} reads"
-    ))
 }
 
 /// Deletes `ns/node` when gpu-labeler's field manager wrote it; its `ns/name`, or `None` when
