@@ -190,12 +190,22 @@ fn per_interval(c: Counts, intervals: f64) -> (f64, f64) {
 
 /// The most of `times` within any one second.
 fn peak_per_second(times: &[Instant]) -> usize {
-    let mut t: Vec<Instant> = times.to_vec();
-    t.sort();
-    let mut peak = 0;
-    let mut j = 0;
-    for i in 0..t.len() {
-        while t[i].duration_since(t[j]) >= Duration::from_secs(1) {
+    let Some(first) = times.iter().min() else {
+        return 0;
+    };
+    let mut secs: Vec<f64> = times
+        .iter()
+        .map(|t| t.duration_since(*first).as_secs_f64())
+        .collect();
+    peak_within(&mut secs, 1.0)
+}
+
+/// The most of `times` (seconds, sorted here) within any `window` seconds.
+fn peak_within(times: &mut [f64], window: f64) -> usize {
+    times.sort_by(f64::total_cmp);
+    let (mut peak, mut j) = (0, 0);
+    for i in 0..times.len() {
+        while times[i] - times[j] >= window {
             j += 1;
         }
         peak = peak.max(i - j + 1);
@@ -228,14 +238,7 @@ fn modelled_peak(nodes: usize, spread: Duration, window: Duration, trials: usize
         for x in t.iter_mut() {
             *x = uniform() + uniform() * spread.as_secs_f64();
         }
-        t.sort_by(f64::total_cmp);
-        let mut j = 0;
-        for i in 0..t.len() {
-            while t[i] - t[j] >= window.as_secs_f64() {
-                j += 1;
-            }
-            worst = worst.max(i - j + 1);
-        }
+        worst = worst.max(peak_within(&mut t, window.as_secs_f64()));
     }
     worst
 }
