@@ -25,17 +25,32 @@ const BOUND: Duration = Duration::from_secs(15);
 /// GPUs' state rewrite it) through `lib` (`nvidia_ml` or `nvidia_ml_legacy`). The child is
 /// this crate's binary behind a script that names the fixture in its environment.
 fn child(dir: &Path, fixture: &Path, lib: &str, health: NvmlHealth) -> IsolatedNvml {
+    child_tracing(dir, fixture, lib, health, None)
+}
+
+/// [`child`], the fake library writing the calls it answers to `trace` (`FAKE_NVML_TRACE`).
+fn child_tracing(
+    dir: &Path,
+    fixture: &Path,
+    lib: &str,
+    health: NvmlHealth,
+    trace: Option<&Path>,
+) -> IsolatedNvml {
     let exe = dir.join("gpu-labeler.sh");
+    let trace = trace
+        .map(|t| format!("FAKE_NVML_TRACE='{}' ", t.display()))
+        .unwrap_or_default();
     std::fs::write(
         &exe,
         format!(
-            "#!/bin/sh\nFAKE_NVML_FIXTURE='{}' exec '{BIN}' \"$@\"\n",
+            "#!/bin/sh\nFAKE_NVML_FIXTURE='{}' {trace}exec '{BIN}' \"$@\"\n",
             fixture.display()
         ),
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    wait_executable(&exe);
     IsolatedNvml::new(
         NvmlChoice::Library(fake_nvml_lib(lib)),
         exe,
@@ -43,6 +58,29 @@ fn child(dir: &Path, fixture: &Path, lib: &str, health: NvmlHealth) -> IsolatedN
         Duration::ZERO,
     )
     .with_health(health)
+}
+
+/// Waits until `exe`, just written, can be executed. A process another test thread forked
+/// while the script was open for writing holds that descriptor until it execs, and executing
+/// the script meanwhile fails with ETXTBSY ("Text file busy": the child's start failed in 1 of
+/// 19 runs of this file). No descriptor opened later is ours, so once it runs, it keeps running.
+fn wait_executable(exe: &Path) {
+    let start = Instant::now();
+    loop {
+        match std::process::Command::new(exe)
+            .arg("--version")
+            .stdout(std::process::Stdio::null())
+            .status()
+        {
+            Err(e) if e.raw_os_error() == Some(26) && start.elapsed() < BOUND => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            other => {
+                assert!(other.unwrap().success(), "{} --version", exe.display());
+                return;
+            }
+        }
+    }
 }
 
 fn health(critical_xids: &[u32], clear_after: Duration) -> NvmlHealth {
@@ -392,50 +430,39 @@ fn event_calls(calls: &std::collections::BTreeSet<String>) -> Vec<String> {
 #[test]
 fn a_one_shot_command_opens_no_event_set_and_the_daemons_child_does() {
     let dir = tempfile::tempdir().unwrap();
-    let fixtures = common::repo().join("tests/fixtures");
+    let machine = "dell-xe9680-8xh100";
     let one_shot = dir.path().join("labels.trace");
-    let out = std::process::Command::new(BIN)
-        .arg("labels")
-        .arg("--sysfs-root")
-        .arg(fixtures.join("sysfs/dell-xe9680-8xh100"))
-        .arg("--proc-root")
-        .arg(fixtures.join("proc/dell-xe9680-8xh100"))
-        .arg("--nvml-lib")
-        .arg(fake_nvml_lib("nvidia_ml"))
-        .env("FAKE_NVML_FIXTURE", nvml_fixture("h100-8x"))
-        .env("FAKE_NVML_TRACE", &one_shot)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let lib = fake_nvml_lib("nvidia_ml");
+    let args: Vec<std::ffi::OsString> = vec![
+        "labels".into(),
+        "--sysfs-root".into(),
+        common::sysfs_fixture(machine).into(),
+        "--proc-root".into(),
+        common::proc_fixture(machine).into(),
+        "--nvml-lib".into(),
+        lib.into(),
+    ];
+    let run = common::run_env(
+        args,
+        &[
+            ("FAKE_NVML_FIXTURE", nvml_fixture("h100-8x")),
+            ("FAKE_NVML_TRACE", one_shot.clone()),
+        ],
     );
+    assert_eq!(run.code, 0, "{}", run.stderr);
     let calls = traced(&one_shot);
     // NVML was scanned (the trace works), and no event function was called.
     assert!(calls.contains("nvmlDeviceGetMemoryInfo_v2 7"), "{calls:?}");
     assert_eq!(event_calls(&calls), Vec::<String>::new());
 
     let daemon = dir.path().join("child.trace");
-    let exe = dir.path().join("gpu-labeler.sh");
-    std::fs::write(
-        &exe,
-        format!(
-            "#!/bin/sh\nFAKE_NVML_FIXTURE='{}' FAKE_NVML_TRACE='{}' exec '{BIN}' \"$@\"\n",
-            nvml_fixture("h100-8x").display(),
-            daemon.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut p = IsolatedNvml::new(
-        NvmlChoice::Library(fake_nvml_lib("nvidia_ml")),
-        exe,
-        Duration::from_secs(10),
-        Duration::ZERO,
-    )
-    .with_health(NvmlHealth::default());
+    let mut p = child_tracing(
+        dir.path(),
+        &nvml_fixture("h100-8x"),
+        "nvidia_ml",
+        NvmlHealth::default(),
+        Some(&daemon),
+    );
     assert_eq!(p.scan().status, NvmlStatus::Ok);
     // The event thread registers the GPUs beside the scan: wait for all eight.
     let registered = |c: &std::collections::BTreeSet<String>| {
