@@ -27,23 +27,10 @@ use common::repo;
 /// every `*.md` below the root less `target/` and `.git/`. Third-party copies (the captures'
 /// own documents, vendored crates) keep their own links and are left out.
 fn markdown_files() -> Vec<String> {
-    let out = Command::new("git")
-        .args(["ls-files", "-z", "*.md"])
-        .current_dir(repo())
-        .output();
-    let mut files: Vec<String> = match out {
-        Ok(out) if out.status.success() && !out.stdout.is_empty() => out
-            .stdout
-            .split(|b| *b == 0)
-            .filter(|p| !p.is_empty())
-            .map(|p| String::from_utf8_lossy(p).into_owned())
-            .collect(),
-        _ => {
-            let mut files = Vec::new();
-            walk(&repo(), &repo(), &mut files);
-            files
-        }
-    };
+    let mut files: Vec<String> = common::tracked_files()
+        .into_iter()
+        .filter(|f| f.ends_with(".md"))
+        .collect();
     files.retain(|f| {
         !f.starts_with("vendor/")
             && !f.starts_with("tests/fixtures/captures/")
@@ -65,25 +52,6 @@ fn markdown_files() -> Vec<String> {
     }
     files.sort();
     files
-}
-
-fn walk(root: &Path, dir: &Path, files: &mut Vec<String>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let rel = path
-            .strip_prefix(root)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        if rel == "target" || rel == ".git" {
-            continue;
-        }
-        if path.is_dir() {
-            walk(root, &path, files);
-        } else if rel.ends_with(".md") {
-            files.push(rel);
-        }
-    }
 }
 
 fn read(rel: &str) -> String {

@@ -5,54 +5,9 @@
 //! outside the repository (which a clone does not have), and when a file under
 //! `tests/fixtures/captures/` is not named in a provenance note.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The repository's files, relative to its root: `git ls-files` where this is a git checkout,
-/// else every file below the root less `target/` and `.git/`.
-fn tracked_files() -> Vec<String> {
-    let out = Command::new("git")
-        .args(["ls-files", "-z"])
-        .current_dir(repo())
-        .output();
-    if let Ok(out) = out
-        && out.status.success()
-        && !out.stdout.is_empty()
-    {
-        return out
-            .stdout
-            .split(|b| *b == 0)
-            .filter(|p| !p.is_empty())
-            .map(|p| String::from_utf8_lossy(p).into_owned())
-            .collect();
-    }
-    let mut files = Vec::new();
-    walk(&repo(), &repo(), &mut files);
-    files
-}
-
-fn walk(root: &Path, dir: &Path, files: &mut Vec<String>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let rel = path
-            .strip_prefix(root)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        if rel == "target" || rel == ".git" {
-            continue;
-        }
-        if path.is_symlink() || path.is_file() {
-            files.push(rel);
-        } else if path.is_dir() {
-            walk(root, &path, files);
-        }
-    }
-}
+use common::{repo, tracked_files};
 
 /// The spellings of the captures folder outside the repository, assembled so that this file
 /// does not name them itself.

@@ -22,6 +22,47 @@ pub const MACHINES: [&str; 6] = [
 /// The NFD label prefix.
 pub const PREFIX: &str = "feature.node.kubernetes.io/";
 
+/// The repository's files, relative to its root: `git ls-files` where this is a git checkout,
+/// else every file (and link) below the root less `target/` and `.git/`.
+pub fn tracked_files() -> Vec<String> {
+    let out = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(repo())
+        .output();
+    if let Ok(out) = out
+        && out.status.success()
+        && !out.stdout.is_empty()
+    {
+        return out
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+    }
+    fn walk(root: &Path, dir: &Path, files: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if rel == "target" || rel == ".git" {
+                continue;
+            }
+            if path.is_symlink() || path.is_file() {
+                files.push(rel);
+            } else if path.is_dir() {
+                walk(root, &path, files);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&repo(), &repo(), &mut files);
+    files
+}
+
 /// The repository root.
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
