@@ -282,30 +282,10 @@ fn gfd_node_policy() -> Vec<Value> {
 /// The Node policy as a component's JSON patch changes it (`test` a variable's name, `replace`
 /// its expression): nvidia-gfd's `allowedKey`, health-condition's `allowedConditionType`.
 fn patched_node_policy(component: &str) -> Vec<Value> {
-    let component = docs(&format!("deploy/components/{component}/kustomization.yaml")).remove(0);
-    let patch = component["patches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["target"]["kind"] == "ValidatingAdmissionPolicy")
-        .unwrap();
-    let ops: Vec<Value> = serde_saphyr::from_str(patch["patch"].as_str().unwrap()).unwrap();
-    let mut p = node_policy();
-    let variables = &mut p[0]["spec"]["variables"];
-    for op in ops {
-        let path = op["path"].as_str().unwrap();
-        let rest = path
-            .strip_prefix("/spec/variables/")
-            .unwrap_or_else(|| panic!("unexpected path {path}"));
-        let (i, field) = rest.split_once('/').unwrap();
-        let i: usize = i.parse().unwrap();
-        match (op["op"].as_str().unwrap(), field) {
-            ("test", "name") => assert_eq!(op["value"], variables[i]["name"]),
-            ("replace", "expression") => variables[i]["expression"] = op["value"].clone(),
-            other => panic!("unexpected op {other:?}"),
-        }
-    }
-    p
+    policy_of(
+        &kube::shipped_node_policy(Some(component)),
+        "gpu-labeler-own-node",
+    )
 }
 
 fn nodefeature_policy() -> Vec<Value> {

@@ -407,49 +407,8 @@ fn the_policy_admits_the_agents_taints_and_nothing_else_of_the_spec() {
 // ---------------------------------------------------------------------------------------------
 // The GPUHealthy condition, with deploy/components/health-condition's policy.
 
-/// The shipped Node policy as deploy/components/health-condition patches it (its JSON patch: a
-/// `test` of the variable's name, a `replace` of its expression).
-fn condition_policy() -> Vec<Value> {
-    let text =
-        std::fs::read_to_string(common::repo().join("deploy/base/admission-policy.yaml")).unwrap();
-    let mut docs: Vec<Value> = text
-        .split("\n---\n")
-        .map(|d| serde_saphyr::from_str::<Value>(d).unwrap())
-        .collect();
-    let component: Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(
-            common::repo().join("deploy/components/health-condition/kustomization.yaml"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let patch = component["patches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["target"]["kind"] == "ValidatingAdmissionPolicy")
-        .unwrap();
-    let ops: Vec<Value> = serde_saphyr::from_str(patch["patch"].as_str().unwrap()).unwrap();
-    let variables = &mut docs[0]["spec"]["variables"];
-    for op in ops {
-        let path = op["path"].as_str().unwrap();
-        let (i, field) = path
-            .strip_prefix("/spec/variables/")
-            .unwrap()
-            .split_once('/')
-            .unwrap();
-        let i: usize = i.parse().unwrap();
-        match (op["op"].as_str().unwrap(), field) {
-            ("test", "name") => assert_eq!(op["value"], variables[i]["name"]),
-            ("replace", "expression") => variables[i]["expression"] = op["value"].clone(),
-            other => panic!("unexpected op {other:?}"),
-        }
-    }
-    docs
-}
-
 fn condition_cluster() -> KubeApiServer {
-    let s = KubeApiServer::with_policy(&condition_policy());
+    let s = KubeApiServer::with_policy(&kube::shipped_node_policy(Some("health-condition")));
     s.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
     // The kubelet's own condition and capacity.
     let a = s.merge_patch(

@@ -450,15 +450,7 @@ impl KubeApiServer {
 
     /// The shipped Node policy (deploy/base/admission-policy.yaml).
     pub fn with_shipped_node_policy() -> KubeApiServer {
-        let text = fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/admission-policy.yaml"),
-        )
-        .unwrap();
-        let docs: Vec<Value> = text
-            .split("\n---\n")
-            .map(|d| serde_saphyr::from_str::<Value>(d).unwrap())
-            .collect();
-        KubeApiServer::with_policy(&docs)
+        KubeApiServer::with_policy(&shipped_node_policy(None))
     }
 
     /// Widens the installed Node policy's `allowedKey` (the base's, as shipped) by one more
@@ -794,6 +786,46 @@ impl KubeApiServer {
 }
 
 /// The REST path of an object (core/v1, admissionregistration, nfd; cluster or namespaced).
+/// The shipped Node policy and its binding (deploy/base/admission-policy.yaml), changed by
+/// `component`'s JSON patch when given (deploy/components/COMPONENT: a `test` of a variable's
+/// name and a `replace` of its expression, applied as kustomize applies them): nvidia-gfd's
+/// `allowedKey`, health-condition's `allowedConditionType`.
+pub fn shipped_node_policy(component: Option<&str>) -> Vec<Value> {
+    let read = |rel: &str| {
+        let text = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap();
+        text.split("\n---\n")
+            .map(|d| serde_saphyr::from_str::<Value>(d).unwrap_or_else(|e| panic!("{rel}: {e}")))
+            .collect::<Vec<Value>>()
+    };
+    let mut docs = read("deploy/base/admission-policy.yaml");
+    let Some(component) = component else {
+        return docs;
+    };
+    let kustomization = read(&format!("deploy/components/{component}/kustomization.yaml"));
+    let patch = kustomization[0]["patches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["target"]["kind"] == "ValidatingAdmissionPolicy")
+        .unwrap_or_else(|| panic!("{component}: no patch of the policy"));
+    let ops: Vec<Value> = serde_saphyr::from_str(patch["patch"].as_str().unwrap()).unwrap();
+    let variables = &mut docs[0]["spec"]["variables"];
+    for op in ops {
+        let path = op["path"].as_str().unwrap();
+        let (i, field) = path
+            .strip_prefix("/spec/variables/")
+            .and_then(|rest| rest.split_once('/'))
+            .unwrap_or_else(|| panic!("unexpected path {path}"));
+        let i: usize = i.parse().unwrap();
+        match (op["op"].as_str().unwrap(), field) {
+            ("test", "name") => assert_eq!(op["value"], variables[i]["name"]),
+            ("replace", "expression") => variables[i]["expression"] = op["value"].clone(),
+            other => panic!("unexpected op {other:?}"),
+        }
+    }
+    docs
+}
+
 pub fn object_path(doc: &Value) -> String {
     let api_version = doc["apiVersion"].as_str().expect("apiVersion");
     let kind = doc["kind"].as_str().expect("kind");
