@@ -646,7 +646,13 @@ fn cmd_explain(
 fn cmd_rules_check(paths: &[PathBuf], strict: bool, format: ReportFormat) -> Result<u8, Error> {
     let (sources, read_errors) = RuleSet::load_paths(paths);
     let known: Vec<&str> = crate::features::CATALOG.iter().map(|(n, _)| *n).collect();
-    let report = crate::rules::check(&sources, &known);
+    let mut report = crate::rules::check(&sources, &known);
+    // A rule that writes a built-in label (gpu.health...): said here as the agent says it.
+    let mut with_builtin = crate::default_rules::sources();
+    with_builtin.extend(sources.iter().cloned());
+    report
+        .warnings
+        .extend(RuleSet::load(with_builtin).0.builtin_overrides());
     let warning = if strict { "error" } else { "warning" };
     let findings: Vec<(&str, &crate::rules::RuleLoadError)> = read_errors
         .iter()

@@ -357,10 +357,11 @@ enum Sink {
 }
 
 impl Sink {
-    /// The node sink's labels on the Node under our ownership (what the Node watch guards).
-    fn applied_labels(&self) -> Option<crate::output::LabelMap> {
+    /// What the node sink has on the Node: its labels, taints and condition (what the Node
+    /// watch guards).
+    fn guarded(&self) -> Option<node::Guarded> {
         match self {
-            Sink::Node(n) => n.applied_labels(),
+            Sink::Node(n) => n.guarded(),
             _ => None,
         }
     }
@@ -424,6 +425,7 @@ impl Sink {
                     diff,
                     conflicts: Vec::new(),
                     refused: Vec::new(),
+                    warnings: Vec::new(),
                 })
             }
         }
@@ -777,6 +779,7 @@ impl Daemon {
                 .errors
                 .iter()
                 .chain(&evaluated.rejected)
+                .chain(&evaluated.warnings)
                 .cloned()
                 .collect::<Vec<String>>(),
         );
@@ -823,6 +826,9 @@ impl Daemon {
         for r in &outcome.refused {
             metrics.label_refused.inc();
             tracing::warn!("{r}");
+        }
+        for w in &outcome.warnings {
+            tracing::warn!("{w}");
         }
         let sink = self.sink.name();
         match outcome.kind {
@@ -937,7 +943,7 @@ impl Daemon {
             let lost = self
                 .applied
                 .lock()
-                .map(|mut v| v.applied(self.sink.applied_labels(), self.sink.known_version()))
+                .map(|mut v| v.applied(self.sink.guarded(), self.sink.known_version()))
                 .unwrap_or(false);
             // This cycle saw every change before it: the pending events are answered.
             if let Some(ev) = events.as_mut() {

@@ -21,6 +21,22 @@ pub const COUNT_LABEL: &str = "feature.node.kubernetes.io/gpu.count";
 /// (deploy/components/health); `match` names it.
 pub const HEALTH_TAINT: &str = "feature.node.kubernetes.io/gpu-unhealthy";
 
+/// The most taints one rule set may ask for (the rules' taints beyond it are refused, naming the
+/// rule): a Node's taints are one list every scheduler decision walks, and the tracking
+/// annotation lists ours (64 taints of at most 253 + 1 + 63 + 63 + 16 bytes: under 26 KiB of
+/// the 256 KiB a Node's annotations may hold together).
+pub const MAX_TAINTS: usize = 64;
+
+/// GPU health as the `gpu.node` feature says it (`health`, `healthy_count`, `count`), for the
+/// `GPUHealthy` condition: not read back from the labels, which a site rule may override.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuHealth {
+    /// `ok`, or `degraded` (the feature's `health`).
+    pub health: String,
+    pub healthy: Option<String>,
+    pub count: Option<String>,
+}
+
 /// A taint as in a NodeFeatureRule (`key`, optional `value`, `effect`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct Taint {
@@ -44,4 +60,8 @@ pub struct NodeOutput {
     pub extended_resources: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub taints: Vec<Taint>,
+    /// The node's GPU health from the `gpu.node` feature (`None`: no GPU health on this node),
+    /// what the `GPUHealthy` condition says; not part of `-o json` (the labels say it there).
+    #[serde(skip)]
+    pub health: Option<GpuHealth>,
 }

@@ -147,7 +147,7 @@ pub fn report(e: &Evaluated) {
     for n in &e.notes {
         tracing::info!("{n}");
     }
-    for m in e.errors.iter().chain(&e.rejected) {
+    for m in e.errors.iter().chain(&e.rejected).chain(&e.warnings) {
         tracing::warn!("{m}");
     }
 }

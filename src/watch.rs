@@ -5,13 +5,15 @@
 //! becomes an `Event` on one channel; the daemon coalesces them (`Coalescer`) so that a burst is
 //! one relabel, at most one a second.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
+
+use crate::publish::node::Guarded;
 
 /// Where an event came from (`gpu_labeler_events_total{source}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -344,11 +346,6 @@ pub async fn forward_uevents(fd: OwnedFd, events: UnboundedSender<Event>) {
     }
 }
 
-/// Whether `node`'s labels still carry every label we applied, with our value.
-pub fn carries(node: &BTreeMap<String, String>, ours: &BTreeMap<String, String>) -> bool {
-    ours.iter().all(|(k, v)| node.get(k) == Some(v))
-}
-
 /// The server-side timeout of one watch request (the API server caps it near 5 minutes).
 pub const WATCH_SECONDS: u32 = 290;
 
@@ -435,12 +432,12 @@ pub async fn watch_node(
     }
 }
 
-/// The labels the daemon applied to its Node and the labels the Node watch last saw, each
-/// with the Node's resourceVersion then.
+/// What the daemon has on its Node (labels, taints, condition: `Guarded`) and the Node as the
+/// watch last saw it, each with the Node's resourceVersion then.
 #[derive(Debug, Default)]
 pub struct NodeView {
-    applied: Option<(BTreeMap<String, String>, Option<u64>)>,
-    seen: Option<(BTreeMap<String, String>, Option<u64>)>,
+    applied: Option<(Guarded, Option<u64>)>,
+    seen: Option<(Guarded, Option<u64>)>,
 }
 
 /// Whether a view of the Node at `seen` can say something of a write at `written`: not when
@@ -453,26 +450,23 @@ fn not_older(seen: Option<u64>, written: Option<u64>) -> bool {
 }
 
 impl NodeView {
-    /// The watch saw the Node with `labels` at `version`: whether they lack or changed ours.
-    pub fn saw(&mut self, labels: BTreeMap<String, String>, version: Option<u64>) -> bool {
+    /// The watch saw the Node as `node` at `version`: whether it lacks or changed ours.
+    pub fn saw(&mut self, node: Guarded, version: Option<u64>) -> bool {
         let lost = self
             .applied
             .as_ref()
-            .is_some_and(|(o, v)| not_older(version, *v) && !carries(&labels, o));
-        self.seen = Some((labels, version));
+            .is_some_and(|(o, v)| not_older(version, *v) && !node.carries(o));
+        self.seen = Some((node, version));
         lost
     }
 
-    /// The daemon applied `labels` (`None`: it does not know), the Node at `version` then:
-    /// whether the Node as the watch last saw it, if that is not older, lacks or changed them.
-    pub fn applied(
-        &mut self,
-        labels: Option<BTreeMap<String, String>>,
-        version: Option<u64>,
-    ) -> bool {
-        self.applied = labels.map(|l| (l, version));
+    /// The daemon left `ours` on the Node (`None`: it does not know), the Node at `version`
+    /// then: whether the Node as the watch last saw it, if that is not older, lacks or changed
+    /// any of it.
+    pub fn applied(&mut self, ours: Option<Guarded>, version: Option<u64>) -> bool {
+        self.applied = ours.map(|o| (o, version));
         match (&self.applied, &self.seen) {
-            (Some((o, v)), Some((seen, sv))) => not_older(*sv, *v) && !carries(seen, o),
+            (Some((o, v)), Some((seen, sv))) => not_older(*sv, *v) && !seen.carries(o),
             _ => false,
         }
     }
@@ -526,11 +520,11 @@ async fn watch_once(
             *version = v;
         }
         let at = crate::publish::node::version_of(&n);
-        let labels = n.metadata.labels.unwrap_or_default();
-        let lost = ours.lock().map(|mut v| v.saw(labels, at)).unwrap_or(false);
+        let seen = Guarded::of_node(&n);
+        let lost = ours.lock().map(|mut v| v.saw(seen, at)).unwrap_or(false);
         if lost {
             tracing::info!(
-                "node {node}: some of our labels were removed or changed by someone else"
+                "node {node}: some of our labels, taints or condition were removed or changed by someone else"
             );
             events
                 .send(Event {
@@ -547,18 +541,23 @@ async fn watch_once(
 mod tests {
     use super::*;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+    fn labels(pairs: &[(&str, &str)]) -> Guarded {
+        Guarded {
+            labels: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Guarded::default()
+        }
     }
 
     #[test]
     fn a_change_between_our_write_and_noting_it_is_caught_whichever_side_comes_second() {
         let ours = labels(&[("a", "1"), ("b", "2")]);
         let mut kubelet_too = ours.clone();
-        kubelet_too.insert("kubernetes.io/os".into(), "linux".into());
+        kubelet_too
+            .labels
+            .insert("kubernetes.io/os".into(), "linux".into());
         let without_b = labels(&[("a", "1"), ("kubernetes.io/os", "linux")]);
 
         // The watch sees our write (version 22), then someone removes b (23), before the
@@ -587,6 +586,43 @@ mod tests {
         let mut v = NodeView::default();
         assert!(!v.applied(Some(ours), None));
         assert!(v.saw(without_b, None));
+    }
+
+    #[test]
+    fn a_taint_or_condition_of_ours_changed_by_someone_else_is_a_loss() {
+        let ours = Guarded {
+            labels: labels(&[("a", "1")]).labels,
+            taints: vec!["feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule".into()],
+            condition: Some("False/GPUsDegraded/7 of 8 GPUs healthy".into()),
+        };
+        let mut node = ours.clone();
+        node.taints.insert(0, "dedicated=ml:NoSchedule".into());
+        let mut v = NodeView::default();
+        assert!(!v.applied(Some(ours.clone()), Some(5)));
+        // Someone else's taint added: still ours all there.
+        assert!(!v.saw(node.clone(), Some(6)));
+        // Our taint removed.
+        let mut untainted = node.clone();
+        untainted.taints.pop();
+        assert!(v.saw(untainted, Some(7)));
+        // Our condition set to True by someone else.
+        let mut healthy = node.clone();
+        healthy.condition = Some("True/GPUsHealthy/8 of 8 GPUs healthy".into());
+        assert!(v.saw(healthy, Some(8)));
+        // A condition we do not write: no opinion on the Node's.
+        let mut v = NodeView::default();
+        let no_condition = Guarded {
+            condition: None,
+            ..ours.clone()
+        };
+        assert!(!v.applied(Some(no_condition), Some(5)));
+        assert!(!v.saw(
+            Guarded {
+                condition: Some("True/x/y".into()),
+                ..node
+            },
+            Some(6)
+        ));
     }
 
     #[test]

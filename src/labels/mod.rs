@@ -6,7 +6,7 @@
 
 use crate::config::Config;
 use crate::features::FeatureSet;
-use crate::output::{LabelMap, NodeOutput};
+use crate::output::{GpuHealth, LabelMap, NodeOutput};
 use crate::rules::RuleSet;
 use crate::validate;
 
@@ -24,6 +24,8 @@ pub struct Evaluated {
     pub rejected: Vec<String>,
     /// Informational notes (e.g. ignored `deviceLabelFields`).
     pub notes: Vec<String>,
+    /// Worth a warning, though nothing was refused: a site rule that writes a built-in label.
+    pub warnings: Vec<String>,
 }
 
 /// The built-in part of the program that writes `key`, in words (for `match`'s hints); rules
@@ -85,10 +87,24 @@ pub fn evaluate_node(features: &FeatureSet, config: &Config, rules: &RuleSet) ->
     Evaluated {
         output: NodeOutput {
             labels,
+            health: gpu_health(features),
             ..eval.output
         },
         errors: eval.errors.iter().map(ToString::to_string).collect(),
         rejected,
         notes,
+        warnings: eval.warnings,
     }
+}
+
+/// The node's GPU health as the `gpu.node` feature says it (what the `GPUHealthy` condition
+/// follows): the built-in `gpu.health` label says the same unless a rule overrides it.
+pub fn gpu_health(features: &FeatureSet) -> Option<GpuHealth> {
+    let node = crate::discover::gpu::GPU_NODE;
+    let attr = |a: &str| features.attribute(node, a).map(str::to_string);
+    Some(GpuHealth {
+        health: attr("health")?,
+        healthy: attr("healthy_count"),
+        count: attr("count"),
+    })
 }

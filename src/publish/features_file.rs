@@ -95,6 +95,7 @@ impl FeaturesFileSink {
                 diff,
                 conflicts: Vec::new(),
                 refused: Vec::new(),
+                warnings: Vec::new(),
             });
         }
         write_atomically(&self.path, &content).map_err(|e| {
@@ -105,6 +106,7 @@ impl FeaturesFileSink {
             diff,
             conflicts: Vec::new(),
             refused: Vec::new(),
+            warnings: Vec::new(),
         })
     }
 }

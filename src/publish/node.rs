@@ -56,7 +56,7 @@ impl Owned {
         match c.kind {
             FieldKind::Label => self.labels.remove(&c.key),
             FieldKind::Annotation => self.annotations.remove(&c.key),
-            FieldKind::Taint => None,
+            FieldKind::Taint | FieldKind::Condition => None,
         };
     }
 }
@@ -66,14 +66,17 @@ pub enum FieldKind {
     Label,
     Annotation,
     Taint,
+    /// The `GPUHealthy` condition.
+    Condition,
 }
 
 impl FieldKind {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             FieldKind::Label => "label",
             FieldKind::Annotation => "annotation",
             FieldKind::Taint => "taint",
+            FieldKind::Condition => "condition",
         }
     }
 }
@@ -181,6 +184,9 @@ pub struct Outcome {
     /// Keys left out because the admission policy refused the apply that carried them, with
     /// the policy's message (reported once per change, when found).
     pub refused: Vec<Refused>,
+    /// What is wrong on the Node besides (a tracking annotation not to be trusted), each said
+    /// once per change.
+    pub warnings: Vec<String>,
 }
 
 impl Outcome {
@@ -190,6 +196,7 @@ impl Outcome {
             diff: LabelDiff::default(),
             conflicts: Vec::new(),
             refused: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -206,8 +213,14 @@ pub struct Refused {
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.kind == FieldKind::Taint {
-            return write!(f, "taint {} left out: {}", self.key, self.message);
+        if matches!(self.kind, FieldKind::Taint | FieldKind::Condition) {
+            return write!(
+                f,
+                "{} {} left out: {}",
+                self.kind.as_str(),
+                self.key,
+                self.message
+            );
         }
         write!(
             f,
@@ -487,6 +500,9 @@ pub(crate) struct Extras {
     pub taints: Vec<NodeTaint>,
     /// The tracking annotation's value: the taints we put there.
     pub tracked: Option<String>,
+    /// Another field manager that wrote the tracking annotation: then it is not ours
+    /// (`taints::tracked`), and it is neither trusted nor written.
+    pub tracked_by: Option<String>,
     pub condition: Option<NodeCondition>,
 }
 
@@ -504,6 +520,7 @@ impl Extras {
                 .as_ref()
                 .and_then(|a| a.get(taints::TAINTS_ANNOTATION))
                 .cloned(),
+            tracked_by: taints::annotation_written_by(node, FIELD_MANAGER),
             condition: node
                 .status
                 .as_ref()
@@ -512,6 +529,77 @@ impl Extras {
                 .cloned(),
         }
     }
+}
+
+impl Extras {
+    /// The taints of ours the tracking annotation lets the sink (or `prune`) remove.
+    pub(crate) fn ours(&self) -> taints::Tracked {
+        taints::tracked(self.tracked.as_deref(), self.tracked_by.as_deref())
+    }
+
+    /// Whether the tracking annotation is ours to write or remove: absent, or written by
+    /// gpu-labeler alone.
+    fn annotation_ours(&self) -> bool {
+        self.tracked_by.is_none()
+    }
+}
+
+/// What the sink has on the Node as it last left it, for the Node watch to guard
+/// (`watch::NodeView`): our labels, our taints, our condition. A change someone else makes to
+/// any of them wakes the daemon, which reads the Node and puts them back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Guarded {
+    pub labels: LabelMap,
+    /// `key=value:effect` of each taint.
+    pub taints: Vec<String>,
+    /// `status/reason/message` of the `GPUHealthy` condition.
+    pub condition: Option<String>,
+}
+
+fn condition_words(c: &NodeCondition) -> String {
+    format!(
+        "{}/{}/{}",
+        c.status,
+        c.reason.as_deref().unwrap_or(""),
+        c.message.as_deref().unwrap_or("")
+    )
+}
+
+fn taint_words(t: &NodeTaint) -> String {
+    format!(
+        "{}={}:{}",
+        t.key,
+        t.value.as_deref().unwrap_or(""),
+        t.effect
+    )
+}
+
+impl Guarded {
+    /// The same parts of a Node, whole: all its labels, all its taints, its `GPUHealthy`.
+    pub fn of_node(node: &Node) -> Guarded {
+        let extras = Extras::of(node);
+        Guarded {
+            labels: node.metadata.labels.clone().unwrap_or_default(),
+            taints: extras.taints.iter().map(taint_words).collect(),
+            condition: extras.condition.as_ref().map(condition_words),
+        }
+    }
+
+    /// Whether this view of the Node still carries everything of `ours`.
+    pub fn carries(&self, ours: &Guarded) -> bool {
+        ours.labels
+            .iter()
+            .all(|(k, v)| self.labels.get(k) == Some(v))
+            && ours.taints.iter().all(|t| self.taints.contains(t))
+            && (ours.condition.is_none() || self.condition == ours.condition)
+    }
+}
+
+/// Whether a failed write may succeed when tried again: not a 4xx that says the request itself
+/// is wrong (invalid, too large, forbidden), which is refused and not retried until what is
+/// wanted changes.
+fn retryable(e: &PublishError) -> bool {
+    e.reason != "client"
 }
 
 /// What the node sink writes besides labels and annotations (`publish.taints` and
@@ -537,6 +625,14 @@ pub struct NodeSink {
     writes: NodeWrites,
     /// The taints last left out for their namespace (reported when they change).
     refused_taints: Vec<Taint>,
+    /// The tracking annotation's entries last ignored (reported when they change).
+    ignored_entries: Vec<String>,
+    /// The taints (condition) whose write the API server refused for good (a 4xx that is not
+    /// a conflict): not tried again until they change or the Node is read again.
+    taints_refused: Option<Vec<Taint>>,
+    condition_refused: Option<Option<NodeCondition>>,
+    /// Our taints and condition as the last publish left them on the Node (for `guarded`).
+    extras_placed: (Vec<String>, Option<String>),
 }
 
 /// Taints as kubectl shows them: `key=value:effect, ...`.
@@ -567,6 +663,10 @@ impl NodeSink {
             admits: None,
             writes: NodeWrites::default(),
             refused_taints: Vec::new(),
+            ignored_entries: Vec::new(),
+            taints_refused: None,
+            condition_refused: None,
+            extras_placed: (Vec::new(), None),
         }
     }
 
@@ -587,15 +687,23 @@ impl NodeSink {
         &self.node
     }
 
-    /// Forget what is known so that the next publish reads the Node again.
+    /// Forget what is known so that the next publish reads the Node again (and tries again a
+    /// write the API server refused).
     pub fn forget(&mut self) {
         self.known = None;
+        self.taints_refused = None;
+        self.condition_refused = None;
     }
 
-    /// The labels the Node holds under our ownership, as far as the sink knows (`None` right
-    /// after `forget`, before the next read).
-    pub fn applied_labels(&self) -> Option<LabelMap> {
-        self.known.as_ref().map(|k| k.ours.labels.clone())
+    /// What the Node holds of ours as the sink last left it: the labels under our ownership,
+    /// and the taints and condition the config has us write (`None` right after `forget`).
+    pub fn guarded(&self) -> Option<Guarded> {
+        let known = self.known.as_ref()?;
+        Some(Guarded {
+            labels: known.ours.labels.clone(),
+            taints: self.extras_placed.0.clone(),
+            condition: self.extras_placed.1.clone(),
+        })
     }
 
     /// The Node's resourceVersion when it was last read or written: a watch event older than
@@ -711,6 +819,9 @@ impl NodeSink {
 
     /// After the labels: the taints and the condition, when the config asks for them (and our
     /// taints removed once when it no longer does). Marks the outcome written when either was.
+    /// Each goes on its own: a failure of the taints never keeps the condition from being
+    /// written. A write the API server refuses for good is reported once, not retried; another
+    /// failure is returned (the daemon retries with backoff) after the rest was written.
     async fn publish_extras(
         &mut self,
         known: &mut Known,
@@ -719,6 +830,11 @@ impl NodeSink {
         dry_run: bool,
         mut outcome: Outcome,
     ) -> Result<Outcome, PublishError> {
+        let written = if dry_run {
+            OutcomeKind::DryRun
+        } else {
+            OutcomeKind::Written
+        };
         let mut wanted_taints = Vec::new();
         if self.writes.taints {
             let (allowed, refused): (Vec<Taint>, Vec<Taint>) = desired
@@ -736,40 +852,88 @@ impl NodeSink {
             }
             wanted_taints = allowed;
         }
-        // Off, and none of ours on the Node: the taints are not ours to look at.
-        if self.writes.taints || known.extras.tracked.is_some() {
-            let changed = self
-                .sync_taints(known, want, &wanted_taints, dry_run)
-                .await?;
-            if changed {
-                outcome.kind = if dry_run {
-                    OutcomeKind::DryRun
-                } else {
-                    OutcomeKind::Written
-                };
+        let ignored = known.extras.ours().ignored;
+        if ignored != self.ignored_entries {
+            outcome.warnings.extend(ignored.iter().cloned());
+            self.ignored_entries = ignored;
+        }
+        let mut failed = None;
+        // Off: only our own annotation is looked at, to take off what it validly lists.
+        let ours_listed = known.extras.tracked.is_some() && known.extras.annotation_ours();
+        if (self.writes.taints || ours_listed)
+            && self.taints_refused.as_ref() != Some(&wanted_taints)
+        {
+            match self.sync_taints(known, want, &wanted_taints, dry_run).await {
+                Ok(true) => outcome.kind = written,
+                Ok(false) => {}
+                Err(e) if !retryable(&e) => {
+                    outcome.refused.push(Refused {
+                        kind: FieldKind::Taint,
+                        key: format!(
+                            "[{}]",
+                            taints::annotation_value(&wanted_taints).unwrap_or_default()
+                        ),
+                        message: format!("{e}; not tried again until the taints change"),
+                    });
+                    self.taints_refused = Some(wanted_taints.clone());
+                }
+                Err(e) => failed = Some(e),
             }
         }
+        let mut condition = None;
         if self.writes.condition {
-            let condition = taints::desired_condition(&desired.labels);
-            if !taints::condition_current(known.extras.condition.as_ref(), condition.as_ref()) {
+            condition = taints::desired_condition(desired.health.as_ref());
+            if !taints::condition_current(known.extras.condition.as_ref(), condition.as_ref())
+                && self.condition_refused.as_ref() != Some(&condition)
+            {
                 if dry_run {
                     tracing::info!(
                         "dry run: would set the {} condition",
                         taints::CONDITION_TYPE
                     );
-                    known.extras.condition = condition;
-                    outcome.kind = OutcomeKind::DryRun;
+                    known.extras.condition = condition.clone();
+                    outcome.kind = written;
                 } else {
-                    let node = self
-                        .patch_condition(known.extras.condition.as_ref(), condition.as_ref())
-                        .await?;
-                    known.version = version_of(&node).or(known.version);
-                    known.extras = Extras::of(&node);
-                    outcome.kind = OutcomeKind::Written;
+                    let have = known.extras.condition.clone();
+                    match self
+                        .patch_condition(have.as_ref(), condition.as_ref())
+                        .await
+                    {
+                        Ok(node) => {
+                            known.version = version_of(&node).or(known.version);
+                            known.extras = Extras::of(&node);
+                            outcome.kind = written;
+                        }
+                        Err(e) if !retryable(&e) => {
+                            outcome.refused.push(Refused {
+                                kind: FieldKind::Condition,
+                                key: taints::CONDITION_TYPE.into(),
+                                message: format!("{e}; not tried again until it changes"),
+                            });
+                            self.condition_refused = Some(condition.clone());
+                        }
+                        Err(e) => failed = failed.or(Some(e)),
+                    }
                 }
             }
         }
-        Ok(outcome)
+        // What of ours is on the Node now, as we want it: what the Node watch guards.
+        let on_node: Vec<String> = known.extras.taints.iter().map(taint_words).collect();
+        self.extras_placed = (
+            wanted_taints
+                .iter()
+                .map(|t| format!("{}={}:{}", t.key, t.value, t.effect))
+                .filter(|t| on_node.contains(t))
+                .collect(),
+            condition
+                .filter(|c| taints::condition_current(known.extras.condition.as_ref(), Some(c)))
+                .as_ref()
+                .map(condition_words),
+        );
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(outcome),
+        }
     }
 
     /// Brings our taints on the Node to `wanted` by a read-modify-write of `spec.taints` and
@@ -783,16 +947,15 @@ impl NodeSink {
         dry_run: bool,
     ) -> Result<bool, PublishError> {
         for _ in 0..MAX_TAINT_ROUNDS {
-            let (before, bad) =
-                taints::parse_annotation(known.extras.tracked.as_deref().unwrap_or(""));
-            for b in &bad {
-                tracing::warn!(
-                    "annotation {}: entry {b:?} is not a taint (key=value:effect); ignored",
-                    taints::TAINTS_ANNOTATION
-                );
-            }
+            // Only what our own annotation validly lists is ours to take off (the sink reports
+            // the rest); another manager's annotation is left as it is.
+            let before = known.extras.ours().taints;
             let next = taints::merged(&known.extras.taints, &before, wanted);
-            let annotation = taints::annotation_value(wanted);
+            let annotation = if known.extras.annotation_ours() {
+                taints::annotation_value(wanted)
+            } else {
+                known.extras.tracked.clone()
+            };
             if next == known.extras.taints && annotation == known.extras.tracked {
                 return Ok(false);
             }
@@ -858,7 +1021,7 @@ impl NodeSink {
     pub async fn remove_extras(&mut self, condition: bool) -> Result<(), PublishError> {
         let want = Owned::default();
         let mut known = self.read(&want).await?;
-        if known.extras.tracked.is_some() {
+        if known.extras.tracked.is_some() && known.extras.annotation_ours() {
             self.sync_taints(&mut known, &want, &[], false).await?;
         }
         if condition {
@@ -937,7 +1100,7 @@ impl NodeSink {
                 kind: OutcomeKind::DryRun,
                 diff,
                 conflicts,
-                refused: Vec::new(),
+                ..Outcome::unchanged()
             });
         }
         let mut refused: Vec<Refused> = Vec::new();
@@ -955,6 +1118,7 @@ impl NodeSink {
                         diff,
                         conflicts,
                         refused,
+                        warnings: Vec::new(),
                     });
                 }
                 // Denied by the admission policy: once, publish only what it is known to

@@ -185,6 +185,7 @@ impl NodeFeatureSink {
                 diff,
                 conflicts: Vec::new(),
                 refused: Vec::new(),
+                warnings: Vec::new(),
             });
         }
         let what = format!("apply nodefeature {}/{}", self.namespace, self.node);
@@ -211,6 +212,7 @@ impl NodeFeatureSink {
                     diff,
                     conflicts: Vec::new(),
                     refused: Vec::new(),
+                    warnings: Vec::new(),
                 })
             }
             Err(e) => {

@@ -82,7 +82,7 @@ fn applied_keys(node: &Node) -> Vec<Key> {
     ] {
         for (k, v) in map {
             keys.push(Key {
-                kind: kind_name(kind),
+                kind: kind.as_str(),
                 key: k.clone(),
                 value: v.clone(),
                 effect: None,
@@ -93,20 +93,22 @@ fn applied_keys(node: &Node) -> Vec<Key> {
     keys
 }
 
-/// `Key::kind` of the `GPUHealthy` condition (the others are `FieldKind`s).
-const CONDITION: &str = "condition";
-
-/// The taints of ours on `node` (those the tracking annotation lists that are there), the
-/// annotation itself, and a `GPUHealthy` condition our field manager wrote.
+/// The taints of ours on `node` (those our own tracking annotation validly lists that are
+/// there, `Extras::ours`), the annotation itself, and a `GPUHealthy` condition our field
+/// manager wrote. Another manager's annotation is not ours: neither it nor what it lists.
 fn plan_extras(node: &Node) -> Vec<Key> {
     let extras = Extras::of(node);
     let mut keys = Vec::new();
-    if let Some(tracked) = &extras.tracked {
-        let (ours, _) = taints::parse_annotation(tracked);
+    if let Some(tracked) = extras
+        .tracked
+        .as_ref()
+        .filter(|_| extras.tracked_by.is_none())
+    {
+        let ours = extras.ours().taints;
         for t in &extras.taints {
             if ours.iter().any(|o| o.key == t.key && o.effect == t.effect) {
                 keys.push(Key {
-                    kind: kind_name(FieldKind::Taint),
+                    kind: FieldKind::Taint.as_str(),
                     key: t.key.clone(),
                     value: t.value.clone().unwrap_or_default(),
                     effect: Some(t.effect.clone()),
@@ -115,7 +117,7 @@ fn plan_extras(node: &Node) -> Vec<Key> {
             }
         }
         keys.push(Key {
-            kind: kind_name(FieldKind::Annotation),
+            kind: FieldKind::Annotation.as_str(),
             key: taints::TAINTS_ANNOTATION.into(),
             value: tracked.clone(),
             effect: None,
@@ -126,7 +128,7 @@ fn plan_extras(node: &Node) -> Vec<Key> {
         && taints::condition_written_by(node, FIELD_MANAGER)
     {
         keys.push(Key {
-            kind: CONDITION,
+            kind: FieldKind::Condition.as_str(),
             key: c.type_.clone(),
             value: c.status.clone(),
             effect: None,
@@ -134,14 +136,6 @@ fn plan_extras(node: &Node) -> Vec<Key> {
         });
     }
     keys
-}
-
-fn kind_name(kind: FieldKind) -> &'static str {
-    match kind {
-        FieldKind::Label => "label",
-        FieldKind::Annotation => "annotation",
-        FieldKind::Taint => "taint",
-    }
 }
 
 /// Which Nodes to prune.
@@ -250,7 +244,9 @@ async fn prune_node(client: &Client, req: &Request, p: &mut NodePrune) -> Result
         if !extras.is_empty() {
             // The sink's own read-modify-write: a change made in between is read again and
             // merged, never overwritten.
-            let condition = extras.iter().any(|k| k.kind == CONDITION);
+            let condition = extras
+                .iter()
+                .any(|k| k.kind == FieldKind::Condition.as_str());
             NodeSink::new(client.clone(), p.node.clone(), req.timeout)
                 .remove_extras(condition)
                 .await

@@ -12,7 +12,7 @@
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint as NodeTaint};
 use serde_json::{Value, json};
 
-use crate::output::{COUNT_LABEL, HEALTH_LABEL, HEALTHY_COUNT_LABEL, LabelMap, Taint};
+use crate::output::{GpuHealth, MAX_TAINTS, Taint};
 use crate::validate::{FEATURE_NS, namespace, namespace_matches};
 
 /// The annotation that records the taints the agent put on the Node (NFD's master keeps
@@ -58,6 +58,89 @@ pub fn annotation_value(taints: &[Taint]) -> Option<String> {
             .join(","),
     )
 }
+
+/// The taints of the tracking annotation that are gpu-labeler's to remove, and the entries
+/// ignored, each with why (reported once, never acted on).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tracked {
+    pub taints: Vec<Taint>,
+    pub ignored: Vec<String>,
+}
+
+/// What the tracking annotation may make the agent (or `prune`) remove: only entries that are
+/// taints it could have written (`allowed_taint_key`, a real effect), at most `MAX_TAINTS` of
+/// them, and none at all when another field manager wrote the annotation (`written_by`): the
+/// agent's token, an admin or another tool can write any value there, and a planted
+/// `dedicated=ml:NoSchedule` must not take an admin's taint off the Node.
+pub fn tracked(value: Option<&str>, written_by: Option<&str>) -> Tracked {
+    let Some(value) = value else {
+        return Tracked::default();
+    };
+    if let Some(other) = written_by {
+        return Tracked {
+            taints: Vec::new(),
+            ignored: vec![format!(
+                "annotation {TAINTS_ANNOTATION} was written by field manager {other:?}, not gpu-labeler: none of its entries is trusted, and it is left as it is"
+            )],
+        };
+    }
+    let (parsed, bad) = parse_annotation(value);
+    let mut out = Tracked {
+        taints: Vec::new(),
+        ignored: bad
+            .into_iter()
+            .map(|b| {
+                format!(
+                    "annotation {TAINTS_ANNOTATION}: entry {:?} is not a taint (key=value:effect); ignored",
+                    crate::validate::elide(&b, 100)
+                )
+            })
+            .collect(),
+    };
+    for t in parsed {
+        let why = if !allowed_taint_key(&t.key) {
+            Some(
+                "not in feature.node.kubernetes.io or a sub-domain, so not a taint gpu-labeler writes",
+            )
+        } else if !EFFECTS.contains(&t.effect.as_str()) {
+            Some("not a taint effect (NoSchedule, PreferNoSchedule or NoExecute)")
+        } else if out.taints.len() >= MAX_TAINTS {
+            Some("more entries than the 64 taints gpu-labeler writes at most")
+        } else {
+            None
+        };
+        match why {
+            Some(why) => out.ignored.push(format!(
+                "annotation {TAINTS_ANNOTATION}: entry {:?} ignored: {why}",
+                crate::validate::elide(&taint_string(&t), 100)
+            )),
+            None => out.taints.push(t),
+        }
+    }
+    out
+}
+
+/// The field manager other than `ours` that wrote the tracking annotation on `node`, if any
+/// (its managedFields entry lists the annotation's key).
+pub fn annotation_written_by(node: &Node, ours: &str) -> Option<String> {
+    let key = format!("f:{TAINTS_ANNOTATION}");
+    node.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|m| {
+            m.manager.as_deref() != Some(ours)
+                && m.fields_v1
+                    .as_ref()
+                    .and_then(|f| f.0.pointer("/f:metadata/f:annotations"))
+                    .and_then(Value::as_object)
+                    .is_some_and(|a| a.contains_key(&key))
+        })
+        .map(|m| m.manager.clone().unwrap_or_default())
+}
+
+/// A taint's effects, as the API server knows them.
+const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 /// The taints an annotation value lists; an entry that does not parse is skipped (and
 /// reported), so that a hand-edited annotation cannot stop the sink.
@@ -127,20 +210,25 @@ pub fn merged(node: &[NodeTaint], before: &[Taint], want: &[Taint]) -> Vec<NodeT
     out
 }
 
-/// The `GPUHealthy` condition the labels call for (`None`: no GPU health on this node, and no
-/// condition of ours): `True` when `gpu.health` is `ok`, `False` when `degraded`, `Unknown` for
-/// any other value; the message counts the healthy GPUs.
-pub fn desired_condition(labels: &LabelMap) -> Option<NodeCondition> {
-    let health = labels.get(HEALTH_LABEL)?;
+/// The `GPUHealthy` condition the node's GPU health calls for (`None`: no GPU health on this
+/// node, and no condition of ours): `True` when the `gpu.node` feature says `ok`, `False` when
+/// `degraded`, `Unknown` for any other value; the message counts the healthy GPUs. From the
+/// feature, not the labels: a site rule that writes `gpu.health: ok` does not hide a fault here.
+pub fn desired_condition(health: Option<&GpuHealth>) -> Option<NodeCondition> {
+    let GpuHealth {
+        health,
+        healthy,
+        count,
+    } = health?;
     let (status, reason) = match health.as_str() {
         "ok" => ("True", "GPUsHealthy"),
         "degraded" => ("False", "GPUsDegraded"),
         _ => ("Unknown", "GPUHealthUnknown"),
     };
-    let message = match (labels.get(HEALTHY_COUNT_LABEL), labels.get(COUNT_LABEL)) {
+    let message = match (healthy, count) {
         (Some(h), Some(n)) => format!("{h} of {n} GPUs healthy"),
         (Some(h), None) => format!("{h} GPUs healthy"),
-        _ => format!("GPU health {health}"),
+        _ => format!("GPU health {}", crate::validate::elide(health, 63)),
     };
     Some(NodeCondition {
         type_: CONDITION_TYPE.to_string(),
@@ -351,12 +439,11 @@ mod tests {
     }
 
     #[test]
-    fn the_condition_follows_the_health_labels() {
-        let labels = |pairs: &[(&str, &str)]| -> LabelMap {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
+    fn the_condition_follows_the_gpu_node_health() {
+        let h = |health: &str, healthy: Option<&str>, count: Option<&str>| GpuHealth {
+            health: health.into(),
+            healthy: healthy.map(Into::into),
+            count: count.map(Into::into),
         };
         let c = |s: &str, r: &str, m: &str| NodeCondition {
             type_: "GPUHealthy".into(),
@@ -366,22 +453,67 @@ mod tests {
             last_heartbeat_time: None,
             last_transition_time: None,
         };
-        assert_eq!(desired_condition(&labels(&[])), None);
+        assert_eq!(desired_condition(None), None);
         assert_eq!(
-            desired_condition(&labels(&[
-                (HEALTH_LABEL, "degraded"),
-                (HEALTHY_COUNT_LABEL, "7"),
-                (COUNT_LABEL, "8")
-            ])),
+            desired_condition(Some(&h("degraded", Some("7"), Some("8")))),
             Some(c("False", "GPUsDegraded", "7 of 8 GPUs healthy"))
         );
         assert_eq!(
-            desired_condition(&labels(&[(HEALTH_LABEL, "ok")])),
+            desired_condition(Some(&h("ok", None, None))),
             Some(c("True", "GPUsHealthy", "GPU health ok"))
         );
         assert_eq!(
-            desired_condition(&labels(&[(HEALTH_LABEL, "odd")])),
+            desired_condition(Some(&h("odd", None, None))),
             Some(c("Unknown", "GPUHealthUnknown", "GPU health odd"))
         );
+    }
+
+    #[test]
+    fn only_valid_entries_of_our_own_annotation_are_trusted() {
+        // Another manager's annotation: nothing of it, whatever it lists.
+        assert_eq!(
+            tracked(
+                Some("feature.node.kubernetes.io/x=1:NoSchedule"),
+                Some("kubectl-annotate")
+            ),
+            Tracked {
+                taints: vec![],
+                ignored: vec![
+                    "annotation gpu-labeler.feature.node.kubernetes.io/taints was written by field manager \"kubectl-annotate\", not gpu-labeler: none of its entries is trusted, and it is left as it is".into()
+                ],
+            }
+        );
+        // Ours: the entries gpu-labeler could have written, the rest ignored with why.
+        assert_eq!(
+            tracked(
+                Some("dedicated=ml:NoSchedule,feature.node.kubernetes.io/x=1:NoSchedule,gpu.feature.node.kubernetes.io/y:Sometimes,junk"),
+                None
+            ),
+            Tracked {
+                taints: vec![t("feature.node.kubernetes.io/x", "1", "NoSchedule")],
+                ignored: vec![
+                    "annotation gpu-labeler.feature.node.kubernetes.io/taints: entry \"junk\" is not a taint (key=value:effect); ignored".into(),
+                    "annotation gpu-labeler.feature.node.kubernetes.io/taints: entry \"dedicated=ml:NoSchedule\" ignored: not in feature.node.kubernetes.io or a sub-domain, so not a taint gpu-labeler writes".into(),
+                    "annotation gpu-labeler.feature.node.kubernetes.io/taints: entry \"gpu.feature.node.kubernetes.io/y:Sometimes\" ignored: not a taint effect (NoSchedule, PreferNoSchedule or NoExecute)".into(),
+                ],
+            }
+        );
+        // At most MAX_TAINTS of them.
+        let many: Vec<String> = (0..70)
+            .map(|i| format!("feature.node.kubernetes.io/t{i}:NoSchedule"))
+            .collect();
+        let got = tracked(Some(&many.join(",")), None);
+        assert_eq!(got.taints.len(), MAX_TAINTS);
+        assert_eq!(
+            got.taints[63],
+            t("feature.node.kubernetes.io/t63", "", "NoSchedule")
+        );
+        assert_eq!(
+            got.ignored,
+            (64..70)
+                .map(|i| format!("annotation gpu-labeler.feature.node.kubernetes.io/taints: entry \"feature.node.kubernetes.io/t{i}:NoSchedule\" ignored: more entries than the 64 taints gpu-labeler writes at most"))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(tracked(None, None), Tracked::default());
     }
 }

@@ -13,7 +13,7 @@ use super::source::{RuleLoadError, RuleSource, read_objects, rule_files};
 use super::template::RuleTemplate;
 use crate::config::LabelPolicy;
 use crate::features::FeatureSet;
-use crate::output::{NodeOutput, Taint};
+use crate::output::{MAX_TAINTS, NodeOutput, Taint};
 use crate::validate::{
     FEATURE_NS, validate_annotation, validate_extended_resource, validate_label, validate_taint,
 };
@@ -115,6 +115,19 @@ pub struct Evaluation {
     pub output: NodeOutput,
     pub errors: Vec<RuleRuntimeError>,
     pub rejected: Vec<RejectedLabel>,
+    /// A site rule that writes a label of the built-in rules (its value replaces the
+    /// built-in's), once per rule and key.
+    pub warnings: Vec<String>,
+}
+
+/// Where the rules shipped in the binary say they come from (`default_rules`).
+pub const BUILTIN_SOURCE_PREFIX: &str = "builtin:";
+
+/// The warning for a rule of the site's that writes a label of the built-in rules.
+fn builtin_override(key: &str, builtin: &str, builtin_at: &str) -> String {
+    format!(
+        "writes {key}, a label of the built-in rule {builtin:?} ({builtin_at}): its value replaces the built-in one (the GPUHealthy condition follows the gpu.node feature, not the label)"
+    )
 }
 
 /// A `NodeFeatureRule` object, compiled.
@@ -308,6 +321,7 @@ impl RuleSet {
         let mut annotations: BTreeMap<String, (String, (usize, usize))> = BTreeMap::new();
         let mut resources: BTreeMap<String, (String, (usize, usize))> = BTreeMap::new();
         let mut taints: Vec<(Taint, (usize, usize))> = Vec::new();
+        let builtin = self.builtin_labels();
         for (oi, obj) in self.objects.iter().enumerate() {
             for (ri, rule) in obj.rules.iter().enumerate() {
                 let mut trace = records.as_ref().map(|_| RuleTrace::default());
@@ -328,6 +342,25 @@ impl RuleSet {
                         if let Some(out) = out {
                             let who = (oi, ri);
                             for (k, v) in namespaced(&out.labels, FEATURE_NS) {
+                                if let Some(&(bo, br)) = builtin.get(&k)
+                                    && !obj.source.starts_with(BUILTIN_SOURCE_PREFIX)
+                                {
+                                    let b = &self.objects[bo];
+                                    let w = format!(
+                                        "rule {:?} (NodeFeatureRule {:?}, {}) {}",
+                                        rule.name,
+                                        obj.name,
+                                        obj.location(rule),
+                                        builtin_override(
+                                            &k,
+                                            &b.rules[br].name,
+                                            &b.location(&b.rules[br]),
+                                        )
+                                    );
+                                    if !eval.warnings.contains(&w) {
+                                        eval.warnings.push(w);
+                                    }
+                                }
                                 labels.insert(k, (v, who));
                             }
                             for (k, v) in namespaced(&out.annotations, FEATURE_NS) {
@@ -410,30 +443,119 @@ impl RuleSet {
                 Err(reason) => reject(&mut eval, OutputKind::Annotation, &key, &value, who, reason),
             }
         }
-        for (taint, who) in taints {
-            match validate_taint(&taint) {
-                Ok(()) => {
-                    // A node cannot carry two taints with the same key and effect: the later
-                    // rule wins.
-                    eval.output
-                        .taints
-                        .retain(|t| !(t.key == taint.key && t.effect == taint.effect));
-                    eval.output.taints.push(taint);
+        // A rule's valid taints go together or not at all: a rule whose taints would take the
+        // rule set past MAX_TAINTS is refused whole, in one report (a rule asking for thousands
+        // cannot crowd out the health taint of a rule after it).
+        let mut rest = taints.as_slice();
+        while let Some((_, who)) = rest.first() {
+            let who = *who;
+            let n = rest.iter().take_while(|(_, w)| *w == who).count();
+            let (group, after) = rest.split_at(n);
+            rest = after;
+            let mut valid: Vec<&Taint> = Vec::new();
+            for (taint, _) in group {
+                match validate_taint(taint) {
+                    Ok(()) => valid.push(taint),
+                    Err(reason) => {
+                        let value = format!("{}:{}", taint.value, taint.effect);
+                        reject(
+                            &mut eval,
+                            OutputKind::Taint,
+                            &taint.key,
+                            &value,
+                            who,
+                            reason,
+                        )
+                    }
                 }
-                Err(reason) => {
-                    let value = format!("{}:{}", taint.value, taint.effect);
-                    reject(
-                        &mut eval,
-                        OutputKind::Taint,
-                        &taint.key,
-                        &value,
-                        who,
-                        reason,
-                    )
+            }
+            let same = |a: &Taint, b: &Taint| a.key == b.key && a.effect == b.effect;
+            let mut new: Vec<&Taint> = Vec::new();
+            for t in &valid {
+                if !eval.output.taints.iter().any(|o| same(o, t)) && !new.iter().any(|o| same(o, t))
+                {
+                    new.push(t);
                 }
+            }
+            let before = eval.output.taints.len();
+            if before + new.len() > MAX_TAINTS {
+                let first = valid[0];
+                let value = format!("{}:{}", first.value, first.effect);
+                let reason = format!(
+                    "this rule's {} taint(s), this one first, with the {before} of the rules before it, are more than the {MAX_TAINTS} taints a rule set may ask for: all of this rule's refused",
+                    valid.len()
+                );
+                reject(
+                    &mut eval,
+                    OutputKind::Taint,
+                    &first.key,
+                    &value,
+                    who,
+                    reason,
+                );
+                continue;
+            }
+            for taint in valid {
+                // A node cannot carry two taints with the same key and effect: the later
+                // one wins.
+                eval.output.taints.retain(|t| !same(t, taint));
+                eval.output.taints.push(taint.clone());
             }
         }
         eval
+    }
+
+    /// The site's rules that write a label of the built-in rules (their literal `labels`; a
+    /// template's keys are known only when it runs, and `evaluate` says those): `rules check`'s
+    /// warnings, at the site rule.
+    pub fn builtin_overrides(&self) -> Vec<RuleLoadError> {
+        let builtin = self.builtin_labels();
+        let mut out = Vec::new();
+        for obj in &self.objects {
+            if obj.source.starts_with(BUILTIN_SOURCE_PREFIX) {
+                continue;
+            }
+            for rule in &obj.rules {
+                let keys: BTreeMap<String, String> = rule.labels.iter().cloned().collect();
+                for (k, _) in namespaced(&keys, FEATURE_NS) {
+                    let Some(&(bo, br)) = builtin.get(&k) else {
+                        continue;
+                    };
+                    let b = &self.objects[bo];
+                    out.push(RuleLoadError {
+                        source: obj.source.clone(),
+                        line: rule.pos.line,
+                        column: rule.pos.column,
+                        object: Some(obj.name.clone()),
+                        rule: Some(rule.name.clone()),
+                        message: builtin_override(&k, &b.rules[br].name, &b.location(&b.rules[br])),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// The label keys the built-in rules write (their `labels`, namespaced), each with the
+    /// first rule that writes it.
+    fn builtin_labels(&self) -> BTreeMap<String, (usize, usize)> {
+        let mut out = BTreeMap::new();
+        for (oi, obj) in self.objects.iter().enumerate() {
+            if !obj.source.starts_with(BUILTIN_SOURCE_PREFIX) {
+                continue;
+            }
+            for (ri, rule) in obj.rules.iter().enumerate() {
+                for (k, _) in &rule.labels {
+                    let key = if k.contains('/') {
+                        k.clone()
+                    } else {
+                        format!("{FEATURE_NS}/{k}")
+                    };
+                    out.entry(key).or_insert((oi, ri));
+                }
+            }
+        }
+        out
     }
 }
 

@@ -1079,3 +1079,74 @@ fn files_load_as_kubectl_apply_leaves_the_cluster() {
         ])
     );
 }
+
+#[test]
+fn a_rule_asking_for_too_many_taints_is_refused_whole_and_the_next_rules_taints_kept() {
+    let many: String = (0..70)
+        .map(|i| {
+            format!("        - {{key: feature.node.kubernetes.io/t{i}, effect: NoSchedule}}\n")
+        })
+        .collect();
+    let text = doc(
+        "bomb",
+        &format!(
+            "    - name: few\n      taints:\n        - {{key: feature.node.kubernetes.io/a, effect: NoSchedule}}\n      matchFeatures: []\n    - name: many\n      taints:\n{many}      matchFeatures: []\n    - name: health\n      taints:\n        - {{key: feature.node.kubernetes.io/gpu-unhealthy, value: \"true\", effect: NoSchedule}}\n      matchFeatures: []\n"
+        ),
+    );
+    let e = load(&[("bomb.yaml", text)]).evaluate(&features(), &LabelPolicy::default());
+    let t = |k: &str, v: &str| Taint {
+        key: k.into(),
+        value: v.into(),
+        effect: "NoSchedule".into(),
+    };
+    assert_eq!(
+        e.output.taints,
+        vec![
+            t("feature.node.kubernetes.io/a", ""),
+            t("feature.node.kubernetes.io/gpu-unhealthy", "true")
+        ]
+    );
+    assert_eq!(
+        e.rejected
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec![
+            "taint \"feature.node.kubernetes.io/t0=:NoSchedule\" from rule \"many\" (NodeFeatureRule \"bomb\", bomb.yaml:11:7) rejected: this rule's 70 taint(s), this one first, with the 1 of the rules before it, are more than the 64 taints a rule set may ask for: all of this rule's refused"
+        ]
+    );
+}
+
+#[test]
+fn a_site_rule_writing_a_builtin_label_is_warned_of_once() {
+    let builtin = doc(
+        "gpu",
+        "    - name: gpu health\n      labels: {gpu.health: \"@test.attr.str\"}\n      matchFeatures: []\n",
+    );
+    let site = doc(
+        "site",
+        "    - name: hide\n      labels: {gpu.health: ok, other: x}\n      matchFeatures: []\n",
+    );
+    let set = load(&[("builtin:rules/gpu.yaml", builtin), ("site.yaml", site)]);
+    let e = set.evaluate(&features(), &LabelPolicy::default());
+    let want = "writes feature.node.kubernetes.io/gpu.health, a label of the built-in rule \"gpu health\" (builtin:rules/gpu.yaml:7:7): its value replaces the built-in one (the GPUHealthy condition follows the gpu.node feature, not the label)";
+    assert_eq!(
+        e.warnings,
+        vec![format!(
+            "rule \"hide\" (NodeFeatureRule \"site\", site.yaml:7:7) {want}"
+        )]
+    );
+    assert_eq!(
+        e.output.labels.get("feature.node.kubernetes.io/gpu.health"),
+        Some(&"ok".to_string())
+    );
+    assert_eq!(
+        set.builtin_overrides()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec![format!(
+            "site.yaml:7:7: rule \"hide\" (NodeFeatureRule \"site\"): {want}"
+        )]
+    );
+}
