@@ -24,6 +24,7 @@ pub mod config;
 pub mod error;
 pub mod features;
 pub mod gotmpl;
+pub mod kobject;
 pub mod names;
 pub mod output;
 pub mod pciids;

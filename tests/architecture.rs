@@ -23,6 +23,7 @@ const FLOORS: &[(u8, &[&str])] = &[
             "features",
             "output",
             "validate",
+            "kobject",
             "error",
         ],
     ),
