@@ -13,7 +13,7 @@ mod kube;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use gpu_labeler::output::{NodeOutput, Taint};
+use gpu_labeler::output::{GpuHealth, NodeOutput, Taint};
 use gpu_labeler::publish::client::kube_client;
 use gpu_labeler::publish::node::{MAX_RESPONSE_BYTES, NodeSink, NodeWrites, OutcomeKind};
 use gpu_labeler::publish::taints::TAINTS_ANNOTATION;
@@ -429,15 +429,24 @@ fn ready() -> Value {
            "lastTransitionTime": "2026-12-06T09:00:00Z"})
 }
 
+/// What the agent makes of a `gpu.node` with this health: the labels, and the health the
+/// condition follows.
 fn health(value: &str, healthy: &str) -> NodeOutput {
-    output(
-        &[
-            ("feature.node.kubernetes.io/gpu.count", "8"),
-            ("feature.node.kubernetes.io/gpu.health", value),
-            ("feature.node.kubernetes.io/gpu.healthy.count", healthy),
-        ],
-        &[],
-    )
+    NodeOutput {
+        health: Some(GpuHealth {
+            health: value.into(),
+            healthy: Some(healthy.into()),
+            count: Some("8".into()),
+        }),
+        ..output(
+            &[
+                ("feature.node.kubernetes.io/gpu.count", "8"),
+                ("feature.node.kubernetes.io/gpu.health", value),
+                ("feature.node.kubernetes.io/gpu.healthy.count", healthy),
+            ],
+            &[],
+        )
+    }
 }
 
 /// The Node's conditions as `type status reason message` (a strategic merge patch puts a new
