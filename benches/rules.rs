@@ -203,6 +203,8 @@ fn dell_node(copies: u32) -> (usize, FeatureSet) {
         nvml_timeout: None,
         features: None,
         config: None,
+        dra: None,
+        node_name: None,
         pci_ids: None,
         profiles: Vec::new(),
         allowed_ns: Vec::new(),

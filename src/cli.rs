@@ -44,6 +44,9 @@ pub enum Command {
         discovery: DiscoveryArgs,
         #[command(flatten)]
         rules: RulesArgs,
+        /// This node's name: picks its slices from `--dra` (default: the one node they are for).
+        #[arg(long, env = "NODE_NAME", value_parser = node_name_arg)]
+        node_name: Option<String>,
         #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
         output: LabelFormat,
     },
@@ -51,6 +54,9 @@ pub enum Command {
     Features {
         #[command(flatten)]
         discovery: DiscoveryArgs,
+        /// This node's name: picks its slices from `--dra` (default: the one node they are for).
+        #[arg(long, env = "NODE_NAME", value_parser = node_name_arg)]
+        node_name: Option<String>,
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: FeatureFormat,
     },
@@ -60,6 +66,9 @@ pub enum Command {
         discovery: DiscoveryArgs,
         #[command(flatten)]
         rules: RulesArgs,
+        /// This node's name: picks its slices from `--dra` (default: the one node they are for).
+        #[arg(long, env = "NODE_NAME", value_parser = node_name_arg)]
+        node_name: Option<String>,
         /// Only this rule (its `name`).
         #[arg(long, conflicts_with = "label")]
         rule: Option<String>,
@@ -329,6 +338,11 @@ pub struct DiscoveryArgs {
     /// Configuration file (docs/catalog.md#config).
     #[arg(long, env = "GPU_LABELER_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// DRA objects (`kubectl get resourceslices,deviceclasses -o json`, or YAML documents of
+    /// ResourceSlices, DeviceClasses and this node's Node): this node's slices joined to its
+    /// GPUs, as the `dra.*` features and the `gpu.dra.*` labels (docs/dra.md).
+    #[arg(long, value_name = "FILE")]
+    pub dra: Option<PathBuf>,
     /// A pci.ids file to read device names from (default: the embedded database, 2025.07.11).
     #[arg(long, env = "GPU_LABELER_PCI_IDS", value_name = "FILE")]
     pub pci_ids: Option<PathBuf>,
@@ -370,6 +384,15 @@ pub struct RulesArgs {
 }
 
 impl DiscoveryArgs {
+    /// The sources of a command that names its node (`--node-name`): it picks the node's
+    /// slices from `--dra`.
+    pub fn sources_for(&self, node_name: Option<String>) -> Sources {
+        Sources {
+            node_name,
+            ..self.sources()
+        }
+    }
+
     pub fn sources(&self) -> Sources {
         Sources {
             sysfs_root: self.sysfs_root.clone(),
@@ -379,6 +402,8 @@ impl DiscoveryArgs {
             nvml_timeout: self.nvml_timeout,
             features: self.features.clone(),
             config: self.config.clone(),
+            dra: self.dra.clone(),
+            node_name: None,
             pci_ids: self.pci_ids.clone(),
             profiles: self.profiles.clone(),
             allowed_ns: self
@@ -426,14 +451,21 @@ pub fn run(cli: Cli) -> u8 {
         Command::Labels {
             discovery,
             rules,
+            node_name,
             output,
-        } => cmd_labels(&discovery, &rules, output),
+        } => cmd_labels(&discovery.sources_for(node_name), &rules, output),
         Command::Explain {
             discovery,
             rules,
+            node_name,
             rule,
             label,
-        } => cmd_explain(&discovery, &rules, rule.as_deref(), label.as_deref()),
+        } => cmd_explain(
+            &discovery.sources_for(node_name),
+            &rules,
+            rule.as_deref(),
+            label.as_deref(),
+        ),
         Command::Diff {
             discovery,
             rules,
@@ -474,7 +506,11 @@ pub fn run(cli: Cli) -> u8 {
                     output,
                 },
         } => cmd_rules_check(&paths, strict, output),
-        Command::Features { discovery, output } => cmd_features(&discovery, output),
+        Command::Features {
+            discovery,
+            node_name,
+            output,
+        } => cmd_features(&discovery.sources_for(node_name), output),
         Command::Match {
             workload,
             nodes,
@@ -552,8 +588,8 @@ fn cmd_man(path: &[String]) -> Result<u8, Error> {
     Ok(exit::OK)
 }
 
-fn cmd_labels(args: &DiscoveryArgs, rules: &RulesArgs, format: LabelFormat) -> Result<u8, Error> {
-    let (sources, rules) = (args.sources(), rules.rule_files());
+fn cmd_labels(sources: &Sources, rules: &RulesArgs, format: LabelFormat) -> Result<u8, Error> {
+    let rules = rules.rule_files();
     let config = sources.load_config()?;
     // Rules parse while the node is discovered: measured 2-3 ms (6%) off `labels` on a
     // 2,000-function machine, which the issue-2 target needs.
@@ -592,12 +628,11 @@ fn exit_code(rule_errors: &[String], required: &[String]) -> u8 {
 }
 
 fn cmd_explain(
-    args: &DiscoveryArgs,
+    sources: &Sources,
     rules: &RulesArgs,
     rule: Option<&str>,
     label: Option<&str>,
 ) -> Result<u8, Error> {
-    let sources = args.sources();
     let config = sources.load_config()?;
     if let Some(key) = label {
         let (rule_set, rule_errors) = rules.rule_files().load();
@@ -797,8 +832,7 @@ fn cmd_prune(
 /// How long `diff` waits for the API server's answer.
 const DIFF_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn cmd_features(args: &DiscoveryArgs, format: FeatureFormat) -> Result<u8, Error> {
-    let sources = args.sources();
+fn cmd_features(sources: &Sources, format: FeatureFormat) -> Result<u8, Error> {
     let config = sources.load_config()?;
     let (features, required) = sources.features(&config)?;
     print(&match format {

@@ -434,6 +434,16 @@ pub const CATALOG: &[(&str, Option<&[&str]>)] = &[
     ("accel.driver", Some(&[])),
     // strategy, replicas, rename_by_default, replicas.<resource>.
     ("gpu.sharing", None),
+    // DRA (`--dra`, or the daemon's ResourceSlices): src/dra.
+    (
+        "dra.device",
+        Some(&["driver", "pool", "device", "pciBusID", "gpu"]),
+    ),
+    ("dra.node", Some(&["coverage", "devices", "drivers"])),
+    (
+        "dra.mismatch",
+        Some(&["reason", "pciBusID", "attribute", "published", "measured"]),
+    ),
     ("kernel.loadedmodule", None),
     ("system.dmiid", Some(&["sys_vendor", "product_name"])),
     ("rule.matched", None),

@@ -21,6 +21,7 @@
 // Floor 0
 pub mod catalogue;
 pub mod config;
+pub mod dra;
 pub mod error;
 pub mod features;
 pub mod gotmpl;

@@ -10,6 +10,7 @@ use crate::default_rules;
 use crate::discover::nvml::{self, NvmlChoice};
 use crate::discover::nvml_child::IsolatedNvml;
 use crate::discover::{self, DiscoveryOptions};
+use crate::dra;
 use crate::error::Error;
 use crate::features::{self, FeatureSet};
 use crate::labels::Evaluated;
@@ -32,6 +33,10 @@ pub struct Sources {
     pub features: Option<PathBuf>,
     /// The configuration file.
     pub config: Option<PathBuf>,
+    /// DRA objects to join to the node's GPUs (`--dra`).
+    pub dra: Option<PathBuf>,
+    /// This node's name, which picks its slices from `dra`.
+    pub node_name: Option<String>,
     /// A pci.ids file to read device names from.
     pub pci_ids: Option<PathBuf>,
     /// Compatibility profiles added to the config's `profiles` (`--profile`).
@@ -108,6 +113,16 @@ impl Sources {
     /// The feature set: from the snapshot when given, else discovered. Warnings go to the log;
     /// the failures of required sources are returned (the features are whole otherwise).
     pub fn features(&self, config: &Config) -> Result<(FeatureSet, Vec<String>), Error> {
+        let (mut features, mut errors) = self.discovered(config)?;
+        if let Some(path) = &self.dra {
+            if let Err(e) = add_dra_file(&mut features, path, self.node_name.as_deref()) {
+                errors.push(e);
+            }
+        }
+        Ok((features, errors))
+    }
+
+    fn discovered(&self, config: &Config) -> Result<(FeatureSet, Vec<String>), Error> {
         if let Some(path) = &self.features {
             return Ok((features::load_snapshot(path)?, Vec::new()));
         }
@@ -123,6 +138,35 @@ impl Sources {
         }
         Ok((d.features, d.errors))
     }
+}
+
+/// Adds the `dra.*` features of a DRA file (`--dra`) for `node`, or for the one node its
+/// slices are for. An error names the file (line and column where it has them); the features
+/// stay as they were.
+pub fn add_dra_file(
+    features: &mut FeatureSet,
+    path: &std::path::Path,
+    node: Option<&str>,
+) -> Result<(), String> {
+    let source = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{source}: {e}"))?;
+    let objects = dra::objects::read(&source, &text).map_err(|e| e.to_string())?;
+    let node = match node {
+        Some(n) => n.to_string(),
+        None => match objects.slice_nodes().as_slice() {
+            [] => String::new(),
+            [one] => one.to_string(),
+            many => {
+                return Err(format!(
+                    "{source}: slices of {} nodes ({}): say which is this one with --node-name (NODE_NAME)",
+                    many.len(),
+                    many.join(", ")
+                ));
+            }
+        },
+    };
+    dra::add_features(features, &objects, &node);
+    Ok(())
 }
 
 impl RuleFiles {

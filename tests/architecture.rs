@@ -24,6 +24,7 @@ const FLOORS: &[(u8, &[&str])] = &[
             "output",
             "validate",
             "kobject",
+            "dra",
             "error",
         ],
     ),

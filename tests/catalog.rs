@@ -199,6 +199,8 @@ const SCENARIOS: &[&str] = &[
     "gaudi3",
     "mixed-accel",
     "gaudi2-memory",
+    "h100-dra",
+    "vega10-dra",
 ];
 
 /// `labels -o json` and `features -o json` of one scenario.
@@ -269,6 +271,22 @@ fn setup(id: &str, dir: &Path) -> (Vec<OsString>, Vec<(&'static str, OsString)>)
             .unwrap();
             let mut args = discovery_args(&root, &proc_fixture("none"));
             with_config(&mut args, dir, GFD);
+            (args, vec![])
+        }
+        "h100-dra" => {
+            let (mut args, env) = nvml("h100-8x", dell, &[], "");
+            args.extend([
+                "--dra".into(),
+                fixtures().join("dra/dell-xe9680-8xh100.json").into(),
+            ]);
+            (args, env)
+        }
+        "vega10-dra" => {
+            let mut args = machine("amd-vega10");
+            args.extend([
+                "--dra".into(),
+                fixtures().join("dra/amd-vega10.json").into(),
+            ]);
             (args, vec![])
         }
         "mi210" => (machine("amd-mi210-8x"), vec![]),
