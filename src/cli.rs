@@ -601,7 +601,9 @@ fn cmd_labels(sources: &Sources, rules: &RulesArgs, format: LabelFormat) -> Resu
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
         (features, rules)
     });
-    let (features, required) = features?;
+    let (mut features, required) = features?;
+    let mut rule_errors = rule_errors;
+    rule_errors.extend(sources.add_dra(&mut features));
     let evaluated = labels::evaluate_node(&features, &config, &rule_set);
     pipeline::report(&evaluated);
     print(&render(&evaluated.output, format));
@@ -639,13 +641,15 @@ fn cmd_explain(
         for e in &rule_errors {
             error::print_error(&e);
         }
-        let (features, required) = sources.features(&config)?;
+        let (mut features, required) = sources.features(&config)?;
+        let dra_errors = sources.add_dra(&mut features);
         print(&labels::explain::explain_label(
             key, &features, &config, &rule_set,
         ));
-        for e in &required {
+        for e in dra_errors.iter().chain(&required) {
             error::print_error(&e);
         }
+        let rule_errors = [rule_errors, dra_errors].concat();
         return Ok(exit_code(&rule_errors, &required));
     }
     let (rule_set, rule_errors) = rules.rule_files().load();
@@ -664,7 +668,8 @@ fn cmd_explain(
             "--rule {name:?}: no rule of that name is loaded{hint}"
         )));
     }
-    let (features, required) = sources.features(&config)?;
+    let (mut features, required) = sources.features(&config)?;
+    let dra_errors = sources.add_dra(&mut features);
     print(&crate::rules::explain(&rule_set, &features, rule));
     if rule.is_none() {
         print(&format!(
@@ -672,9 +677,10 @@ fn cmd_explain(
             labels::explain::explain_builtin(&features, &config)
         ));
     }
-    for e in &required {
+    for e in dra_errors.iter().chain(&required) {
         error::print_error(&e);
     }
+    let rule_errors = [rule_errors, dra_errors].concat();
     Ok(exit_code(&rule_errors, &required))
 }
 
@@ -834,15 +840,16 @@ const DIFF_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn cmd_features(sources: &Sources, format: FeatureFormat) -> Result<u8, Error> {
     let config = sources.load_config()?;
-    let (features, required) = sources.features(&config)?;
+    let (mut features, required) = sources.features(&config)?;
+    let dra_errors = sources.add_dra(&mut features);
     print(&match format {
         FeatureFormat::Json => features.to_json() + "\n",
         FeatureFormat::Yaml => features.to_yaml(),
     });
-    for e in &required {
+    for e in dra_errors.iter().chain(&required) {
         error::print_error(&e);
     }
-    Ok(exit_code(&[], &required))
+    Ok(exit_code(&dra_errors, &required))
 }
 
 fn cmd_match(

@@ -112,17 +112,20 @@ impl Sources {
 
     /// The feature set: from the snapshot when given, else discovered. Warnings go to the log;
     /// the failures of required sources are returned (the features are whole otherwise).
-    pub fn features(&self, config: &Config) -> Result<(FeatureSet, Vec<String>), Error> {
-        let (mut features, mut errors) = self.discovered(config)?;
-        if let Some(path) = &self.dra {
-            if let Err(e) = add_dra_file(&mut features, path, self.node_name.as_deref()) {
-                errors.push(e);
-            }
+    /// Adds the `dra.*` features of `--dra` (nothing without it). A file that cannot be read
+    /// is invalid input, returned (one line) as a rule file's errors are; the features stay
+    /// as they were.
+    pub fn add_dra(&self, features: &mut FeatureSet) -> Vec<String> {
+        match &self.dra {
+            Some(path) => add_dra_file(features, path, self.node_name.as_deref())
+                .err()
+                .into_iter()
+                .collect(),
+            None => Vec::new(),
         }
-        Ok((features, errors))
     }
 
-    fn discovered(&self, config: &Config) -> Result<(FeatureSet, Vec<String>), Error> {
+    pub fn features(&self, config: &Config) -> Result<(FeatureSet, Vec<String>), Error> {
         if let Some(path) = &self.features {
             return Ok((features::load_snapshot(path)?, Vec::new()));
         }

@@ -260,7 +260,8 @@ pub fn join<'a>(features: &FeatureSet, objects: &'a DraObjects, node: &str) -> R
                 .map(bus_id)
                 .unwrap_or_default();
             let mut gpu = by_bus.get(&bus).copied();
-            if gpu.is_none()
+            // No bus id at all (an older release): the UUID, or a MIG device's parent's.
+            if bus.is_empty()
                 && let Some(v) = vendor
             {
                 gpu = [v.uuid, v.parent_uuid]
