@@ -18,8 +18,24 @@ pub struct Config {
     pub profiles: Vec<Profile>,
     #[serde(default)]
     pub mig_strategy: MigStrategy,
+    /// The nvidia-gfd profile on a node whose GPUs a DRA driver publishes (docs/dra.md).
+    #[serde(default)]
+    pub gfd_on_dra: GfdOnDra,
     #[serde(default)]
     pub publish: Publish,
+}
+
+/// `gfdOnDra`: what the nvidia-gfd profile labels where NVIDIA's DRA driver publishes the GPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GfdOnDra {
+    /// The hardware's labels only: not those of the device plugin's view (`mig.strategy`,
+    /// `gpu.replicas`, `gpu.sharing-strategy`, the `mig-*` resources; kubernetes-sigs/
+    /// dra-driver-nvidia-gpu#1244), which describe resources such a node does not have.
+    #[default]
+    Hardware,
+    /// Every label, as on a device-plugin node.
+    All,
 }
 
 /// A compatibility profile: another tool's label set, computed from the same features.

@@ -392,3 +392,75 @@ fn a_bad_dra_file_is_an_error_with_its_position_and_the_rest_is_labelled() {
     );
     let _: BTreeMap<String, String> = labels_of(&r.stdout);
 }
+
+/// The nvidia-gfd profile on a node whose GPUs NVIDIA's DRA driver publishes: the hardware's
+/// labels only (kubernetes-sigs/dra-driver-nvidia-gpu#1244): not the device plugin's view (MIG
+/// strategy, time-slicing replicas and sharing strategy, the `-SHARED` product), whatever the
+/// config says of them; `gfdOnDra: all` keeps everything.
+#[test]
+fn the_gfd_profile_on_a_dra_node_keeps_the_hardware_labels_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let slices = fixtures().join("dra/dell-xe9680-8xh100.json");
+    let sharing = fixtures().join("sharing/time-slicing.yaml");
+    let labels = |name: &str, config: &str, dra: bool| {
+        let path = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&path, config).unwrap();
+        let mut extra: Vec<OsString> = vec!["--config".into(), path.into()];
+        if dra {
+            extra.extend(dra_arg(&slices));
+        }
+        labels_of(command("labels", "dell-xe9680-8xh100", Some("h100-8x"), &extra).ok())
+    };
+    let device_plugin_view = format!(
+        "profiles: [nvidia-gfd]\nmigStrategy: single\nsources: {{sharing: {{configFile: {}}}}}\n",
+        sharing.display()
+    );
+    let shared = labels("shared", &device_plugin_view, false);
+    let plain = labels("plain", "profiles: [nvidia-gfd]\n", false);
+    // What the device plugin's view adds on this node.
+    let get = |m: &BTreeMap<String, String>, k: &str| m.get(k).cloned();
+    assert_eq!(
+        [
+            get(&shared, "nvidia.com/mig.strategy"),
+            get(&shared, "nvidia.com/gpu.replicas"),
+            get(&shared, "nvidia.com/gpu.sharing-strategy"),
+            get(&shared, "nvidia.com/gpu.product"),
+        ],
+        [
+            Some("single".into()),
+            Some("10".into()),
+            Some("time-slicing".into()),
+            Some("NVIDIA-H100-80GB-HBM3-SHARED".into()),
+        ]
+    );
+    let dra_labels = [
+        ("feature.node.kubernetes.io/gpu.dra.coverage", "complete"),
+        ("feature.node.kubernetes.io/gpu.dra.devices", "8"),
+    ];
+    let mut hardware = plain.clone();
+    hardware.remove("nvidia.com/gpu.replicas");
+    hardware.remove("nvidia.com/gpu.sharing-strategy");
+    hardware.extend(dra_labels.map(|(k, v)| (k.to_string(), v.to_string())));
+    assert_eq!(
+        labels("plain-dra", "profiles: [nvidia-gfd]\n", true),
+        hardware
+    );
+    // The built-in rules still say what the sharing file says (`gpu.sharing`, a fact of the
+    // node's files); the profile no longer presents it as GFD's resource view.
+    let mut shared_hardware = hardware.clone();
+    for k in ["gpu.replicas", "gpu.sharing-strategy"] {
+        let k = format!("feature.node.kubernetes.io/{k}");
+        shared_hardware.insert(k.clone(), shared[&k].clone());
+    }
+    assert_eq!(
+        labels("shared-dra", &device_plugin_view, true),
+        shared_hardware
+    );
+
+    let mut all = shared.clone();
+    all.extend(dra_labels.map(|(k, v)| (k.to_string(), v.to_string())));
+    assert_eq!(
+        labels("all", &format!("{device_plugin_view}gfdOnDra: all\n"), true),
+        all
+    );
+}

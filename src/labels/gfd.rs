@@ -26,7 +26,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::{Config, MigStrategy};
+use crate::config::{Config, GfdOnDra, MigStrategy};
 use crate::discover::gpu::{GPU_DEVICE, GPU_DRIVER, GPU_MIG};
 use crate::discover::sharing::{GPU_SHARING, Sharing, Strategy};
 use crate::features::{FeatureSet, Instance};
@@ -172,14 +172,33 @@ pub fn silent_because(features: &FeatureSet) -> Option<String> {
     ))
 }
 
+/// Whether NVIDIA's DRA driver publishes this node's GPUs (a `dra.device` of `gpu.nvidia.com`
+/// on a GPU): then the device plugin's view is not this node's.
+pub fn published_by_dra(features: &FeatureSet) -> bool {
+    features.instances(crate::dra::DRA_DEVICE).iter().any(|d| {
+        d.get("driver") == Some(NVIDIA_DRA_DRIVER) && d.get("gpu").is_some_and(|g| !g.is_empty())
+    })
+}
+
+const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
+
 pub fn labels(features: &FeatureSet, config: &Config) -> LabelMap {
     let mut out = LabelMap::new();
     let gpus = nvml_gpus(features);
+    // On a DRA node (gfdOnDra: hardware) the labels of the hardware only: no sharing, no MIG
+    // strategy, and no replicas or sharing strategy of a `nvidia.com/gpu` resource it lacks.
+    let dra = config.gfd_on_dra == GfdOnDra::Hardware && published_by_dra(features);
     let sharing = features
         .attributes
         .get(GPU_SHARING)
+        .filter(|_| !dra)
         .map(|a| Sharing::from_attributes(&a.elements))
         .unwrap_or_default();
+    let mig_strategy = if dra {
+        MigStrategy::None
+    } else {
+        config.mig_strategy
+    };
     if !gpus.is_empty() {
         machine_type(features, &mut out);
         versions(features, &mut out);
@@ -196,7 +215,11 @@ pub fn labels(features: &FeatureSet, config: &Config) -> LabelMap {
             out.insert(format!("{NS}gpu.clique"), c.to_string());
         }
         full_gpu_labels(&gpus, &sharing, &mut out);
-        match config.mig_strategy {
+        if dra {
+            out.remove(&format!("{NS}gpu.replicas"));
+            out.remove(&format!("{NS}gpu.sharing-strategy"));
+        }
+        match mig_strategy {
             MigStrategy::None => {}
             MigStrategy::Single => {
                 out.insert(format!("{NS}mig.strategy"), "single".into());
