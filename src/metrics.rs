@@ -71,6 +71,9 @@ pub struct Metrics {
     pub gpus: Family<GpuLabel, Gauge>,
     /// GPUs with each fault (`gpu.device` `health`, held faults included), every kind always.
     pub gpu_faults: Family<KindLabel, Gauge>,
+    /// Disagreements of the DRA driver's slices with the machine (`dra.mismatch`), every
+    /// reason always (0 without DRA facts).
+    pub dra_mismatches: Family<ReasonLabel, Gauge>,
     pub nvml_status: Family<StatusLabel, Gauge>,
     /// NVML scans and light checks that failed in the child process, by reason: `timeout`, `crash`, `exit`,
     /// `protocol`, `spawn`.
@@ -171,6 +174,19 @@ impl Metrics {
             "GPUs with each fault kind on the last scan (gpu.device health; held faults included)",
             gpu_faults.clone(),
         );
+        let dra_mismatches = Family::<ReasonLabel, Gauge>::default();
+        registry.register(
+            "dra_mismatches",
+            "Disagreements of this node's ResourceSlices with its GPUs on the last scan, by reason (dra.mismatch)",
+            dra_mismatches.clone(),
+        );
+        for r in crate::dra::Reason::ALL {
+            dra_mismatches
+                .get_or_create(&ReasonLabel {
+                    reason: r.as_str().into(),
+                })
+                .set(0);
+        }
         let nvml_status = Family::<StatusLabel, Gauge>::default();
         registry.register(
             "nvml_status",
@@ -216,6 +232,7 @@ impl Metrics {
             reload_errors,
             gpus,
             gpu_faults,
+            dra_mismatches,
             nvml_status,
             nvml_failures,
             last_publish,
@@ -266,6 +283,18 @@ impl Metrics {
                 kind: kind.to_string(),
             };
             self.gpu_faults.get_or_create(&label).set(n);
+        }
+        for r in crate::dra::Reason::ALL {
+            let n = features
+                .instances(crate::dra::DRA_MISMATCH)
+                .iter()
+                .filter(|m| m.get("reason") == Some(r.as_str()))
+                .count();
+            self.dra_mismatches
+                .get_or_create(&ReasonLabel {
+                    reason: r.as_str().into(),
+                })
+                .set(n as i64);
         }
         let status = features
             .attribute(crate::discover::gpu::GPU_NODE, "nvml")

@@ -688,6 +688,10 @@ fn the_scrape_has_every_family_with_its_labels() {
             (Type::Gauge, set(&["vendor", "product"])),
         ),
         ("gpu_labeler_gpu_faults", (Type::Gauge, set(&["kind"]))),
+        (
+            "gpu_labeler_dra_mismatches",
+            (Type::Gauge, set(&["reason"])),
+        ),
         ("gpu_labeler_nvml_status", (Type::Gauge, set(&["status"]))),
         (
             "gpu_labeler_nvml_failures_total",
@@ -915,6 +919,7 @@ fn every_dashboard_query_selects_what_the_agent_exports() {
             &["gpu_labeler_last_publish_timestamp_seconds"],
         ),
         ("GPU faults by kind", &["gpu_labeler_gpu_faults"]),
+        ("DRA mismatches by reason", &["gpu_labeler_dra_mismatches"]),
         ("variable namespace", &["gpu_labeler_build_info"]),
         ("variable node", &["gpu_labeler_build_info"]),
     ]
