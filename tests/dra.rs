@@ -464,3 +464,43 @@ fn the_gfd_profile_on_a_dra_node_keeps_the_hardware_labels_only() {
         all
     );
 }
+
+/// `explain --label gpu.dra.coverage` names each mismatch with its bus id, what the slices say
+/// and what the machine has, under the rule that made the label.
+#[test]
+fn explain_names_the_mismatches_of_the_dra_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = mutated(dir.path(), |v| {
+        devices(v).remove(3);
+        devices(v)[1]["capacity"]["memory"]["value"] = json!("0");
+    });
+    let mut args = fixture_args(&["explain"], "dell-xe9680-8xh100", &[]);
+    args.retain(|a| a != "--no-nvml");
+    args.extend(["--nvml-lib".into(), fake_nvml_lib("nvidia_ml").into()]);
+    args.extend(dra_arg(&path));
+    args.extend(["--label".into(), "gpu.dra.coverage".into()]);
+    let env = [("FAKE_NVML_FIXTURE", nvml_fixture("h100-8x"))];
+    let r = run_env(args, &env);
+    let want: Vec<&str> = vec![
+        "label feature.node.kubernetes.io/gpu.dra.coverage=partial: present",
+        "  the rules that name it:",
+        "",
+        "NodeFeatureRule \"gpu-labeler-gpu\" (builtin:rules/gpu.yaml)",
+        "  rule \"gpu dra coverage\" (builtin:rules/gpu.yaml:244:7): MATCHED",
+        "    matchFeatures (all terms must match): matched",
+        "      term 1 (line 252): feature \"dra.node\" (3 attribute(s)): matched",
+        "        dra.node.coverage = \"partial\": coverage Exists -> yes",
+        "        flags/attributes: all expressions hold",
+        "      term 2 (line 255): feature \"gpu.node\" (29 attribute(s)): matched",
+        "        gpu.node.count = \"8\": count Gt [\"0\"] -> yes",
+        "        flags/attributes: all expressions hold",
+        "    label feature.node.kubernetes.io/gpu.dra.coverage=@dra.node.coverage (published as feature.node.kubernetes.io/gpu.dra.coverage=partial)",
+        "    label feature.node.kubernetes.io/gpu.dra.devices=@dra.node.devices (published as feature.node.kubernetes.io/gpu.dra.devices=7)",
+        "",
+        "",
+        "  where the slices disagree with the machine (dra.mismatch):",
+        "    unpublished 0000:5d:00.0: no slice device covers this GPU (NVIDIA H100 80GB HBM3)",
+        "    zero-memory 0000:3b:00.0 memory: the slices say 0, the machine 81559Mi",
+    ];
+    assert_eq!(r.ok(), want.join("\n") + "\n");
+}

@@ -50,6 +50,9 @@ pub fn explain_label(key: &str, features: &FeatureSet, config: &Config, rules: &
         let _ = writeln!(out, "  the rules that name it:\n");
         out.push_str(&sections);
     }
+    if key.starts_with(&format!("{FEATURE_NS}/gpu.dra.")) {
+        dra_mismatches(&mut out, features);
+    }
     if producers == 0 && refused.is_empty() {
         let known = known_keys(&evaluated, rules);
         let hint = closest(&key, known.iter().map(String::as_str))
@@ -70,6 +73,63 @@ pub fn explain_label(key: &str, features: &FeatureSet, config: &Config, rules: &
         );
     }
     out
+}
+
+/// What the DRA driver's slices get wrong on this node (`dra.mismatch`), one line each, and
+/// which devices covered which GPU.
+fn dra_mismatches(out: &mut String, features: &FeatureSet) {
+    let mismatches = features.instances(crate::dra::DRA_MISMATCH);
+    if features.attributes.get(crate::dra::DRA_NODE).is_none() {
+        let _ = writeln!(
+            out,
+            "\n  no DRA facts: no --dra file, or the cluster serves no resource.k8s.io (docs/dra.md)"
+        );
+        return;
+    }
+    if mismatches.is_empty() {
+        let _ = writeln!(out, "\n  the slices agree with the machine: no mismatch");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n  where the slices disagree with the machine (dra.mismatch):"
+    );
+    for m in mismatches {
+        let mut line = format!(
+            "    {} {}",
+            m.get("reason").unwrap_or(""),
+            m.get("pciBusID")
+                .filter(|b| !b.is_empty())
+                .unwrap_or("(node)")
+        );
+        let (p, v) = (m.get("published"), m.get("measured"));
+        match m.get("reason") {
+            Some("unpublished") => {
+                let _ = write!(
+                    line,
+                    ": no slice device covers this GPU ({})",
+                    v.unwrap_or("")
+                );
+            }
+            Some("unknown-device") => {
+                let _ = write!(
+                    line,
+                    ": the slices' device {}, with no such GPU on the machine",
+                    p.unwrap_or("")
+                );
+            }
+            _ => {
+                let _ = write!(
+                    line,
+                    " {}: the slices say {}, the machine {}",
+                    m.get("attribute").unwrap_or(""),
+                    p.unwrap_or(""),
+                    v.unwrap_or("")
+                );
+            }
+        }
+        let _ = writeln!(out, "{line}");
+    }
 }
 
 /// Every key this node has or a rule names: where a typo's closest match is looked for.
