@@ -523,7 +523,7 @@ pub fn run(cli: Cli) -> u8 {
             rules,
             publish,
         } => daemon::run(daemon::Options {
-            sources: discovery.sources(),
+            sources: discovery.sources_for(publish.node_name.clone()),
             rules: rules.rule_files(),
             publish: publish.options(),
         }),

@@ -561,6 +561,8 @@ struct Daemon {
     interval: Duration,
     /// What was last reported, so that a steady problem is logged once, not every cycle.
     last_warnings: (Vec<String>, Vec<String>),
+    /// The `--dra` file's errors as last reported.
+    last_dra_errors: Vec<String>,
     /// (notes, rule errors and rejected labels) of the last evaluation that was reported.
     last_report: Option<(Vec<String>, Vec<String>)>,
     /// The `--features` snapshot as last read, with the file's modification time and length
@@ -753,7 +755,19 @@ impl Daemon {
             }
         }
         let started = Instant::now();
-        let features = self.scan().await?;
+        let mut features = self.scan().await?;
+        // DRA facts from `--dra FILE`, read each cycle (a small file).
+        if self.inputs.sources.dra.is_some() {
+            let mut f = (*features).clone();
+            let errors = self.inputs.sources.add_dra(&mut f);
+            if errors != self.last_dra_errors {
+                for e in &errors {
+                    tracing::warn!("{e}; no DRA facts this cycle");
+                }
+                self.last_dra_errors = errors;
+            }
+            features = Arc::new(f);
+        }
         let metrics = &self.health.metrics;
         metrics
             .scan_duration
@@ -1075,6 +1089,7 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         health: health.clone(),
         interval: every,
         last_warnings: Default::default(),
+        last_dra_errors: Vec::new(),
         last_report: None,
         snapshot: None,
         applied: Arc::new(std::sync::Mutex::new(watch::NodeView::default())),

@@ -21,6 +21,9 @@ pub struct Kind {
     pub mig: String,
     /// `-`, or the strategy and replicas (`time-slicing x4`).
     pub sharing: String,
+    /// `-` (no DRA facts), or whether the DRA driver's slices cover the GPUs
+    /// (`gpu.dra.coverage`: `complete`, `partial`, `none`): a partial node is its own row.
+    pub dra: String,
 }
 
 /// A row: the kind, its nodes and their GPUs.
@@ -116,6 +119,7 @@ fn kind_of(node: &NodeInfo) -> Kind {
         memory_mib: number(node, "gpu.memory"),
         mig,
         sharing,
+        dra: label(node, "gpu.dra.coverage").unwrap_or("-").to_string(),
     }
 }
 
@@ -157,6 +161,7 @@ pub fn render_text(inv: &Inventory) -> String {
             "MEMORY/GPU",
             "MIG",
             "SHARING",
+            "DRA",
         ]
         .map(String::from)
         .to_vec(),
@@ -171,6 +176,7 @@ pub fn render_text(inv: &Inventory) -> String {
             g.kind.memory_mib.map_or("-".into(), |m| format!("{m} MiB")),
             g.kind.mig.clone(),
             g.kind.sharing.clone(),
+            g.kind.dra.clone(),
         ]);
     }
     let nodes: usize = inv.groups.iter().map(|g| g.nodes.len()).sum();
@@ -199,6 +205,7 @@ pub fn render_json(inv: &Inventory) -> String {
             json!({
                 "product": g.kind.product, "vendor": g.kind.vendor, "family": g.kind.family,
                 "memory_mib": g.kind.memory_mib, "mig": g.kind.mig, "sharing": g.kind.sharing,
+                "dra": g.kind.dra,
                 "nodes": g.nodes, "gpus": g.gpus, "memory_total_mib": g.memory_total_mib,
             })
         })
@@ -248,7 +255,54 @@ mod tests {
                 memory_mib: None,
                 mig: "-".into(),
                 sharing: "-".into(),
+                dra: "-".into(),
             }
+        );
+    }
+
+    /// Nodes whose DRA driver covers their GPUs and one it covers in part are two rows: the
+    /// short one stands out, with its coverage.
+    #[test]
+    fn dra_coverage_is_a_column_and_splits_the_rows() {
+        let node = |name: &str, coverage: &str| NodeInfo {
+            name: name.into(),
+            labels: [
+                ("gpu.count", "8"),
+                ("gpu.product", "NVIDIA-H100-80GB-HBM3"),
+                ("gpu.dra.coverage", coverage),
+            ]
+            .iter()
+            .map(|(k, v)| (format!("{FEATURE_NS}/{k}"), v.to_string()))
+            .collect(),
+            ..NodeInfo::default()
+        };
+        let inv = inventory(&[
+            node("a", "complete"),
+            node("b", "partial"),
+            node("c", "complete"),
+        ]);
+        let rows: Vec<(String, Vec<String>)> = inv
+            .groups
+            .iter()
+            .map(|g| (g.kind.dra.clone(), g.nodes.clone()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (
+                    "complete".to_string(),
+                    vec!["a".to_string(), "c".to_string()]
+                ),
+                ("partial".to_string(), vec!["b".to_string()]),
+            ]
+        );
+        assert_eq!(
+            render_text(&inv),
+            "PRODUCT                VENDOR  FAMILY  NODES  GPUS  MEMORY/GPU  MIG  SHARING  DRA\n\
+             NVIDIA-H100-80GB-HBM3  -       -       2      16    -           -    -        complete\n\
+             NVIDIA-H100-80GB-HBM3  -       -       1      8     -           -    -        partial\n\
+             TOTAL                                  3      24\n\
+             3 node(s) with GPUs, 0 without; 0 MiB of GPU memory on the nodes that label it (gpu.memory.total)\n"
         );
     }
 }
