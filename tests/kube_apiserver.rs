@@ -492,3 +492,62 @@ fn the_server_stops_within_seconds_with_a_watch_open() {
         );
     });
 }
+
+/// A ResourceClaim as kube's strategy keeps it: no status from a create or from the main
+/// resource, no spec change through `/status`, and a spec that cannot change.
+#[test]
+fn a_resource_claim_keeps_status_and_spec_apart() {
+    let s = KubeApiServer::start();
+    s.create_namespace("default");
+    let admin = Who::admin();
+    let allocated = json!({"devices": [{"driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0",
+                                        "conditions": []}]});
+    let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+        "status": allocated});
+    let path = kube::object_path(&claim);
+    assert_eq!(
+        path,
+        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c"
+    );
+    let a = s.apply(&admin, "kubectl", &path, &claim, false);
+    assert!(a.ok(), "{} {}", a.code, a.body);
+    let got = s.get(&path);
+    assert_eq!(got["metadata"]["generation"], 1);
+    assert_eq!(got["status"], json!({}));
+    assert_eq!(got["spec"], claim["spec"]);
+    // /status writes the status and leaves the spec as it is.
+    let a = s.merge_patch(
+        &admin,
+        "scheduler",
+        &format!("{path}/status"),
+        &json!({"status": allocated,
+                "spec": {"devices": {"requests": [{"name": "other", "exactly": {"deviceClassName": "x"}}]}}}),
+    );
+    assert!(a.ok(), "{} {}", a.code, a.body);
+    let got = s.get(&path);
+    assert_eq!(got["status"], allocated);
+    assert_eq!(got["spec"], claim["spec"]);
+    // The main resource keeps the status; its spec is immutable.
+    let a = s.merge_patch(
+        &admin,
+        "someone",
+        &path,
+        &json!({"status": {"devices": []}}),
+    );
+    assert!(a.ok(), "{} {}", a.code, a.body);
+    assert_eq!(s.get(&path)["status"], allocated);
+    let a = s.merge_patch(
+        &admin,
+        "someone",
+        &path,
+        &json!({"spec": {"devices": {"requests": [{"name": "other", "exactly": {"deviceClassName": "x"}}]}}}),
+    );
+    assert_eq!(a.code, 422, "{}", a.body);
+    assert_eq!(
+        a.message(),
+        r#"ResourceClaim.resource.k8s.io "c" is invalid: spec: Invalid value: {"devices":{"requests":[{"name":"other","exactly":{"deviceClassName":"x"}}]}}: field is immutable"#
+    );
+    assert_eq!(s.get(&path)["spec"], claim["spec"]);
+}
