@@ -1,13 +1,17 @@
 // testapiserver: gpu-labeler's test Kubernetes API server, built from k8s.io/apiserver (Debian's
 // golang-k8s-apiserver-dev, fetched by fetch.sh). It serves core/v1 nodes (+ nodes/status) and
-// namespaces, admissionregistration.k8s.io/v1 validatingadmissionpolicies and bindings, and
-// NFD's nfd.k8s-sigs.io/v1alpha1 nodefeatures, through the real generic registry and request
+// namespaces, admissionregistration.k8s.io/v1 validatingadmissionpolicies and bindings, NFD's
+// nfd.k8s-sigs.io/v1alpha1 nodefeatures, and DRA's resource.k8s.io: resourceslices, deviceclasses,
+// resourceclaims (+ status) and resourceclaimtemplates in v1, devicetaintrules (+ status) in
+// v1beta2 (k8s.io/api 0.36 has it in no GA version), through the real generic registry and request
 // handlers (SSA field manager, JSON/merge/strategic patch, watch, Status errors) on etcd, with the
 // real ValidatingAdmissionPolicy admission plugin. A policy whose expressions do not compile
 // with the plugin's own compiler is refused at create/update, as kube-apiserver refuses it.
 //
 // What is ours, not Kubernetes': the strategies (k8s.io/kubernetes' internal types, defaulting and
-// validation are not in any Debian package), a bearer-token authenticator that reads a JSON file,
+// validation are not in any Debian package: DRA objects get kube's generation, status/spec reset,
+// immutable claim specs, taint timeAdded and ResourceSlice field selectors, not its per-kind
+// validation such as the 128-device limit or CEL selector compilation), a bearer-token authenticator that reads a JSON file,
 // always-allow authorization, the external v1 types standing in as the internal version, and the
 // NodeFeature Go type (NFD's v1alpha1 shape: spec.features, spec.labels). The SSA type converter
 // comes from client-go's built-in schema (applyconfigurations), because the generic server's own
@@ -22,11 +26,15 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	resourcev1beta2 "k8s.io/api/resource/v1beta2"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/conversion"
@@ -63,6 +71,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -73,6 +82,8 @@ var (
 	codecs = serializer.NewCodecFactory(scheme)
 	regGV  = admissionregistrationv1.SchemeGroupVersion
 	nfdGV  = schema.GroupVersion{Group: "nfd.k8s-sigs.io", Version: "v1alpha1"}
+	draGV  = resourcev1.SchemeGroupVersion
+	dtrGV  = resourcev1beta2.SchemeGroupVersion
 )
 
 // ---- NodeFeature (NFD's CRD, v1alpha1) -------------------------------------------------------
@@ -145,6 +156,36 @@ func init() {
 		func(a, b interface{}, _ conversion.Scope) error {
 			*b.(*NodeFeatureList) = *a.(*NodeFeatureList).DeepCopyObject().(*NodeFeatureList)
 			return nil
+		}))
+	// DRA: all of v1, and of v1beta2 only DeviceTaintRule (no GA version of it in k8s.io/api 0.36),
+	// so that no kind is served in two versions and no v1 <-> v1beta2 conversion is needed.
+	utilruntime.Must(resourcev1.AddToScheme(scheme))
+	scheme.AddKnownTypes(dtrGV, &resourcev1beta2.DeviceTaintRule{}, &resourcev1beta2.DeviceTaintRuleList{})
+	metav1.AddToGroupVersion(scheme, dtrGV)
+	draTypes := []runtime.Object{
+		&resourcev1.ResourceSlice{}, &resourcev1.ResourceSliceList{},
+		&resourcev1.DeviceClass{}, &resourcev1.DeviceClassList{},
+		&resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimList{},
+		&resourcev1.ResourceClaimTemplate{}, &resourcev1.ResourceClaimTemplateList{},
+		&resourcev1beta2.DeviceTaintRule{}, &resourcev1beta2.DeviceTaintRuleList{},
+	}
+	scheme.AddKnownTypes(schema.GroupVersion{Group: draGV.Group, Version: runtime.APIVersionInternal}, draTypes...)
+	for _, t := range draTypes {
+		// As for NodeFeature: the served and the internal type are one Go type.
+		utilruntime.Must(scheme.AddConversionFunc(t, t, func(a, b interface{}, _ conversion.Scope) error {
+			reflect.ValueOf(b).Elem().Set(reflect.ValueOf(a.(runtime.Object).DeepCopyObject()).Elem())
+			return nil
+		}))
+	}
+	// field selectors kube-apiserver accepts for resourceslices (k8s.io/kubernetes
+	// pkg/apis/resource/v1/conversion.go)
+	utilruntime.Must(scheme.AddFieldLabelConversionFunc(draGV.WithKind("ResourceSlice"),
+		func(label, value string) (string, string, error) {
+			switch label {
+			case "metadata.name", resourcev1.ResourceSliceSelectorNodeName, resourcev1.ResourceSliceSelectorDriver:
+				return label, value, nil
+			}
+			return "", "", fmt.Errorf("field label not supported: %s", label)
 		}))
 	// field selectors kube-apiserver accepts for nodes
 	utilruntime.Must(scheme.AddFieldLabelConversionFunc(corev1.SchemeGroupVersion.WithKind("Node"),
@@ -323,6 +364,99 @@ func (s vapStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object
 func (vapStrategy) PrepareForCreate(_ context.Context, obj runtime.Object)      { defaultVAP(obj) }
 func (vapStrategy) PrepareForUpdate(_ context.Context, obj, _ runtime.Object) { defaultVAP(obj) }
 
+// DRA kinds, as k8s.io/kubernetes' strategies (pkg/registry/resource/*/strategy.go) treat them:
+// generation 1 at create and bumped when the spec changes; a kind with a status keeps it on the
+// main resource and keeps its spec on /status; a claim's and a template's spec is immutable; a
+// DeviceTaintRule's taint gets its timeAdded. Not kube's per-kind validation.
+type draStrategy struct {
+	baseStrategy
+	namespaced    bool
+	hasStatus     bool
+	immutableSpec bool
+	apiVersion    fieldpath.APIVersion
+}
+
+func objField(obj runtime.Object, name string) reflect.Value {
+	return reflect.ValueOf(obj).Elem().FieldByName(name)
+}
+
+func (s draStrategy) NamespaceScoped() bool { return s.namespaced }
+
+func (s draStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	objectMeta(obj).Generation = 1
+	if s.hasStatus {
+		st := objField(obj, "Status")
+		st.Set(reflect.Zero(st.Type()))
+	}
+	if r, ok := obj.(*resourcev1beta2.DeviceTaintRule); ok {
+		defaultTimeAdded(&r.Spec.Taint, nil)
+	}
+}
+
+func (s draStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	if s.hasStatus {
+		objField(obj, "Status").Set(objField(old, "Status"))
+	}
+	if r, ok := obj.(*resourcev1beta2.DeviceTaintRule); ok {
+		defaultTimeAdded(&r.Spec.Taint, &old.(*resourcev1beta2.DeviceTaintRule).Spec.Taint)
+	}
+	if !apiequality.Semantic.DeepEqual(objField(obj, "Spec").Interface(), objField(old, "Spec").Interface()) {
+		objectMeta(obj).Generation = objectMeta(old).Generation + 1
+	}
+}
+
+// defaultTimeAdded: as DeviceTaint.TimeAdded's documentation says (k8s.io/api resource/v1beta2):
+// set when not given, and set anew when the effect changes with the old time given back.
+func defaultTimeAdded(t, old *resourcev1beta2.DeviceTaint) {
+	now := metav1.Now().Rfc3339Copy()
+	switch {
+	case old == nil:
+		if t.TimeAdded == nil {
+			t.TimeAdded = &now
+		}
+	case t.TimeAdded == nil:
+		if t.Effect == old.Effect && old.TimeAdded != nil {
+			t.TimeAdded = old.TimeAdded.DeepCopy()
+		} else {
+			t.TimeAdded = &now
+		}
+	case t.Effect != old.Effect && old.TimeAdded != nil && t.TimeAdded.Equal(old.TimeAdded):
+		t.TimeAdded = &now
+	}
+}
+
+func (s draStrategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	return apimachineryvalidation.ValidateObjectMeta(objectMeta(obj), s.namespaced, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+}
+
+func (s draStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	errs := s.Validate(ctx, obj)
+	errs = append(errs, apimachineryvalidation.ValidateObjectMetaUpdate(objectMeta(obj), objectMeta(old), field.NewPath("metadata"))...)
+	if s.immutableSpec {
+		errs = append(errs, apimachineryvalidation.ValidateImmutableField(objField(obj, "Spec").Interface(), objField(old, "Spec").Interface(), field.NewPath("spec"))...)
+	}
+	return errs
+}
+
+func (s draStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	if !s.hasStatus {
+		return nil
+	}
+	return map[fieldpath.APIVersion]*fieldpath.Set{s.apiVersion: fieldpath.NewSet(fieldpath.MakePathOrDie("status"))}
+}
+
+// The /status of a DRA kind: spec and metadata (but managedFields) stay as they are.
+type draStatusStrategy struct{ draStrategy }
+
+func (draStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	objField(obj, "Spec").Set(objField(old, "Spec"))
+	metav1.ResetObjectMetaForStatus(objectMeta(obj), objectMeta(old))
+}
+
+func (s draStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{s.apiVersion: fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))}
+}
+
 // ---- storage ---------------------------------------------------------------------------------
 
 func nodeAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
@@ -343,18 +477,64 @@ func metaAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	return labels.Set(m.GetLabels()), fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}, nil
 }
 
+// resourceSliceAttrs: the fields a ResourceSlice can be selected by, as kube's registry has them
+// (pkg/registry/resource/resourceslice/strategy.go); spec.nodeName is "" for a slice of no node.
+func resourceSliceAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	sl, ok := obj.(*resourcev1.ResourceSlice)
+	if !ok {
+		return nil, nil, fmt.Errorf("not a resourceslice")
+	}
+	fs := generic.ObjectMetaFieldsSet(&sl.ObjectMeta, false)
+	fs[resourcev1.ResourceSliceSelectorNodeName] = sliceNodeName(sl)
+	fs[resourcev1.ResourceSliceSelectorDriver] = sl.Spec.Driver
+	return labels.Set(sl.Labels), fs, nil
+}
+
+func sliceNodeName(sl *resourcev1.ResourceSlice) string {
+	if sl.Spec.NodeName == nil {
+		return ""
+	}
+	return *sl.Spec.NodeName
+}
+
+// A store's watch-cache index on one field, as kube indexes resourceslices by spec.nodeName: the
+// cache serves a list by that field from the index and hands a watch only the events of
+// its value (the trigger), not every slice of the cluster.
+type fieldIndex struct {
+	field string
+	value func(runtime.Object) string
+}
+
 func newStore(getter generic.RESTOptionsGetter, gr schema.GroupResource, singular string,
 	newObj, newList func() runtime.Object, strategy interface {
 		rest.RESTCreateStrategy
 		rest.RESTUpdateStrategy
-	}, attrs storage.AttrFunc) *genericregistry.Store {
+	}, attrs storage.AttrFunc, index ...fieldIndex) *genericregistry.Store {
+	opts := &generic.StoreOptions{RESTOptions: getter, AttrFunc: attrs}
+	var indexFields []string
+	for _, ix := range index {
+		ix := ix
+		indexFields = append(indexFields, ix.field)
+		if opts.TriggerFunc == nil {
+			opts.TriggerFunc = storage.IndexerFuncs{}
+			opts.Indexers = &cache.Indexers{}
+		}
+		opts.TriggerFunc[ix.field] = ix.value
+		(*opts.Indexers)[storage.FieldIndex(ix.field)] = func(obj interface{}) ([]string, error) {
+			o, ok := obj.(runtime.Object)
+			if !ok {
+				return nil, fmt.Errorf("not an object: %T", obj)
+			}
+			return []string{ix.value(o)}, nil
+		}
+	}
 	s := &genericregistry.Store{
 		NewFunc:                   newObj,
 		NewListFunc:               newList,
 		DefaultQualifiedResource:  gr,
 		SingularQualifiedResource: schema.GroupResource{Group: gr.Group, Resource: singular},
 		PredicateFunc: func(l labels.Selector, f fields.Selector) storage.SelectionPredicate {
-			return storage.SelectionPredicate{Label: l, Field: f, GetAttrs: attrs}
+			return storage.SelectionPredicate{Label: l, Field: f, GetAttrs: attrs, IndexFields: indexFields}
 		},
 		CreateStrategy: strategy,
 		UpdateStrategy: strategy,
@@ -364,7 +544,7 @@ func newStore(getter generic.RESTOptionsGetter, gr schema.GroupResource, singula
 	if rf, ok := strategy.(rest.ResetFieldsStrategy); ok {
 		s.ResetFieldsStrategy = rf
 	}
-	if err := s.CompleteWithOptions(&generic.StoreOptions{RESTOptions: getter, AttrFunc: attrs}); err != nil {
+	if err := s.CompleteWithOptions(opts); err != nil {
 		klog.Fatalf("store %v: %v", gr, err)
 	}
 	return s
@@ -421,55 +601,74 @@ func tokenAuthenticator(path string) authenticator.Request {
 
 // ---- API installation (without the generic server's OpenAPI-derived type converter) ------------
 
-func install(s *genericapiserver.GenericAPIServer, c genericapiserver.CompletedConfig, addr string,
-	gv schema.GroupVersion, storage map[string]rest.Storage, tc managedfields.TypeConverter) {
+// servedVersion: one version of an API group, its resources and their SSA type converter.
+type servedVersion struct {
+	gv      schema.GroupVersion
+	storage map[string]rest.Storage
+	tc      managedfields.TypeConverter
+}
+
+// install serves the versions of one API group, preferred first, with one discovery web service
+// for the group: go-restful exits on a second web service at the group's root path.
+func install(s *genericapiserver.GenericAPIServer, c genericapiserver.CompletedConfig, addr string, versions ...servedVersion) {
+	group := versions[0].gv.Group
 	root := "/apis"
-	if gv.Group == "" {
+	if group == "" {
 		root = "/api"
 	}
+	// Which versions serve each resource, over the whole group.
 	served := map[string][]string{}
-	for r := range storage {
-		served[r] = []string{gv.Version}
-		if gv.Group != "" {
-			served[r] = []string{gv.String()}
+	for _, v := range versions {
+		for r := range v.storage {
+			gvs := v.gv.String()
+			if group == "" {
+				gvs = v.gv.Version
+			}
+			served[r] = append(served[r], gvs)
 		}
 	}
-	agv := &genericapi.APIGroupVersion{
-		Root:                        root,
-		GroupVersion:                gv,
-		AllServedVersionsByResource: served,
-		Storage:                     storage,
-		ParameterCodec:              runtime.NewParameterCodec(scheme),
-		Serializer:                  codecs,
-		Creater:                     scheme,
-		Convertor:                   scheme,
-		ConvertabilityChecker:       scheme,
-		UnsafeConvertor:             runtime.UnsafeObjectConvertor(scheme),
-		Defaulter:                   scheme,
-		Typer:                       scheme,
-		Namer:                       runtime.Namer(meta.NewAccessor()),
-		EquivalentResourceRegistry:  s.EquivalentResourceRegistry,
-		Admit:                       c.AdmissionControl,
-		MinRequestTimeout:           time.Duration(c.MinRequestTimeout) * time.Second,
-		Authorizer:                  c.Authorization.Authorizer,
-		TypeConverter:               tc,
-		MaxRequestBodyBytes:         3 * 1024 * 1024,
+	g := metav1.APIGroup{Name: group}
+	for _, v := range versions {
+		agv := &genericapi.APIGroupVersion{
+			Root:                        root,
+			GroupVersion:                v.gv,
+			AllServedVersionsByResource: served,
+			Storage:                     v.storage,
+			ParameterCodec:              runtime.NewParameterCodec(scheme),
+			Serializer:                  codecs,
+			Creater:                     scheme,
+			Convertor:                   scheme,
+			ConvertabilityChecker:       scheme,
+			UnsafeConvertor:             runtime.UnsafeObjectConvertor(scheme),
+			Defaulter:                   scheme,
+			Typer:                       scheme,
+			Namer:                       runtime.Namer(meta.NewAccessor()),
+			EquivalentResourceRegistry:  s.EquivalentResourceRegistry,
+			Admit:                       c.AdmissionControl,
+			MinRequestTimeout:           time.Duration(c.MinRequestTimeout) * time.Second,
+			Authorizer:                  c.Authorization.Authorizer,
+			TypeConverter:               v.tc,
+			MaxRequestBodyBytes:         3 * 1024 * 1024,
+		}
+		res, _, err := agv.InstallREST(s.Handler.GoRestfulContainer)
+		if err != nil {
+			klog.Fatalf("install %v: %v", v.gv, err)
+		}
+		vd := apidiscoveryv2.APIVersionDiscovery{Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent, Version: v.gv.Version, Resources: res}
+		if group == "" {
+			s.AggregatedLegacyDiscoveryGroupManager.AddGroupVersion("", vd)
+			continue
+		}
+		s.AggregatedDiscoveryGroupManager.AddGroupVersion(group, vd)
+		g.Versions = append(g.Versions, metav1.GroupVersionForDiscovery{GroupVersion: v.gv.String(), Version: v.gv.Version})
 	}
-	res, _, err := agv.InstallREST(s.Handler.GoRestfulContainer)
-	if err != nil {
-		klog.Fatalf("install %v: %v", gv, err)
-	}
-	vd := apidiscoveryv2.APIVersionDiscovery{Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent, Version: gv.Version, Resources: res}
-	if gv.Group == "" {
-		s.AggregatedLegacyDiscoveryGroupManager.AddGroupVersion("", vd)
+	if group == "" {
 		legacy := discovery.NewLegacyRootAPIHandler(discovery.DefaultAddresses{DefaultAddress: addr}, s.Serializer, "/api")
 		wrapped := discoveryendpoint.WrapAggregatedDiscoveryToHandler(legacy, s.AggregatedLegacyDiscoveryGroupManager, s.AggregatedLegacyDiscoveryGroupManager)
 		s.Handler.GoRestfulContainer.Add(wrapped.GenerateWebService("/api", metav1.APIVersions{}))
 		return
 	}
-	s.AggregatedDiscoveryGroupManager.AddGroupVersion(gv.Group, vd)
-	d := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version}
-	g := metav1.APIGroup{Name: gv.Group, Versions: []metav1.GroupVersionForDiscovery{d}, PreferredVersion: d}
+	g.PreferredVersion = g.Versions[0]
 	s.DiscoveryGroupManager.AddGroup(g)
 	s.Handler.GoRestfulContainer.Add(discovery.NewAPIGroupHandler(s.Serializer, g).WebService())
 }
@@ -502,7 +701,9 @@ func main() {
 		klog.Fatal(err)
 	}
 	eo := genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(*prefix,
-		codecs.LegacyCodec(corev1.SchemeGroupVersion, regGV, nfdGV)))
+		// Storage versions: v1 for the v1 kinds, v1beta2 for DeviceTaintRule (each kind is stored
+		// in the one listed version that has it).
+		codecs.LegacyCodec(corev1.SchemeGroupVersion, regGV, nfdGV, draGV, dtrGV)))
 	eo.StorageConfig.Transport.ServerList = strings.Split(*etcd, ",")
 	eo.EnableWatchCache = *watchCache
 	if err := eo.ApplyTo(&config.Config); err != nil {
@@ -542,9 +743,9 @@ func main() {
 		func() runtime.Object { return &corev1.Namespace{} }, func() runtime.Object { return &corev1.NamespaceList{} },
 		nsStrategy{bs}, metaAttrs)
 	addr := fmt.Sprintf("127.0.0.1:%d", *port)
-	install(server, completed, addr, corev1.SchemeGroupVersion, map[string]rest.Storage{
+	install(server, completed, addr, servedVersion{corev1.SchemeGroupVersion, map[string]rest.Storage{
 		"nodes": nodes, "nodes/status": &statusREST{&nodeStatus}, "namespaces": namespaces,
-	}, tc)
+	}, tc})
 	vaps := newStore(ro, regGV.WithResource("validatingadmissionpolicies").GroupResource(), "validatingadmissionpolicy",
 		func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
 		func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyList{} },
@@ -553,15 +754,63 @@ func main() {
 		func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{} },
 		func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{} },
 		vapStrategy{bs}, metaAttrs)
-	install(server, completed, addr, regGV, map[string]rest.Storage{
+	install(server, completed, addr, servedVersion{regGV, map[string]rest.Storage{
 		"validatingadmissionpolicies": vaps, "validatingadmissionpolicybindings": vapbs,
-	}, tc)
+	}, tc})
 
 	nfs := newStore(ro, nfdGV.WithResource("nodefeatures").GroupResource(), "nodefeature",
 		func() runtime.Object { return &NodeFeature{} }, func() runtime.Object { return &NodeFeatureList{} },
 		nodeFeatureStrategy{bs}, metaAttrs)
-	install(server, completed, addr, nfdGV, map[string]rest.Storage{"nodefeatures": nfs},
-		managedfields.NewDeducedTypeConverter())
+	install(server, completed, addr, servedVersion{nfdGV, map[string]rest.Storage{"nodefeatures": nfs},
+		managedfields.NewDeducedTypeConverter()})
+
+	// resource.k8s.io: v1 (preferred) and v1beta2 (DeviceTaintRule only), one group.
+	dra := func(gv schema.GroupVersion, namespaced, hasStatus, immutableSpec bool) draStrategy {
+		return draStrategy{bs, namespaced, hasStatus, immutableSpec, fieldpath.APIVersion(gv.String())}
+	}
+	slices := newStore(ro, draGV.WithResource("resourceslices").GroupResource(), "resourceslice",
+		func() runtime.Object { return &resourcev1.ResourceSlice{} }, func() runtime.Object { return &resourcev1.ResourceSliceList{} },
+		dra(draGV, false, false, false), resourceSliceAttrs,
+		fieldIndex{resourcev1.ResourceSliceSelectorNodeName, func(o runtime.Object) string {
+			if sl, ok := o.(*resourcev1.ResourceSlice); ok {
+				return sliceNodeName(sl)
+			}
+			return ""
+		}})
+	classes := newStore(ro, draGV.WithResource("deviceclasses").GroupResource(), "deviceclass",
+		func() runtime.Object { return &resourcev1.DeviceClass{} }, func() runtime.Object { return &resourcev1.DeviceClassList{} },
+		dra(draGV, false, false, false), metaAttrs)
+	claimStrategy := dra(draGV, true, true, true)
+	claims := newStore(ro, draGV.WithResource("resourceclaims").GroupResource(), "resourceclaim",
+		func() runtime.Object { return &resourcev1.ResourceClaim{} }, func() runtime.Object { return &resourcev1.ResourceClaimList{} },
+		claimStrategy, metaAttrs)
+	claimStatus := *claims
+	claimStatus.UpdateStrategy = draStatusStrategy{claimStrategy}
+	claimStatus.ResetFieldsStrategy = draStatusStrategy{claimStrategy}
+	templates := newStore(ro, draGV.WithResource("resourceclaimtemplates").GroupResource(), "resourceclaimtemplate",
+		func() runtime.Object { return &resourcev1.ResourceClaimTemplate{} },
+		func() runtime.Object { return &resourcev1.ResourceClaimTemplateList{} },
+		dra(draGV, true, false, true), metaAttrs)
+	dtrStrategy := dra(dtrGV, false, true, false)
+	rules := newStore(ro, dtrGV.WithResource("devicetaintrules").GroupResource(), "devicetaintrule",
+		func() runtime.Object { return &resourcev1beta2.DeviceTaintRule{} },
+		func() runtime.Object { return &resourcev1beta2.DeviceTaintRuleList{} },
+		dtrStrategy, metaAttrs)
+	ruleStatus := *rules
+	ruleStatus.UpdateStrategy = draStatusStrategy{dtrStrategy}
+	ruleStatus.ResetFieldsStrategy = draStatusStrategy{dtrStrategy}
+	install(server, completed, addr,
+		servedVersion{draGV, map[string]rest.Storage{
+			"resourceslices": slices, "deviceclasses": classes, "resourceclaims": claims,
+			"resourceclaims/status": &statusREST{&claimStatus}, "resourceclaimtemplates": templates,
+		}, tc},
+		servedVersion{dtrGV, map[string]rest.Storage{
+			"devicetaintrules": rules, "devicetaintrules/status": &statusREST{&ruleStatus},
+		}, tc})
+
+	// Graceful shutdown waits for open watches up to this, not the request timeout (60 s): a
+	// test's stop must not outlive its wait.
+	server.ShutdownTimeout = 3 * time.Second
 
 	if err := server.PrepareRun().RunWithContext(ctx); err != nil {
 		klog.Fatal(err)

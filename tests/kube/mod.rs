@@ -273,7 +273,8 @@ pub struct KubeApiServer {
     pub dir: tempfile::TempDir,
     pub port: u16,
     etcd: Child,
-    server: Child,
+    /// In a mutex: [`KubeApiServer::terminate`] waits for it while other threads use the server.
+    server: Mutex<Child>,
     tokens: Mutex<BTreeMap<String, Value>>,
     clients: Mutex<BTreeMap<PathBuf, kube::Client>>,
     ca: String,
@@ -349,7 +350,7 @@ impl KubeApiServer {
             dir,
             port,
             etcd,
-            server,
+            server: Mutex::new(server),
             tokens: Mutex::new(BTreeMap::new()),
             clients: Mutex::new(BTreeMap::new()),
             ca: String::new(),
@@ -374,7 +375,7 @@ impl KubeApiServer {
                 s.clients.lock().unwrap().remove(&kubeconfig);
                 let _ = fs::remove_file(kubeconfig);
             }
-            if let Ok(Some(status)) = s.server.try_wait() {
+            if let Ok(Some(status)) = s.server.lock().unwrap().try_wait() {
                 return Err(format!(
                     "the test API server exited ({status}):\n{}\netcd:\n{}",
                     s.log(),
@@ -504,6 +505,23 @@ impl KubeApiServer {
         }
     }
 
+    /// Stops the server as the kubelet stops a pod (SIGTERM) and waits up to `within` for it to
+    /// exit: how long it took, or `None` when it is still running.
+    pub fn terminate(&self, within: Duration) -> Option<Duration> {
+        let mut server = self.server.lock().unwrap();
+        let pid = rustix::process::Pid::from_child(&server);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM)
+            .unwrap_or_else(|e| panic!("SIGTERM to the test API server: {e}"));
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Ok(Some(_)) = server.try_wait() {
+                return Some(start.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// The server's log (for a failure message).
     pub fn log(&self) -> String {
         let text = fs::read_to_string(self.dir.path().join("apiserver.log")).unwrap_or_default();
@@ -577,7 +595,8 @@ impl KubeApiServer {
         client
     }
 
-    fn try_request(
+    /// One request as `who`, its transport error given back (a watch the server ends).
+    pub fn try_request(
         &self,
         who: &Who,
         method: &str,
@@ -785,7 +804,6 @@ impl KubeApiServer {
     }
 }
 
-/// The REST path of an object (core/v1, admissionregistration, nfd; cluster or namespaced).
 /// The shipped Node policy and its binding (deploy/base/admission-policy.yaml), changed by
 /// `component`'s JSON patch when given (deploy/components/COMPONENT: a `test` of a variable's
 /// name and a `replace` of its expression, applied as kustomize applies them): nvidia-gfd's
@@ -826,12 +844,15 @@ pub fn shipped_node_policy(component: Option<&str>) -> Vec<Value> {
     docs
 }
 
+/// The REST path of an object (core/v1, admissionregistration, nfd, resource.k8s.io; cluster or
+/// namespaced).
 pub fn object_path(doc: &Value) -> String {
     let api_version = doc["apiVersion"].as_str().expect("apiVersion");
     let kind = doc["kind"].as_str().expect("kind");
     let name = doc["metadata"]["name"].as_str().expect("metadata.name");
     let resource = match kind {
         "ValidatingAdmissionPolicy" => "validatingadmissionpolicies".to_string(),
+        "DeviceClass" => "deviceclasses".to_string(),
         other => format!("{}s", other.to_lowercase()),
     };
     let root = if api_version.contains('/') {
@@ -843,7 +864,13 @@ pub fn object_path(doc: &Value) -> String {
     // one on kinds it does not know, such as the admission policies), as kubectl does.
     let cluster_scoped = matches!(
         kind,
-        "Node" | "Namespace" | "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding"
+        "Node"
+            | "Namespace"
+            | "ValidatingAdmissionPolicy"
+            | "ValidatingAdmissionPolicyBinding"
+            | "ResourceSlice"
+            | "DeviceClass"
+            | "DeviceTaintRule"
     );
     match doc["metadata"]["namespace"].as_str() {
         Some(ns) if !cluster_scoped => format!("{root}/namespaces/{ns}/{resource}/{name}"),
@@ -863,7 +890,8 @@ pub fn without_namespace_if_cluster_scoped(mut doc: Value, path: &str) -> Value 
 
 impl Drop for KubeApiServer {
     fn drop(&mut self) {
-        for child in [&mut self.server, &mut self.etcd] {
+        let server = self.server.get_mut().unwrap_or_else(|e| e.into_inner());
+        for child in [server, &mut self.etcd] {
             let _ = child.kill();
             let _ = child.wait();
         }
