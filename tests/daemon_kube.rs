@@ -265,7 +265,7 @@ fn a_label_removed_by_someone_else_comes_back_through_the_watch() {
     wait_labels(&server, &agent, &want);
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     agent.wait_log(
-        "node gpu-node-1: some of our labels were removed or changed by someone else",
+        "node gpu-node-1: some of our labels, taints or condition were removed or changed by someone else",
         WAIT,
     );
     // The server logs a watch when it ends: stop the agent.
