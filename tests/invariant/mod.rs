@@ -566,7 +566,7 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
                 let sides = Sides {
                     proxy: &proxy,
                     kube,
-                    inputs: &inputs,
+                    inputs,
                     health,
                     ours: &ours,
                     flap,
