@@ -1194,19 +1194,15 @@ fn nvml_rows() -> Vec<Row> {
                     )],
                     // The lost GPU keeps its product and its family: sysfs names it as NVML
                     // does, and its chip (GH100) gives the family its compute capability does.
-                    // It is counted, and not as healthy (`lost`).
+                    // It is counted, and not as healthy (`lost`). Memory and compute
+                    // capability are the seven answering GPUs' (#44).
                     with(
-                        without(
-                            h100(),
-                            &[
-                                "gpu.memory",
-                                "gpu.memory.max",
-                                "gpu.memory.total",
-                                "gpu.compute.major",
-                                "gpu.compute.minor",
-                            ],
-                        ),
-                        &[("gpu.health", "degraded"), ("gpu.healthy.count", "7")],
+                        h100(),
+                        &[
+                            ("gpu.health", "degraded"),
+                            ("gpu.healthy.count", "7"),
+                            ("gpu.memory.total", "570913"),
+                        ],
                     ),
                 );
                 (out, e)

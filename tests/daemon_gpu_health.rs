@@ -2,15 +2,16 @@
 //! and goes holds `gpu.health` at `degraded` instead of flapping it, and a fault gone for
 //! `sources.health.clearAfter` clears. The real binary on a writable copy of the Dell tree whose
 //! GPU 1's link width is changed under it (as the kernel's `current_link_width` reads when a
-//! link retrains), publishing to a features file (NFD's local source format).
+//! link retrains), publishing to a features file (NFD's local source format); and a GPU lost
+//! to NVML and back every second (the fake NVML), publishing to a Node.
 
 mod apiserver;
 mod common;
 
 use std::time::{Duration, Instant};
 
-use apiserver::{Agent, wait_for};
-use common::{Tree, pci_ids, proc_fixture};
+use apiserver::{Agent, FakeApiServer, map, run_args, union, wait_for, write_kubeconfig, writes};
+use common::{Tree, nvml_fixture, pci_ids, proc_fixture};
 
 const HOLD: Duration = Duration::from_secs(4);
 
@@ -117,5 +118,98 @@ fn a_fault_shows_holds_through_flapping_and_clears_after_clear_after() {
     );
     agent.wait_log("GPU faults: none", wait);
     assert!(appeared.elapsed() > HOLD);
+    assert_eq!(agent.stop(), 0);
+}
+
+/// NVML loses GPU 3 (`GPU is lost`) and has it back every second for 20 s, at a 1 s interval
+/// and a 1 s light check, under the default 5 min hold (#44). The lost fault is held, and so are
+/// the GPU's memory and compute capability: the Node is written once, for `gpu.health` and
+/// `gpu.healthy.count`, every other label stays as it was (the whole map compared), and the
+/// warning and the fault are said once, not every cycle.
+#[test]
+fn a_gpu_lost_and_back_every_second_changes_only_its_health_once() {
+    const NODE: &str = "gpu-node-1";
+    let server = FakeApiServer::start();
+    server.add_node(NODE, &[("kubernetes.io/os", "linux")]);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "sources:\n  nvml: {checkInterval: 1s}\n").unwrap();
+    let fixture = dir.path().join("nvml.json");
+    let state = |name: &str| {
+        // Renamed into place: the fake reads the file whole or keeps the last one.
+        let tmp = dir.path().join("nvml.json.tmp");
+        std::fs::copy(nvml_fixture(name), &tmp).unwrap();
+        std::fs::rename(&tmp, &fixture).unwrap();
+    };
+    state("h100-8x");
+    let lib = common::fake_nvml_lib("nvidia_ml");
+    let mut args: Vec<String> = run_args(&kubeconfig, NODE, &[])
+        .into_iter()
+        .filter(|a| a != "--no-nvml" && a != "--no-default-rules")
+        .collect();
+    args.extend(
+        [
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ]
+        .map(String::from),
+    );
+    let mut agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+    let kubelet = map(&[("kubernetes.io/os", "linux")]);
+    let healthy = union(&[&kubelet, &common::h100_default_labels()]);
+    let wait = Duration::from_secs(20);
+    let labelled = wait_for(wait, || (server.labels(NODE) == healthy).then_some(()));
+    assert!(
+        labelled.is_some(),
+        "{:#?}\n{}",
+        server.labels(NODE),
+        agent.log_text()
+    );
+    server.clear_requests();
+
+    let mut seen = std::collections::BTreeSet::new();
+    let start = Instant::now();
+    let mut lost = false;
+    let mut flipped = Instant::now() - Duration::from_secs(1);
+    while start.elapsed() < Duration::from_secs(20) {
+        if flipped.elapsed() >= Duration::from_secs(1) {
+            lost = !lost;
+            state(if lost { "h100-8x-gpu3-lost" } else { "h100-8x" });
+            flipped = Instant::now();
+        }
+        seen.insert(server.labels(NODE));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Back for a few cycles: still held.
+    state("h100-8x");
+    std::thread::sleep(Duration::from_secs(3));
+    seen.insert(server.labels(NODE));
+
+    let mut degraded = healthy.clone();
+    degraded.insert(
+        "feature.node.kubernetes.io/gpu.health".into(),
+        "degraded".into(),
+    );
+    degraded.insert(
+        "feature.node.kubernetes.io/gpu.healthy.count".into(),
+        "7".into(),
+    );
+    assert_eq!(server.labels(NODE), degraded, "{}", agent.log_text());
+    assert_eq!(
+        seen,
+        [healthy, degraded].into(),
+        "the label maps the Node carried; log:\n{}",
+        agent.log_text()
+    );
+    let requests = server.requests();
+    let written = writes(&requests);
+    assert_eq!(written.len(), 1, "Node writes: {written:#?}");
+    let log = agent.log_text();
+    let said = |needle: &str| log.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(said("NVML GPU 3: "), 1, "{log}");
+    assert_eq!(said("GPU faults: 0000:5d:00.0: lost"), 1, "{log}");
     assert_eq!(agent.stop(), 0);
 }

@@ -199,19 +199,11 @@ fn a_lost_gpu_drops_only_the_labels_that_need_every_gpu() {
     args.extend(["-o", "json"]);
     let r = run(&args, "h100-8x-gpu3-lost", "nvidia_ml");
     let mut expected = h100_labels();
-    // GPU 3's memory and compute capability are unknown: no value describes all GPUs. Its
-    // product is known from sysfs, by the same name NVML gives the others (one name whichever
-    // source answers), and so is its family (its chip, GH100), so `gpu.product` and
-    // `gpu.family` stay.
-    for k in [
-        "gpu.memory",
-        "gpu.memory.max",
-        "gpu.memory.total",
-        "gpu.compute.major",
-        "gpu.compute.minor",
-    ] {
-        expected.remove(&format!("{P}{k}"));
-    }
+    // GPU 3's memory and compute capability are unknown: the node's come from the seven GPUs
+    // NVML answered for (#44), so the total is theirs. Its product is known from sysfs, by the
+    // same name NVML gives the others (one name whichever source answers), and so is its family
+    // (its chip, GH100), so `gpu.product` and `gpu.family` stay.
+    expected.insert(format!("{P}gpu.memory.total"), (7 * 81559).to_string());
     // GPU 3 is lost: still counted as present, not as healthy.
     expected.insert(format!("{P}gpu.health"), "degraded".into());
     expected.insert(format!("{P}gpu.healthy.count"), "7".into());

@@ -517,3 +517,60 @@ fn a_gpu_that_appears_while_the_child_runs_is_watched_for_xids() {
     expected[5] = vec![fault("xid", "48")];
     assert_eq!(faults_of(&eight), expected);
 }
+
+/// A driver that fails a GPU's XID registration a while (`NVML_ERROR_UNKNOWN` twice, as one may
+/// while the GPU comes up): the failure is said once, the registration is asked again with
+/// backoff (5 s, then 10 s), and once it succeeds that GPU's critical XID (79 on GPU 4) is seen.
+#[test]
+fn a_failed_xid_registration_is_retried_with_backoff_and_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(nvml_fixture("h100-8x-xid")).unwrap())
+            .unwrap();
+    v["faults"] = serde_json::json!({"errors": [
+        {"function": "nvmlDeviceRegisterEvents", "gpu": 4, "error": "UNKNOWN", "times": 2}
+    ]});
+    let path = dir.path().join("fixture.json");
+    std::fs::write(&path, v.to_string()).unwrap();
+    let mut p = child(
+        dir.path(),
+        &path,
+        "nvidia_ml",
+        health(&[48, 79], Duration::from_secs(600)),
+    );
+    let started = Instant::now();
+    let mut warnings = Vec::new();
+    let mut expected = vec![vec![]; 8];
+    expected[5] = vec![fault("xid", "48")];
+    // GPU 5 registered at once: its 48 comes; GPU 4's 79 does not, for now.
+    let mut scan = p.scan();
+    while scan.gpus.get(5).is_none_or(|g| g.faults.is_empty()) && started.elapsed() < BOUND {
+        warnings.extend(scan.warnings);
+        std::thread::sleep(Duration::from_millis(50));
+        scan = p.scan();
+    }
+    warnings.extend(scan.warnings.clone());
+    assert_eq!(faults_of(&scan), expected);
+    // Asked again at 5 s (fails) and 15 s (succeeds): the 79 arrives then, not before.
+    let bound = Duration::from_secs(30);
+    while scan.gpus[4].faults.is_empty() && started.elapsed() < bound {
+        std::thread::sleep(Duration::from_millis(100));
+        scan = p.scan();
+        warnings.extend(scan.warnings.clone());
+    }
+    let took = started.elapsed();
+    expected[4] = vec![fault("xid", "79")];
+    assert_eq!(faults_of(&scan), expected, "after {took:?}");
+    assert!(took >= Duration::from_secs(14), "registered after {took:?}");
+    let uuid = scan.gpus[4].uuid.clone().unwrap();
+    assert_eq!(
+        warnings,
+        vec![
+            format!(
+                "GPU health: cannot register GPU 4 ({uuid}) for XID events: an internal driver \
+                 error occurred; its XIDs are not seen until it is, asked again in 5 s doubling to 300 s"
+            ),
+            format!("GPU health: GPU 4 ({uuid}) registered for XID events after 2 failed tries"),
+        ]
+    );
+}

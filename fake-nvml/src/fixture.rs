@@ -208,6 +208,12 @@ pub struct FaultRule {
     /// Only calls about this MIG device index of `gpu` (its handle, or fetching its handle).
     pub mig: Option<usize>,
     pub error: ErrorCode,
+    /// Only the first this many calls the rule matches fail; later ones go on to the next
+    /// rule, or succeed: a driver that fails a call a while and then answers (e.g.
+    /// `nvmlDeviceRegisterEvents` answering `UNKNOWN` while a GPU comes up). Counted from
+    /// `nvmlInit` by the rule's place in `errors` (append, do not reorder); every call when
+    /// absent.
+    pub times: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -327,17 +327,29 @@ pub fn injected(f: &Fixture, name: &str, about: Option<About>) -> Result<(), Ret
             return Err(e.0);
         }
     }
-    let rule = f.faults.errors.iter().find(|r| {
+    let mut spent = RULE_CALLS.lock().unwrap_or_else(|e| e.into_inner());
+    let rule = f.faults.errors.iter().enumerate().find(|(i, r)| {
         r.function.as_deref().is_none_or(|n| n == name)
             && r.gpu.is_none_or(|g| about.is_some_and(|a| a.gpu == g))
             && r.mig
                 .is_none_or(|m| about.is_some_and(|a| a.mig == Some(m)))
+            && r.times
+                .is_none_or(|n| spent.get(i).copied().unwrap_or(0) < n)
     });
     match rule {
-        Some(r) => Err(r.error.0),
+        Some((i, r)) => {
+            if r.times.is_some() {
+                *spent.entry(i).or_insert(0) += 1;
+            }
+            Err(r.error.0)
+        }
         None => Ok(()),
     }
 }
+
+/// How many calls each `errors` rule with `times` has failed since `nvmlInit`, by its place in
+/// the list.
+static RULE_CALLS: Mutex<BTreeMap<usize, u32>> = Mutex::new(BTreeMap::new());
 
 /// Runs `body`, turning a panic into `NVML_ERROR_UNKNOWN` so none crosses the C boundary.
 fn guarded(body: impl FnOnce() -> Result<(), Return>) -> Return {
@@ -418,6 +430,8 @@ pub fn init(name: &str) -> Return {
         if let Some(e) = fixture.faults.init {
             return Err(e.0);
         }
+        // An `errors` rule's `times` count from init.
+        RULE_CALLS.lock().unwrap_or_else(|e| e.into_inner()).clear();
         st.fixture = Some(fixture);
         st.stamp = fixture_stamp();
         st.refcount += 1;

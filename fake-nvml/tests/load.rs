@@ -462,6 +462,41 @@ fn a_fault_rule_makes_one_mig_device_vanish() {
 }
 
 #[test]
+fn a_fault_rule_with_times_fails_only_its_first_calls() {
+    let _turn = turn();
+    let base: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("h100-8x.json")).unwrap()).unwrap();
+    let mut f = base.clone();
+    f["faults"] = serde_json::json!({"errors": [
+        {"function": "nvmlDeviceGetSerial", "gpu": 1, "error": "UNKNOWN", "times": 2},
+        {"function": "nvmlDeviceGetSerial", "gpu": 1, "error": "NO_PERMISSION", "times": 1}
+    ]});
+    let path = write_temp("times.json", &f.to_string());
+    let serials = |nvml: &Nvml| -> Vec<String> {
+        (0..5)
+            .map(|_| match nvml.device_by_index(1).unwrap().serial() {
+                Ok(s) => s,
+                e => err(e),
+            })
+            .collect()
+    };
+    let want = [
+        "Unknown".to_string(),
+        "Unknown".into(),
+        "NoPermission".into(),
+        base["devices"][1]["serial"].as_str().unwrap().into(),
+        base["devices"][1]["serial"].as_str().unwrap().into(),
+    ];
+    let nvml = open(Some(&path)).unwrap();
+    assert_eq!(serials(&nvml), want);
+    // Other GPUs are not counted, and a new init counts again.
+    assert!(nvml.device_by_index(0).unwrap().serial().is_ok());
+    drop(nvml);
+    let nvml = open(Some(&path)).unwrap();
+    assert_eq!(serials(&nvml), want);
+}
+
+#[test]
 fn calls_are_traced_when_asked() {
     let _turn = turn();
     let trace = Path::new(env!("CARGO_TARGET_TMPDIR")).join("trace.log");

@@ -657,7 +657,9 @@ fn node_attributes(
         let n = gpus.iter().filter(|g| g.vendor == *v).count();
         out.insert(format!("count_{}", v.name()), n.to_string());
     }
-    accel::memory_summary(gpus.iter().map(|g| &g.attributes), &mut out);
+    // Memory and compute capability over the GPUs NVML answered for: a lost one does not take
+    // them off the node (`run` holds its last answer meanwhile: `health::Hold`).
+    out.extend(health::nvml_node_values(gpus.iter().map(|g| &g.attributes)));
     if let Some(link) = interconnect(gpus, &vendors, nvswitches) {
         out.insert("interconnect".into(), link.into());
     }
@@ -721,11 +723,6 @@ fn node_attributes(
         out.insert("family".into(), sanitize_value(f));
     }
     mixed_counts(gpus, &mut out);
-    for k in ["compute_major", "compute_minor"] {
-        if let Some(v) = common(gpus, k) {
-            out.insert(k.into(), v.to_string());
-        }
-    }
     if let Some(cuda) = drivers.get("cuda") {
         let mut it = cuda.split('.');
         if let (Some(a), Some(b)) = (it.next(), it.next()) {

@@ -223,6 +223,39 @@ pub fn node_attributes<'a>(
     })
 }
 
+/// The `gpu.device` attributes NVML gives that `gpu.node` sums up ([`nvml_node_values`]): what
+/// [`Hold`] keeps of a GPU that NVML stops answering for.
+pub const NVML_VALUES: [&str; 3] = ["memory_mib", "compute_major", "compute_minor"];
+
+/// `gpu.node`'s memory (`memory_mib_min`, `_max`, `_total`) and compute capability
+/// (`compute_major`, `_minor`) over the GPUs that answered: a `lost` GPU without a memory
+/// reading (NVML did not answer for it, and no earlier answer is held) is left out, so that one
+/// GPU falling off the bus does not take the node's values with it. Among the GPUs counted,
+/// each value is present only when every one has it (the compute capability: and they agree).
+pub fn nvml_node_values<'a>(
+    gpus: impl Iterator<Item = &'a BTreeMap<String, String>>,
+) -> BTreeMap<String, String> {
+    let answered: Vec<&BTreeMap<String, String>> = gpus
+        .filter(|a| !is_lost(a.get("health").map(String::as_str)) || a.contains_key("memory_mib"))
+        .collect();
+    let mut out = BTreeMap::new();
+    super::accel::memory_summary(answered.iter().copied(), &mut out);
+    for key in ["compute_major", "compute_minor"] {
+        let first = answered.first().and_then(|a| a.get(key));
+        if let Some(v) = first
+            && answered.iter().all(|a| a.get(key) == Some(v))
+        {
+            out.insert(key.to_string(), v.clone());
+        }
+    }
+    out
+}
+
+/// Whether a `health` value lists `lost`.
+fn is_lost(health: Option<&str>) -> bool {
+    health.is_some_and(|h| h.split(',').any(|k| k == "lost"))
+}
+
 /// A GPU's faults as its `gpu.device` instance carries them.
 pub fn faults_of(gpu: &Instance) -> Faults {
     let mut out = Faults::new();
@@ -265,10 +298,17 @@ pub fn node_because(features: &FeatureSet) -> Option<String> {
 /// to every scan before the rules see the features, so that a fault that comes and goes holds
 /// `gpu.health` at `degraded` instead of flapping it. A GPU is known by its PCI address (its
 /// index when it has none); a GPU that is gone takes its held faults with it.
+///
+/// A GPU that NVML stops answering for (`lost`) keeps its last answer's [`NVML_VALUES`] the same
+/// way, for `clear_after` after NVML last gave them, and `gpu.node`'s memory and compute
+/// capability are summed up again with them: a GPU lost and back every second changes no label
+/// but `gpu.health`. Lost for longer, the node's values come from the GPUs that answer.
 #[derive(Debug, Default)]
 pub struct Hold {
     /// GPU -> kind -> (detail, last seen).
     seen: BTreeMap<String, BTreeMap<String, (String, Instant)>>,
+    /// GPU -> its last NVML answer's [`NVML_VALUES`] (those it had), and when.
+    answered: BTreeMap<String, (Vec<(String, String)>, Instant)>,
 }
 
 impl Hold {
@@ -287,16 +327,21 @@ impl Hold {
     ) -> usize {
         let Some(devices) = features.instances.get_mut(GPU_DEVICE) else {
             self.seen.clear();
+            self.answered.clear();
             return 0;
         };
         let mut present = BTreeSet::new();
         let mut held_total = 0;
+        let mut restored = false;
         for g in devices.elements.iter_mut() {
             let Some(id) = g.get("address").or_else(|| g.get("index")) else {
                 continue;
             };
             let id = id.to_string();
             let now_faults = faults_of(g);
+            let values =
+                self.hold_values(&id, g, now_faults.contains_key("lost"), now, clear_after);
+            restored |= !values.is_empty();
             let entry = self.seen.entry(id.clone()).or_default();
             for (k, d) in &now_faults {
                 entry.insert(k.clone(), (d.clone(), now));
@@ -310,7 +355,7 @@ impl Hold {
                 }
             }
             present.insert(id);
-            if faults.is_empty() {
+            if faults.is_empty() && values.is_empty() {
                 continue;
             }
             let mut attrs: BTreeMap<String, String> = g
@@ -318,6 +363,7 @@ impl Hold {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
+            attrs.extend(values);
             write(&mut attrs, &faults);
             *g = attrs
                 .iter()
@@ -326,15 +372,87 @@ impl Hold {
         }
         self.seen
             .retain(|id, faults| present.contains(id) && !faults.is_empty());
+        self.answered.retain(|id, _| present.contains(id));
+        // A GPU's held values make the node's memory and compute capability again.
+        let node_values = restored.then(|| {
+            let gpus: Vec<BTreeMap<String, String>> = devices
+                .elements
+                .iter()
+                .map(|g| {
+                    g.attributes
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect()
+                })
+                .collect();
+            nvml_node_values(gpus.iter())
+        });
         if held_total > 0 {
             let summary = node_attributes(devices.elements.iter().map(|g| g.get("health")));
             for (k, v) in summary.into_iter().flatten() {
                 features.insert_attribute(GPU_NODE, k, v);
             }
         }
+        if let Some(values) = node_values {
+            if let Some(node) = features.attributes.get_mut(GPU_NODE) {
+                for key in NODE_NVML_VALUES {
+                    node.elements.remove(key);
+                }
+            }
+            for (k, v) in values {
+                features.insert_attribute(GPU_NODE, k, v);
+            }
+        }
         held_total
     }
+
+    /// Records the [`NVML_VALUES`] of GPU `id` when NVML answered for it (`source` nvml);
+    /// returns the held ones to put back when it is `lost` now, lacks them, and NVML gave them
+    /// less than `clear_after` ago.
+    fn hold_values(
+        &mut self,
+        id: &str,
+        gpu: &Instance,
+        lost: bool,
+        now: Instant,
+        clear_after: Duration,
+    ) -> Vec<(String, String)> {
+        let given: Vec<(String, String)> = NVML_VALUES
+            .iter()
+            .filter_map(|k| Some((k.to_string(), gpu.get(k)?.to_string())))
+            .collect();
+        if !lost {
+            if gpu.get("source") == Some("nvml") && !given.is_empty() {
+                self.answered.insert(id.to_string(), (given, now));
+            } else {
+                self.answered.remove(id);
+            }
+            return Vec::new();
+        }
+        if !given.is_empty() {
+            return Vec::new();
+        }
+        match self.answered.get(id) {
+            Some((values, at)) if now.saturating_duration_since(*at) < clear_after => {
+                values.clone()
+            }
+            _ => {
+                // Lost for `clear_after`: its values go, and the node's come from the others.
+                self.answered.remove(id);
+                Vec::new()
+            }
+        }
+    }
 }
+
+/// The `gpu.node` attributes [`nvml_node_values`] gives.
+const NODE_NVML_VALUES: [&str; 5] = [
+    "memory_mib_min",
+    "memory_mib_max",
+    "memory_mib_total",
+    "compute_major",
+    "compute_minor",
+];
 
 #[cfg(test)]
 mod tests {
@@ -446,6 +564,118 @@ mod tests {
                 "1"
             ])
         );
+    }
+
+    /// Two H100s as discovery gives them: the second lost to NVML now (no memory or compute
+    /// capability: NVML did not answer for it), or answering.
+    fn nvml_scan(second_lost: bool) -> FeatureSet {
+        let mut gpus = Vec::new();
+        for (i, address) in ["0000:19:00.0", "0000:3b:00.0"].iter().enumerate() {
+            let mut a = BTreeMap::from([
+                ("address".to_string(), address.to_string()),
+                ("index".to_string(), i.to_string()),
+            ]);
+            let mut faults = Faults::new();
+            if i == 1 && second_lost {
+                a.insert("source".into(), "sysfs".into());
+                faults.insert("lost".into(), "NVML: GPU is lost".into());
+            } else {
+                a.insert("source".into(), "nvml".into());
+                a.insert("memory_mib".into(), "81559".into());
+                a.insert("compute_major".into(), "9".into());
+                a.insert("compute_minor".into(), "0".into());
+            }
+            write(&mut a, &faults);
+            gpus.push(a);
+        }
+        let mut f = FeatureSet::default();
+        let summary = node_attributes(gpus.iter().map(|g| g.get("health").map(String::as_str)));
+        for (k, v) in summary.into_iter().flatten() {
+            f.insert_attribute(GPU_NODE, k, v);
+        }
+        for (k, v) in nvml_node_values(gpus.iter()) {
+            f.insert_attribute(GPU_NODE, k, v);
+        }
+        for a in &gpus {
+            f.push_instance(
+                GPU_DEVICE,
+                a.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect(),
+            );
+        }
+        f
+    }
+
+    fn node(f: &FeatureSet) -> BTreeMap<String, String> {
+        f.attributes[GPU_NODE].elements.clone()
+    }
+
+    fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_node_values_come_from_the_gpus_that_answered() {
+        // One lost: the other's values; both lost: none.
+        assert_eq!(
+            node(&nvml_scan(true)),
+            attrs(&[
+                ("compute_major", "9"),
+                ("compute_minor", "0"),
+                ("health", "degraded"),
+                ("healthy_count", "1"),
+                ("memory_mib_max", "81559"),
+                ("memory_mib_min", "81559"),
+                ("memory_mib_total", "81559"),
+            ])
+        );
+        let lost = attrs(&[("health", "lost")]);
+        assert_eq!(nvml_node_values([&lost, &lost].into_iter()), attrs(&[]));
+        // A GPU that is not lost and has no memory reading still leaves the memory unknown.
+        let h100 = attrs(&[("health", "ok"), ("memory_mib", "81559")]);
+        let unknown = attrs(&[("health", "ok")]);
+        assert_eq!(nvml_node_values([&h100, &unknown].into_iter()), attrs(&[]));
+    }
+
+    #[test]
+    fn a_gpu_lost_and_back_keeps_the_node_values_until_lost_for_clear_after() {
+        let mut hold = Hold::new();
+        let t0 = Instant::now();
+        let clear = Duration::from_secs(60);
+        let s = Duration::from_secs;
+        let whole = |health: &str, healthy: &str| {
+            attrs(&[
+                ("compute_major", "9"),
+                ("compute_minor", "0"),
+                ("health", health),
+                ("healthy_count", healthy),
+                ("memory_mib_max", "81559"),
+                ("memory_mib_min", "81559"),
+                ("memory_mib_total", "163118"),
+            ])
+        };
+        let mut f = nvml_scan(false);
+        hold.apply(&mut f, t0, clear);
+        assert_eq!(node(&f), whole("ok", "2"));
+        // Lost and back every second: the node's values never change, the fault is held.
+        for i in 1..20u64 {
+            let mut f = nvml_scan(i % 2 == 1);
+            hold.apply(&mut f, t0 + s(i), clear);
+            assert_eq!(node(&f), whole("degraded", "1"), "scan {i}");
+        }
+        // The lost GPU carries its last answer's values meanwhile.
+        let mut f = nvml_scan(true);
+        hold.apply(&mut f, t0 + s(20), clear);
+        let g = &f.instances(GPU_DEVICE)[1];
+        let held: Vec<Option<&str>> = NVML_VALUES.iter().map(|k| g.get(k)).collect();
+        assert_eq!(held, [Some("81559"), Some("9"), Some("0")]);
+        // Lost for `clear_after` since it last answered (at 18 s): the other GPU's values.
+        let mut f = nvml_scan(true);
+        hold.apply(&mut f, t0 + s(78), clear);
+        assert_eq!(node(&f), node(&nvml_scan(true)));
+        assert_eq!(f.instances(GPU_DEVICE)[1].get("memory_mib"), None);
     }
 
     #[test]

@@ -441,7 +441,10 @@ fn scan_nvml(nvml: &Nvml, health: &NvmlHealth, tracker: &mut HealthTracker) -> N
                 gpus.push(gpu);
             }
             Err(e) => {
-                warnings.push(format!("NVML GPU {index}: {e}; left to sysfs"));
+                let message = format!("NVML GPU {index}: {e}; left to sysfs");
+                if tracker.failing_anew(index, &message, health.clear_after) {
+                    warnings.push(message);
+                }
                 if matches!(e, NvmlError::GpuLost) {
                     lost.push(NvmlLostGpu {
                         index,
@@ -748,8 +751,29 @@ const XID_WAIT_MS: u32 = 500;
 /// How often the XID event thread looks for GPUs it has not registered yet.
 const XID_REGISTER_EVERY: Duration = Duration::from_secs(5);
 
+/// The longest wait before a failed XID registration is asked again.
+const XID_REGISTER_MAX: Duration = Duration::from_secs(300);
+
+/// How long after its `tries`-th failure an XID registration is asked again:
+/// `XID_REGISTER_EVERY`, doubling with each failure, at most `XID_REGISTER_MAX` (a driver may
+/// fail it for a while, e.g. `NVML_ERROR_UNKNOWN` while the GPU comes up).
+fn xid_register_backoff(tries: u32) -> Duration {
+    XID_REGISTER_EVERY
+        .saturating_mul(1 << tries.saturating_sub(1).min(16))
+        .min(XID_REGISTER_MAX)
+}
+
+/// A GPU whose XID registration failed: how often, the last error, when to ask again.
+struct FailedRegistration {
+    tries: u32,
+    error: u32,
+    next: Instant,
+}
+
 /// `nvmlEventTypeXidCriticalError`.
 const EVENT_XID: u64 = 0x8;
+/// `NVML_ERROR_NOT_SUPPORTED`.
+const NVML_NOT_SUPPORTED: u32 = 3;
 /// `NVML_ERROR_TIMEOUT`.
 const NVML_TIMEOUT: u32 = 10;
 
@@ -789,6 +813,8 @@ struct HealthTracker {
     said: BTreeSet<String>,
     /// GPUs' PCI addresses by NVML index, from earlier scans (for `lost`).
     addresses: HashMap<u32, PciAddress>,
+    /// GPUs NVML failed to answer for, by index: the warning said, and when it last failed.
+    failing: HashMap<u32, (String, Instant)>,
 }
 
 impl HealthTracker {
@@ -798,6 +824,19 @@ impl HealthTracker {
 
     fn take_notes(&mut self) -> Vec<String> {
         std::mem::take(&mut self.log().notes)
+    }
+
+    /// Whether GPU `index` failing with `message` is news: not when it failed with the same
+    /// message less than `hold` ago, so that a GPU lost and back every second is said lost
+    /// once, as its `lost` fault is held (`sources.health.clearAfter`), not every scan.
+    fn failing_anew(&mut self, index: u32, message: &str, hold: Duration) -> bool {
+        let now = Instant::now();
+        let anew = !self
+            .failing
+            .get(&index)
+            .is_some_and(|(said, at)| said == message && now.saturating_duration_since(*at) < hold);
+        self.failing.insert(index, (message.to_string(), now));
+        anew
     }
 
     /// `message` once for the life of the process, with the next scan's warnings (about the
@@ -880,31 +919,69 @@ fn watch_xids(nvml: &'static Nvml, critical: &[u32], log: &Mutex<XidLog>, stop: 
             ));
             return;
         }
-        // Registered GPUs by handle, and the handles that cannot be (no XID events, or the
-        // registration failed): looked at again every `XID_REGISTER_EVERY`, so that a GPU NVML
-        // starts listing while the child runs (back after a reset, hot-plugged) is watched too.
+        // Registered GPUs by handle, and the handles that cannot be (no XID events): looked at
+        // again every `XID_REGISTER_EVERY`, so that a GPU NVML starts listing while the child
+        // runs (back after a reset, hot-plugged) is watched too. A registration that failed is
+        // asked again with backoff (`xid_register_backoff`), each failure said once per GPU
+        // per change of error: until it succeeds, that GPU's XIDs are not seen.
         let mut keys: HashMap<usize, String> = HashMap::new();
         let mut refused: HashSet<usize> = HashSet::new();
+        let mut failed: HashMap<usize, FailedRegistration> = HashMap::new();
         let mut register_new = |keys: &mut HashMap<usize, String>| {
+            let now = Instant::now();
             for index in 0..nvml.device_count().unwrap_or(0) {
                 let Ok(dev) = nvml.device_by_index(index) else {
                     continue;
                 };
                 let handle = dev.handle();
-                if keys.contains_key(&(handle as usize)) || refused.contains(&(handle as usize)) {
+                let id = handle as usize;
+                if keys.contains_key(&id)
+                    || refused.contains(&id)
+                    || failed.get(&id).is_some_and(|f| now < f.next)
+                {
                     continue;
                 }
                 if let Some(get) = supported {
                     let mut types = 0;
                     if get(handle, &mut types) == 0 && types & EVENT_XID == 0 {
-                        refused.insert(handle as usize);
+                        refused.insert(id);
                         continue;
                     }
                 }
-                if register(handle, EVENT_XID, set) == 0 {
-                    keys.insert(handle as usize, gpu_key(index, dev.uuid().ok().as_deref()));
-                } else {
-                    refused.insert(handle as usize);
+                let key = gpu_key(index, dev.uuid().ok().as_deref());
+                match register(handle, EVENT_XID, set) {
+                    0 => {
+                        if let Some(f) = failed.remove(&id) {
+                            note(format!(
+                                "GPU health: GPU {index} ({key}) registered for XID events after {} failed {}",
+                                f.tries,
+                                if f.tries == 1 { "try" } else { "tries" }
+                            ));
+                        }
+                        keys.insert(id, key);
+                    }
+                    NVML_NOT_SUPPORTED => {
+                        refused.insert(id);
+                    }
+                    rc => {
+                        let f = failed.entry(id).or_insert(FailedRegistration {
+                            tries: 0,
+                            error: 0,
+                            next: now,
+                        });
+                        f.tries += 1;
+                        f.next = now + xid_register_backoff(f.tries);
+                        if f.error != rc {
+                            f.error = rc;
+                            note(format!(
+                                "GPU health: cannot register GPU {index} ({key}) for XID events: {}; \
+                                 its XIDs are not seen until it is, asked again in {} s doubling to {} s",
+                                nvml_error(rc),
+                                xid_register_backoff(f.tries).as_secs(),
+                                XID_REGISTER_MAX.as_secs()
+                            ));
+                        }
+                    }
                 }
             }
         };
@@ -1239,6 +1316,15 @@ mod tests {
             parse_bus_id("00000001:00:00.0"),
             PciAddress::parse("0001:00:00.0")
         );
+    }
+
+    #[test]
+    fn a_failed_xid_registration_is_asked_again_5_s_doubling_to_5_min() {
+        let secs: Vec<u64> = (1..=9)
+            .map(|tries| xid_register_backoff(tries).as_secs())
+            .collect();
+        assert_eq!(secs, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(xid_register_backoff(u32::MAX), XID_REGISTER_MAX);
     }
 
     #[test]

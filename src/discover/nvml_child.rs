@@ -82,6 +82,9 @@ pub struct IsolatedNvml {
     last_failure: Option<FailureReason>,
     /// What the child's health checks need (`sources.health`), passed on its command line.
     health: NvmlHealth,
+    /// Each GPU's last checked answer, by address (else UUID): the plausibility check's "last
+    /// good value" of a GPU that a scan in between left out (lost and back) is its own.
+    known_gpus: Vec<super::nvml::NvmlGpu>,
 }
 
 impl IsolatedNvml {
@@ -96,6 +99,7 @@ impl IsolatedNvml {
             last_good: None,
             last_failure: None,
             health: NvmlHealth::default(),
+            known_gpus: Vec::new(),
         }
     }
 
@@ -281,6 +285,26 @@ impl IsolatedNvml {
         }
     }
 
+    /// Keeps each GPU of `scan` (checked) as its last answer, in place of the one before.
+    fn remember_gpus(&mut self, scan: &NvmlScan) {
+        for g in &scan.gpus {
+            let same = |k: &super::nvml::NvmlGpu| {
+                (g.address.is_some() && k.address == g.address)
+                    || (g.address.is_none() && g.uuid.is_some() && k.uuid == g.uuid)
+            };
+            match self.known_gpus.iter_mut().find(|k| same(k)) {
+                Some(k) => *k = g.clone(),
+                None => self.known_gpus.push(g.clone()),
+            }
+        }
+        // Bounded as NVML's list is (plausible::MAX_GPUS): the oldest go first.
+        let excess = self
+            .known_gpus
+            .len()
+            .saturating_sub(super::plausible::MAX_GPUS);
+        self.known_gpus.drain(..excess);
+    }
+
     /// A scan that did not answer `ok`: NVML's last good answer while within the grace period,
     /// else the failure itself.
     fn degraded(&self, why: String, failed: NvmlScan) -> NvmlScan {
@@ -317,11 +341,13 @@ impl NvmlProbe for IsolatedNvml {
                         // What the driver says is checked against what hardware can be: an
                         // implausible value never becomes a label, the last good one stands.
                         let mut scan = scan;
-                        let refused = super::plausible::check(
-                            &mut scan,
-                            self.last_good.as_ref().map(|(_, _, s)| s),
-                        );
+                        let reference = self.last_good.as_ref().map(|(_, _, s)| NvmlScan {
+                            gpus: self.known_gpus.clone(),
+                            ..s.clone()
+                        });
+                        let refused = super::plausible::check(&mut scan, reference.as_ref());
                         scan.warnings.extend(refused);
+                        self.remember_gpus(&scan);
                         self.last_good =
                             Some((Instant::now(), std::time::SystemTime::now(), scan.clone()));
                         scan
@@ -591,6 +617,41 @@ pub(crate) mod tests {
             )
         );
         assert_eq!(p.take_failure(), Some(FailureReason::Spawn));
+    }
+
+    /// A GPU lost for a scan and back with an implausible memory size keeps its own last good
+    /// value: the scan in between, which left it out, is not its last answer (#44).
+    #[test]
+    fn a_gpu_lost_and_back_with_garbage_keeps_its_own_last_good_value() {
+        let gpu = |memory: u64| {
+            format!(
+                r#"{{"index":3,"address":{{"domain":0,"bus":93,"device":0,"function":0}},"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-3","memory_bytes":{memory},"compute":[9,0],"mig_enabled":false,"vgpu_guest":false,"mig_devices":[]}}"#
+            )
+        };
+        let answer = |gpus: &str| {
+            format!(
+                r#"{{"status":"Ok","driver_version":"550.54.15","cuda_version":"12.4","gpus":[{gpus}],"warnings":[]}}"#
+            )
+        };
+        let good = 85_520_809_984u64;
+        let script = format!(
+            "read l; echo '{}'; read l; echo '{}'; read l; echo '{}'; exec sleep 30",
+            answer(&gpu(good)),
+            answer(""),
+            answer(&gpu(1 << 50)),
+        );
+        let mut p = probe(&script, 2000, Duration::ZERO);
+        let memory = |s: &NvmlScan| s.gpus.iter().map(|g| g.memory_bytes).collect::<Vec<_>>();
+        assert_eq!(memory(&p.scan()), [Some(good)]);
+        assert_eq!(memory(&p.scan()), []);
+        let back = p.scan();
+        assert_eq!(memory(&back), [Some(good)]);
+        assert_eq!(
+            back.warnings,
+            [
+                "NVML GPU 3 (0000:5d:00.0): the total memory is not plausible (between 64 MiB and 1 TiB); its last good value is kept"
+            ]
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! - the API proxy: 500s, 409s, 429s (Retry-After 1 s), garbage, dropped connections, slow
 //!   answers (past the request timeout), a 64 MiB body, an endless body;
 //! - the Node watch: garbage streams, an 8 MiB event;
-//! - NVML: a hang or a segfault in a per-scan query, implausible values;
+//! - NVML: a hang or a segfault in a per-scan query, implausible values, a GPU lost and back
+//!   every second (`GPU is lost`, #44);
 //! - the health port: a flood of idle connections;
 //! - the rule files: a file that does not parse, a 100,000-character regex;
 //! - the cluster: another manager removing one of the agent's labels.
@@ -14,9 +15,10 @@
 //! Checked all along (every 250 ms): `/healthz` answered 200 within 1 s, the agent's RSS under
 //! the DaemonSet's 96 MiB limit, and every label of ours on the Node has the value a healthy
 //! node gets (nothing outside what validation and the plausibility checks allow; a label may be
-//! missing only while another manager removed it). At the end: at most 2 API requests a second
-//! over any 10 s, and the whole right label set on the Node within 2 intervals of the faults
-//! stopping.
+//! missing only while another manager removed it; `gpu.health` and `gpu.healthy.count` may say
+//! one GPU is lost while one flaps and for the hold after, and nothing else may change with it).
+//! At the end: at most 2 API requests a second over any 10 s, and the whole right label set on
+//! the Node within 2 intervals of the faults stopping (and of the lost GPU's hold ending).
 //!
 //! The schedule comes from one seed (`SOAK_SEED`, else the clock), printed first, so that a
 //! failure replays from it.
@@ -37,6 +39,15 @@ pub const NODE: &str = "soak-node";
 /// The DaemonSet's memory limit.
 const LIMIT_KIB: u64 = 96 * 1024;
 const INTERVAL: Duration = Duration::from_secs(1);
+/// `sources.health.clearAfter`: longer than the flapping GPU's second away, and than a cycle the
+/// API's faults hold up, so that its fault, memory and compute capability are held through the
+/// flapping (at 3 s, a cycle delayed by slow answers saw the GPU lost on both sides of it).
+const CLEAR_AFTER: Duration = Duration::from_secs(10);
+/// The labels a lost GPU changes (held: `degraded` and one GPU fewer healthy).
+const LOST_HEALTH: [(&str, &str); 2] = [
+    ("feature.node.kubernetes.io/gpu.health", "degraded"),
+    ("feature.node.kubernetes.io/gpu.healthy.count", "7"),
+];
 
 /// SplitMix64: the schedule's only source of chance, so that a seed replays it.
 pub struct Rng(u64);
@@ -89,7 +100,8 @@ pub struct Report {
     /// The most API requests in any 10 s.
     pub peak_requests_10s: usize,
     pub requests: usize,
-    /// From the faults stopping to the right labels on the Node.
+    /// From the faults stopping (or, later, the hold of a GPU lost lately ending) to the right
+    /// labels on the Node.
     pub recovered_after: Option<Duration>,
 }
 
@@ -116,6 +128,8 @@ struct Inputs {
     dir: tempfile::TempDir,
     nvml: PathBuf,
     rules: PathBuf,
+    /// The NVML fault of this epoch, and whether GPU 3 is lost now (the flapper's side).
+    nvml_state: Mutex<(Option<serde_json::Value>, bool)>,
 }
 
 const GOOD_RULES: &str = "site.yaml";
@@ -132,25 +146,46 @@ impl Inputs {
             apiserver::rule_file(&[("nvidia", "site.nvidia")]),
         )
         .unwrap();
-        Inputs { dir, nvml, rules }
+        Inputs {
+            dir,
+            nvml,
+            rules,
+            nvml_state: Mutex::new((None, false)),
+        }
     }
 
     fn config(&self) -> PathBuf {
         let path = self.dir.path().join("config.yaml");
         std::fs::write(
             &path,
-            "sources:\n  nvml: {timeout: 2s, checkInterval: 1s}\n",
+            format!(
+                "sources:\n  nvml: {{timeout: 2s, checkInterval: 1s}}\n  health: {{clearAfter: {}s}}\n",
+                CLEAR_AFTER.as_secs()
+            ),
         )
         .unwrap();
         path
     }
 
     fn set_nvml(&self, fault: Option<serde_json::Value>) {
+        let mut state = self.nvml_state.lock().unwrap();
+        state.0 = fault;
+        self.write_nvml(&state);
+    }
+
+    /// GPU 3 lost (`GPU is lost` to every call about it) or back.
+    fn set_lost(&self, lost: bool) {
+        let mut state = self.nvml_state.lock().unwrap();
+        state.1 = lost;
+        self.write_nvml(&state);
+    }
+
+    fn write_nvml(&self, (fault, lost): &(Option<serde_json::Value>, bool)) {
         let mut v: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(common::nvml_fixture("h100-8x")).unwrap(),
         )
         .unwrap();
-        match fault {
+        match fault.clone() {
             Some(serde_json::Value::String(s)) if s == "garbage" => {
                 for d in v["devices"].as_array_mut().unwrap() {
                     d["memory_total_bytes"] = serde_json::json!(2_415_267_542_309u64 << 20);
@@ -158,6 +193,9 @@ impl Inputs {
             }
             Some(f) => v["faults"] = serde_json::json!({"misbehave": [f]}),
             None => {}
+        }
+        if *lost {
+            v["faults"]["device_errors"] = serde_json::json!({"3": "GPU_IS_LOST"});
         }
         atomic_write(&self.nvml, &v.to_string());
     }
@@ -187,6 +225,57 @@ struct Sides<'a> {
     inputs: &'a Inputs,
     health: SocketAddr,
     ours: &'a BTreeMap<String, String>,
+    flap: &'a Mutex<Flap>,
+}
+
+/// The GPU that NVML loses and has back every second: shared by the faults, the flapper that
+/// rewrites the fixture, and the checker.
+#[derive(Debug, Default)]
+struct Flap {
+    /// This epoch flaps GPU 3.
+    on: bool,
+    /// Lost now, and since when.
+    lost: Option<Instant>,
+    /// When it was last made lost.
+    last_lost: Option<Instant>,
+}
+
+impl Flap {
+    /// Until when the Node may say a GPU is lost: while one flaps, and for the hold after it
+    /// was last lost (lost for up to a second, then `CLEAR_AFTER`, then a cycle to publish).
+    fn may_be_lost(&self, now: Instant) -> bool {
+        self.on
+            || self
+                .last_lost
+                .is_some_and(|t| now < t + Duration::from_secs(1) + CLEAR_AFTER + 2 * INTERVAL)
+    }
+}
+
+/// Loses GPU 3 and has it back every second while `flap.on`, until `stop`.
+fn flapper(inputs: &Inputs, flap: &Mutex<Flap>, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        {
+            let mut f = flap.lock().unwrap();
+            let now = Instant::now();
+            match f.lost {
+                Some(since) if !f.on || now >= since + Duration::from_secs(1) => {
+                    inputs.set_lost(false);
+                    f.lost = None;
+                }
+                // Back for a second before it is lost again.
+                None if f.on
+                    && f.last_lost
+                        .is_none_or(|t| now >= t + Duration::from_secs(2)) =>
+                {
+                    inputs.set_lost(true);
+                    f.lost = Some(now);
+                    f.last_lost = Some(now);
+                }
+                _ => {}
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// One epoch's faults, drawn from `rng`, applied; returns what they are.
@@ -202,6 +291,7 @@ fn draw_faults(
         inputs,
         health,
         ours,
+        flap,
     } = *sides;
     let mut said = Vec::new();
     let k = 1 + rng.below(4) as usize;
@@ -240,6 +330,11 @@ fn draw_faults(
     };
     said.push(format!("nvml {nvml:?}"));
     inputs.set_nvml(nvml);
+    let flapping = rng.below(3) == 0;
+    flap.lock().unwrap().on = flapping;
+    if flapping {
+        said.push("GPU 3 lost and back every second".into());
+    }
 
     let rules = match rng.below(3) {
         0 => Some(("does not parse", "spec: [\n  rules: {\n".to_string())),
@@ -403,13 +498,16 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
 
     // The checker, every 250 ms until told to stop.
     let stop = AtomicBool::new(false);
+    let flap = Mutex::new(Flap::default());
     let removed: Mutex<Option<String>> = Mutex::new(None);
     let found = Mutex::new((Vec::<String>::new(), 0u64, Duration::ZERO, 0usize));
     {
         let pid = agent.pid();
         let kube = &kube;
-        let (stop, removed, found, want) = (&stop, &removed, &found, &want);
+        let (stop, removed, found, want, flap) = (&stop, &removed, &found, &want, &flap);
+        let inputs = &inputs;
         std::thread::scope(|scope| {
+            let flapping = scope.spawn(move || flapper(inputs, flap, stop));
             let handle = scope.spawn(|| {
                 while !stop.load(Ordering::Relaxed) {
                     let at = started.elapsed().as_secs_f64();
@@ -417,6 +515,7 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
                     let rss = rss_kib(pid);
                     let labels = kube.labels(NODE);
                     let gone = removed.lock().unwrap().clone();
+                    let may_be_lost = flap.lock().unwrap().may_be_lost(Instant::now());
                     let mut f = found.lock().unwrap();
                     f.3 += 1;
                     f.2 = f.2.max(took);
@@ -428,7 +527,9 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
                         f.0.push(format!("{at:.1}s: RSS {rss} KiB"));
                     }
                     for (k, v) in want {
+                        let lost = LOST_HEALTH.iter().find(|(l, _)| l == k).map(|(_, v)| *v);
                         match labels.get(k) {
+                            Some(got) if may_be_lost && Some(got.as_str()) == lost => {}
                             Some(got) if got != v => {
                                 f.0.push(format!("{at:.1}s: {k}={got}, not {v}"))
                             }
@@ -465,9 +566,10 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
                 let sides = Sides {
                     proxy: &proxy,
                     kube,
-                    inputs: &inputs,
+                    inputs,
                     health,
                     ours: &ours,
+                    flap,
                 };
                 let said = draw_faults(&mut rng, &sides, &mut flood, &mut r);
                 *removed.lock().unwrap() = r;
@@ -479,11 +581,19 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
             // The faults stop.
             proxy.set_faults(Faults::default());
             inputs.set_nvml(None);
+            flap.lock().unwrap().on = false;
             inputs.set_extra_rules(None);
             flood.clear();
             let stopped = Instant::now();
+            // A GPU lost lately: its hold ends first.
+            let held_until = flap
+                .lock()
+                .unwrap()
+                .last_lost
+                .map(|t| t + Duration::from_secs(1) + CLEAR_AFTER);
+            let from = held_until.map_or(stopped, |h| h.max(stopped));
             let right = apiserver::wait_for(Duration::from_secs(30), || {
-                (kube.labels(NODE) == *want).then(|| stopped.elapsed())
+                (kube.labels(NODE) == *want).then(|| Instant::now().saturating_duration_since(from))
             });
             report.recovered_after = right;
             match right {
@@ -498,6 +608,7 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
             std::thread::sleep(Duration::from_secs(1));
             stop.store(true, Ordering::Relaxed);
             handle.join().unwrap();
+            flapping.join().unwrap();
         });
     }
     let (violations, rss, slowest, probes) = std::mem::take(&mut *found.lock().unwrap());
