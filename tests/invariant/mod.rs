@@ -10,13 +10,17 @@
 //!   every second (`GPU is lost`, #44);
 //! - the health port: a flood of idle connections;
 //! - the rule files: a file that does not parse, a 100,000-character regex;
-//! - the cluster: another manager removing one of the agent's labels.
+//! - the cluster: another manager removing one of the agent's labels, taking its taint off, or
+//!   setting its `GPUHealthy` condition to something else (#44).
 //!
 //! Checked all along (every 250 ms): `/healthz` answered 200 within 1 s, the agent's RSS under
 //! the DaemonSet's 96 MiB limit, and every label of ours on the Node has the value a healthy
 //! node gets (nothing outside what validation and the plausibility checks allow; a label may be
 //! missing only while another manager removed it; `gpu.health` and `gpu.healthy.count` may say
-//! one GPU is lost while one flaps and for the hold after, and nothing else may change with it).
+//! one GPU is lost while one flaps and for the hold after, and nothing else may change with it);
+//! the agent's taint (a site rule's, `publish.taints`) and its `GPUHealthy` condition
+//! (`publish.condition`, under the health-condition policy) are there and right, but while
+//! another manager has just changed them, and the condition may say the lost GPU as the labels do.
 //! At the end: at most 2 API requests a second over any 10 s, and the whole right label set on
 //! the Node within 2 intervals of the faults stopping (and of the lost GPU's hold ending).
 //!
@@ -44,6 +48,45 @@ const INTERVAL: Duration = Duration::from_secs(1);
 /// flapping (at 3 s, a cycle delayed by slow answers saw the GPU lost on both sides of it).
 const CLEAR_AFTER: Duration = Duration::from_secs(10);
 /// The labels a lost GPU changes (held: `degraded` and one GPU fewer healthy).
+/// The taint a site rule asks for, and the condition of a healthy node (and of one GPU lost).
+const OUR_TAINT: &str = "feature.node.kubernetes.io/soak=true:PreferNoSchedule";
+const HEALTHY: &str = "True/GPUsHealthy/8 of 8 GPUs healthy";
+const ONE_LOST: &str = "False/GPUsDegraded/7 of 8 GPUs healthy";
+const TAINT_RULE: &str = "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: soak-taint\nspec:\n  rules:\n    - name: soak taint\n      taints:\n        - {key: feature.node.kubernetes.io/soak, value: \"true\", effect: PreferNoSchedule}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: In, value: [\"10de\"]}\n";
+
+/// The Node's labels, its taints as `key=value:effect` and its `GPUHealthy` condition as
+/// `status/reason/message`.
+fn node_state(kube: &KubeApiServer) -> (BTreeMap<String, String>, Vec<String>, Option<String>) {
+    let n = kube.node(NODE);
+    let labels = serde_json::from_value(n["metadata"]["labels"].clone()).unwrap_or_default();
+    let taints = n["spec"]["taints"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| {
+                    format!(
+                        "{}={}:{}",
+                        t["key"].as_str().unwrap_or(""),
+                        t["value"].as_str().unwrap_or(""),
+                        t["effect"].as_str().unwrap_or("")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let condition = n["status"]["conditions"].as_array().and_then(|c| {
+        c.iter().find(|c| c["type"] == "GPUHealthy").map(|c| {
+            format!(
+                "{}/{}/{}",
+                c["status"].as_str().unwrap_or(""),
+                c["reason"].as_str().unwrap_or(""),
+                c["message"].as_str().unwrap_or("")
+            )
+        })
+    });
+    (labels, taints, condition)
+}
+
 const LOST_HEALTH: [(&str, &str); 2] = [
     ("feature.node.kubernetes.io/gpu.health", "degraded"),
     ("feature.node.kubernetes.io/gpu.healthy.count", "7"),
@@ -146,6 +189,7 @@ impl Inputs {
             apiserver::rule_file(&[("nvidia", "site.nvidia")]),
         )
         .unwrap();
+        std::fs::write(rules.join("taint.yaml"), TAINT_RULE).unwrap();
         Inputs {
             dir,
             nvml,
@@ -283,7 +327,8 @@ fn draw_faults(
     rng: &mut Rng,
     sides: &Sides<'_>,
     flood: &mut Vec<TcpStream>,
-    removed: &mut Option<String>,
+    removed: &Mutex<Option<String>>,
+    drifted: &Mutex<Option<&'static str>>,
 ) -> String {
     let Sides {
         proxy,
@@ -362,9 +407,11 @@ fn draw_faults(
     }
     said.push(format!("{idle} idle health connections"));
 
-    if removed.is_none() && rng.below(4) == 0 {
+    if removed.lock().unwrap().is_none() && rng.below(4) == 0 {
         let keys: Vec<&String> = ours.keys().collect();
         let key = (*rng.pick(&keys)).clone();
+        // Said before it is done, so that the checker never sees it unannounced.
+        *removed.lock().unwrap() = Some(key.clone());
         let patch = serde_json::json!({"metadata": {"labels": {key.clone(): null}}});
         kube.merge_patch(
             &Who::admin(),
@@ -373,7 +420,33 @@ fn draw_faults(
             &patch,
         );
         said.push(format!("{key} removed by another manager"));
-        *removed = Some(key);
+    }
+    if drifted.lock().unwrap().is_none() && rng.below(4) == 0 {
+        let admin = Who::admin();
+        // Said before it is done, so that the checker never sees it unannounced.
+        if rng.below(2) == 0 {
+            *drifted.lock().unwrap() = Some("taint");
+            kube.merge_patch(
+                &admin,
+                "kubectl-taint",
+                &format!("/api/v1/nodes/{NODE}"),
+                &serde_json::json!({"spec": {"taints": null}}),
+            );
+            said.push("our taint taken off by another manager".into());
+        } else {
+            *drifted.lock().unwrap() = Some("condition");
+            kube.request(
+                &admin,
+                "PATCH",
+                &format!("/api/v1/nodes/{NODE}/status?fieldManager=someone"),
+                Some((
+                    "application/strategic-merge-patch+json",
+                    &serde_json::json!({"status": {"conditions": [{"type": "GPUHealthy",
+                        "status": "False", "reason": "Someone", "message": "says so"}]}}),
+                )),
+            );
+            said.push("our condition set by another manager".into());
+        }
     }
     said.join("; ")
 }
@@ -446,7 +519,8 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
         seed,
         ..Report::default()
     };
-    let kube = KubeApiServer::with_shipped_node_policy();
+    let kube =
+        KubeApiServer::with_policy(&crate::kube::shipped_node_policy(Some("health-condition")));
     kube.create_node(NODE, &[("kubernetes.io/os", "linux")]);
     let proxy = FakeApiServer::proxy_to(&kube.kubeconfig(&Who::agent(NODE)));
     let inputs = Inputs::new();
@@ -467,6 +541,8 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
     let env = [
         ("FAKE_NVML_FIXTURE", inputs.nvml.to_str().unwrap()),
         ("GPU_LABELER_LOG", log.as_str()),
+        ("GPU_LABELER_PUBLISH_TAINTS", "true"),
+        ("GPU_LABELER_PUBLISH_CONDITION", "true"),
     ];
 
     // What a healthy node gets: `labels` on the same inputs.
@@ -484,8 +560,11 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
     let mut agent = Agent::start(&args, &env);
     let health = agent.health_addr();
     let started = Instant::now();
+    let right_now = |state: &(BTreeMap<String, String>, Vec<String>, Option<String>)| {
+        state.0 == want && state.1 == [OUR_TAINT] && state.2.as_deref() == Some(HEALTHY)
+    };
     let first = apiserver::wait_for(Duration::from_secs(30), || {
-        (kube.labels(NODE) == want).then_some(())
+        right_now(&node_state(&kube)).then_some(())
     });
     if first.is_none() {
         report.violations.push(format!(
@@ -500,11 +579,13 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
     let stop = AtomicBool::new(false);
     let flap = Mutex::new(Flap::default());
     let removed: Mutex<Option<String>> = Mutex::new(None);
+    let drifted: Mutex<Option<&'static str>> = Mutex::new(None);
     let found = Mutex::new((Vec::<String>::new(), 0u64, Duration::ZERO, 0usize));
     {
         let pid = agent.pid();
         let kube = &kube;
         let (stop, removed, found, want, flap) = (&stop, &removed, &found, &want, &flap);
+        let drifted = &drifted;
         let inputs = &inputs;
         std::thread::scope(|scope| {
             let flapping = scope.spawn(move || flapper(inputs, flap, stop));
@@ -513,8 +594,9 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
                     let at = started.elapsed().as_secs_f64();
                     let (code, took) = probe(health);
                     let rss = rss_kib(pid);
-                    let labels = kube.labels(NODE);
+                    let (labels, taints, condition) = node_state(kube);
                     let gone = removed.lock().unwrap().clone();
+                    let drift = *drifted.lock().unwrap();
                     let may_be_lost = flap.lock().unwrap().may_be_lost(Instant::now());
                     let mut f = found.lock().unwrap();
                     f.3 += 1;
@@ -545,6 +627,14 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
                             labels[k]
                         ));
                     }
+                    if taints != [OUR_TAINT] && drift != Some("taint") {
+                        f.0.push(format!("{at:.1}s: taints {taints:?}, not [{OUR_TAINT}]"));
+                    }
+                    let condition_ok = condition.as_deref() == Some(HEALTHY)
+                        || (may_be_lost && condition.as_deref() == Some(ONE_LOST));
+                    if !condition_ok && drift != Some("condition") {
+                        f.0.push(format!("{at:.1}s: GPUHealthy {condition:?}, not {HEALTHY}"));
+                    }
                     drop(f);
                     std::thread::sleep(Duration::from_millis(250));
                 }
@@ -562,7 +652,6 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
                         *r = None;
                     }
                 }
-                let mut r = removed.lock().unwrap().clone();
                 let sides = Sides {
                     proxy: &proxy,
                     kube,
@@ -571,8 +660,24 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
                     ours: &ours,
                     flap,
                 };
-                let said = draw_faults(&mut rng, &sides, &mut flood, &mut r);
-                *removed.lock().unwrap() = r;
+                // A changed taint or condition counts as restored once the Node is right again.
+                {
+                    let (_, taints, condition) = node_state(kube);
+                    let may_be_lost = flap.lock().unwrap().may_be_lost(Instant::now());
+                    let mut d = drifted.lock().unwrap();
+                    let back = match *d {
+                        Some("taint") => taints == [OUR_TAINT],
+                        Some(_) => {
+                            condition.as_deref() == Some(HEALTHY)
+                                || (may_be_lost && condition.as_deref() == Some(ONE_LOST))
+                        }
+                        None => false,
+                    };
+                    if back {
+                        *d = None;
+                    }
+                }
+                let said = draw_faults(&mut rng, &sides, &mut flood, removed, drifted);
                 report
                     .epochs
                     .push(format!("{:.1}s: {said}", started.elapsed().as_secs_f64()));
@@ -593,16 +698,19 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
                 .map(|t| t + Duration::from_secs(1) + CLEAR_AFTER);
             let from = held_until.map_or(stopped, |h| h.max(stopped));
             let right = apiserver::wait_for(Duration::from_secs(30), || {
-                (kube.labels(NODE) == *want).then(|| Instant::now().saturating_duration_since(from))
+                right_now(&node_state(kube)).then(|| Instant::now().saturating_duration_since(from))
             });
             report.recovered_after = right;
             match right {
                 Some(d) if d <= 2 * INTERVAL => {}
-                _ => report.violations.push(format!(
-                    "the right labels {} after the faults stopped (2 intervals allowed): {}",
-                    right.map_or("never".into(), |d| format!("{d:?}")),
-                    difference(want, &kube.labels(NODE))
-                )),
+                _ => {
+                    let (labels, taints, condition) = node_state(kube);
+                    report.violations.push(format!(
+                        "the right labels, taint and condition {} after the faults stopped (2 intervals allowed): {} taints {taints:?} GPUHealthy {condition:?}",
+                        right.map_or("never".into(), |d| format!("{d:?}")),
+                        difference(want, &labels)
+                    ))
+                }
             }
             // The last seconds checked too, then the checker stops.
             std::thread::sleep(Duration::from_secs(1));
