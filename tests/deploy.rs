@@ -1219,7 +1219,7 @@ fn a_site_key_the_gfd_policy_refuses_costs_only_that_key() {
 /// install: the base's and the nodefeature component's ValidatingAdmissionPolicies, and the
 /// components that change a policy, nvidia-gfd (its `allowedKey`) and health-condition (its
 /// `allowedConditionType`, tested in tests/taints.rs); every overlay is the base
-/// plus components. The Helm chart (deploy/helm: Go templates, not YAML) is left out here: its
+/// plus components. The uninstall Job's own policy (deploy/prune) is tested in tests/prune.rs. The Helm chart (deploy/helm: Go templates, not YAML) is left out here: its
 /// policies are these, `the_helm_charts_policies_are_the_tested_ones`.
 #[test]
 fn the_tested_policies_are_every_policy_deploy_installs() {
@@ -1270,6 +1270,7 @@ fn the_tested_policies_are_every_policy_deploy_installs() {
             vec![
                 "deploy/base/admission-policy.yaml".to_string(),
                 "deploy/components/nodefeature/admission-policy.yaml".to_string(),
+                "deploy/prune/admission-policy.yaml".to_string(),
             ],
             vec![
                 "deploy/components/health-condition/kustomization.yaml".to_string(),
@@ -1482,16 +1483,19 @@ fn the_nodefeature_policy_keeps_the_agent_to_its_own_nodes_object() {
 /// it into tests/fixtures/deploy/helm/ and fails when a copy is stale) are the ones the tables
 /// above run through the real plugin, Helm's labels aside: the defaults' Node policy,
 /// `profiles: [nvidia-gfd]`'s, `health.condition`'s, and `sink: nodefeature`'s NodeFeature
-/// policy; each rendering
-/// installs that policy and no other.
+/// policy; each rendering installs that policy and no other, and its prune hook deploy/prune's
+/// policy (tests/prune.rs), Helm's hook annotations aside.
 #[test]
 fn the_helm_charts_policies_are_the_tested_ones() {
     let unlabelled = |mut p: Vec<Value>| {
         for d in &mut p {
-            d["metadata"].as_object_mut().unwrap().remove("labels");
+            let meta = d["metadata"].as_object_mut().unwrap();
+            meta.remove("labels");
+            meta.remove("annotations");
         }
         p
     };
+    let is_hook = |d: &Value| !d["metadata"]["annotations"]["helm.sh/hook"].is_null();
     for (fixture, name, tested) in [
         ("defaults", "gpu-labeler-own-node", node_policy()),
         ("nvidia-gfd", "gpu-labeler-own-node", gfd_node_policy()),
@@ -1514,12 +1518,24 @@ fn the_helm_charts_policies_are_the_tested_ones() {
             unlabelled(tested),
             "{fixture}"
         );
-        let installed: Vec<&Value> = rendered
+        let installed: Vec<(&Value, bool)> = rendered
             .iter()
             .filter(|d| d["kind"] == "ValidatingAdmissionPolicy")
-            .map(|d| &d["metadata"]["name"])
+            .map(|d| (&d["metadata"]["name"], is_hook(d)))
             .collect();
-        assert_eq!(installed, [name], "{fixture}");
+        assert_eq!(
+            installed,
+            [(&json!(name), false), (&json!("gpu-labeler-prune"), true)],
+            "{fixture}"
+        );
+        assert_eq!(
+            unlabelled(policy_of(&rendered, "gpu-labeler-prune")),
+            unlabelled(policy_of(
+                &kube::shipped_prune_policy(),
+                "gpu-labeler-prune"
+            )),
+            "{fixture}"
+        );
     }
 }
 
