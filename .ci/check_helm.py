@@ -10,7 +10,10 @@ Helm v4 Go SDK as a shared library (no helm binary).
   /managed-by) and kustomize's Namespace object aside;
 - every rendering validated strictly against the Kubernetes 1.33 and 1.37 schemas, and through
   check_deploy.py's security checks;
-- values of the wrong type or outside an enum refused with Helm's schema message;
+- values of the wrong type or outside an enum refused with Helm's schema message, and hostile
+  values (a newline that adds a privileged initContainer, a quote that ends the policies' CEL
+  string) refused by the schema's name patterns, and inert or refused by the templates without
+  the schema;
 - the chart packaged (.tgz): it renders as the directory does, and `helm show values` is
   values.yaml;
 - the `helm` commands of README.md and docs/helm.md run through the SDK (package, show values,
