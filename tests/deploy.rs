@@ -1620,3 +1620,48 @@ fn site_keeps_the_policy_in_force(path: &str, policy: &str) {
         ],
     );
 }
+
+/// The prune hook of `helm install site ... -n my-gpu-ns` (its service account
+/// `site-gpu-labeler-prune`) is confined by the chart's copy of deploy/prune's policy, which
+/// follows that name: on the real plugin it may remove the label gpu-labeler alone owns, and
+/// not the kubelet's.
+#[test]
+fn a_helm_releases_prune_hook_is_confined_by_its_policy() {
+    let rendered: Vec<Value> = docs("tests/fixtures/deploy/helm/renamed-site.rendered.yaml")
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect();
+    let s = KubeApiServer::with_policy(&policy_of(&rendered, "site-gpu-labeler-prune"));
+    s.create_node("n1", &[("kubernetes.io/hostname", "n1")]);
+    let ours = "feature.node.kubernetes.io/gpu.present";
+    let body = json!({"apiVersion": "v1", "kind": "Node",
+                      "metadata": {"name": "n1", "labels": {ours: "true"}}});
+    let a = s.apply(
+        &Who::admin(),
+        "gpu-labeler",
+        "/api/v1/nodes/n1",
+        &body,
+        false,
+    );
+    assert!(a.ok(), "{}", a.body);
+    let hook = Who::service_account(
+        "system:serviceaccount:my-gpu-ns:site-gpu-labeler-prune",
+        None,
+    );
+    let remove = |key: &str| {
+        s.merge_patch(
+            &hook,
+            "gpu-labeler",
+            "/api/v1/nodes/n1",
+            &json!({"metadata": {"labels": {key: null}}}),
+        )
+        .decision()
+    };
+    assert_eq!(
+        (remove("kubernetes.io/hostname"), remove(ours)),
+        (
+            Err("gpu-labeler prune may only remove labels that gpu-labeler alone owns".into()),
+            Ok(())
+        )
+    );
+}
