@@ -539,6 +539,16 @@ def main():
                     need(sc.get("capabilities", {}).get("drop") == ["ALL"], f"{w}: drop ALL")
                     need(c["args"][:2] == ["prune", "--all-nodes"], f"{w}: runs prune --all-nodes")
             need(not any(d["kind"] == "DaemonSet" for d in docs), "deploy/prune: no agent in it")
+            # Its account confined by its own policy (tests/prune.rs runs its rules on the
+            # test API server): the policy names the Job's service account, and is enforced.
+            policies = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+            bindings = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+            match = "request.userInfo.username.matches('^system:serviceaccount:[^:]+:gpu-labeler-prune$')"
+            need([(x["metadata"]["name"], [c["expression"] for c in x["spec"]["matchConditions"]], x["spec"]["failurePolicy"])
+                  for x in policies] == [("gpu-labeler-prune", [match], "Fail")],
+                 f"deploy/prune: one policy gpu-labeler-prune matching its service account, failing closed: {policies}")
+            need([(x["spec"]["policyName"], x["spec"]["validationActions"]) for x in bindings] == [("gpu-labeler-prune", ["Deny"])],
+                 f"deploy/prune: the policy bound with Deny: {bindings}")
             print(f"ok: deploy/prune: {len(docs)} objects")
         # The validator is strict: an unknown field must fail.
         broken = render(root).replace("readOnlyRootFilesystem: true", "readOnlyRootFileSystem: true")

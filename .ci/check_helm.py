@@ -10,7 +10,10 @@ Helm v4 Go SDK as a shared library (no helm binary).
   /managed-by) and kustomize's Namespace object aside;
 - every rendering validated strictly against the Kubernetes 1.33 and 1.37 schemas, and through
   check_deploy.py's security checks;
-- values of the wrong type or outside an enum refused with Helm's schema message;
+- values of the wrong type or outside an enum refused with Helm's schema message, and hostile
+  values (a newline that adds a privileged initContainer, a quote that ends the policies' CEL
+  string) refused by the schema's name patterns, and inert or refused by the templates without
+  the schema;
 - the chart packaged (.tgz): it renders as the directory does, and `helm show values` is
   values.yaml;
 - the `helm` commands of README.md and docs/helm.md run through the SDK (package, show values,
@@ -29,6 +32,7 @@ import difflib
 import json
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -235,6 +239,121 @@ REFUSED = [
     ({"nodeSelector": {"gpu": True}}, "- at '/nodeSelector/gpu': got boolean, want string\n"),
     ({"prometheus": {"podmonitor": {"enabled": True}}}, "- at '/prometheus': additional properties 'podmonitor' not allowed\n"),
 ]
+
+# Hostile values: YAML (a newline and a more-indented key: a privileged initContainer in the
+# agents' pod spec) and CEL (a quote that ends the policy's string: a match condition true for
+# every user). The schema refuses each with Helm's pattern message; without the schema (a chart
+# whose values.schema.json a site deleted, or --skip-schema-validation), the templates keep
+# each value inert: quoted in YAML, or refused where it would reach CEL.
+PRIVILEGED = ("system-node-critical\n      initContainers:\n        - name: pwn\n          image: busybox\n"
+              "          securityContext:\n            privileged: true")
+CEL_ALL_USERS = "x') || true || (''=='"
+# (values, the value's path in the schema, the rendered fields that hold it verbatim without the
+# schema ([(kind, path, how it is written there)]), or None: the templates refuse it; the kinds
+# the value leaves out (the ResourceQuota of the critical priority classes))
+POD = ["spec", "template", "spec"]
+HOSTILE = [
+    ({"priorityClassName": PRIVILEGED}, "/priorityClassName",
+     [("DaemonSet", POD + ["priorityClassName"], "{}")], {"ResourceQuota"}),
+    ({"image": {"tag": "0.1.0\n      hostPID: true"}}, "/image/tag",
+     [(k, POD + ["containers", 0, "image"], "gpu-labeler:{}") for k in ("DaemonSet", "Job")], set()),
+    ({"image": {"repository": "gpu-labeler:0.1.0\n          securityContext: {privileged: true}\n          x"}}, "/image/repository",
+     [(k, POD + ["containers", 0, "image"], "{}:0.1.0") for k in ("DaemonSet", "Job")], set()),
+    ({"serviceAccount": {"name": CEL_ALL_USERS}}, "/serviceAccount/name", None, set()),
+    ({"serviceAccount": {"name": "x\n  namespace: kube-system"}}, "/serviceAccount/name", None, set()),
+    ({"nameOverride": "x') || true || ('"}, "/nameOverride", None, set()),
+    ({"fullnameOverride": "x\nkind: Secret"}, "/fullnameOverride", None, set()),
+    ({"namespaceOverride": "x\n  labels: {a: b}"}, "/namespaceOverride",
+     [("DaemonSet", ["metadata", "namespace"], "{}")], set()),
+    ({"imagePullSecrets": [{"name": "x\n  y: z"}]}, "/imagePullSecrets/0/name",
+     [(k, POD + ["imagePullSecrets"], [{"name": "{}"}]) for k in ("DaemonSet", "Job")], set()),
+]
+
+
+def go_quoted(s):
+    """A string as Helm's schema messages quote it."""
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+
+
+def schema_at(schema, path):
+    s = schema
+    for part in path.strip("/").split("/"):
+        s = s["items"] if part.isdigit() else s["properties"][part]
+    return s
+
+
+def value_at(values, path):
+    v = values
+    for part in path.strip("/").split("/"):
+        v = v[int(part)] if part.isdigit() else v[part]
+    return v
+
+
+def check_hostile(chart, schema):
+    """Each hostile value refused by the schema with Helm's message, and, with the schema left
+    out, rendered inert (the rendering is the default's but for that one field, which holds the
+    value as given) or refused by the templates where it would reach CEL."""
+    for values, path, _, _ in HOSTILE:
+        value = value_at(values, path)
+        pattern = schema_at(schema, path).get("pattern")
+        need(pattern is not None, f"{CHART}/values.schema.json: {path} has no pattern")
+        message = f"- at '{path}': {go_quoted(value)} does not match pattern {go_quoted(pattern or '')}\n"
+        try:
+            chart.render(values, name=RELEASE, namespace="gpu-labeler")
+            problems.append(f"helm: the schema accepts the hostile {values!r}")
+        except helm.HelmValuesError as e:
+            need(str(e) == SCHEMA_HEAD + message, f"helm: {values!r}: {e!r}, expected {SCHEMA_HEAD + message!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        bare = Path(tmp) / "gpu-labeler"
+        shutil.copytree(CHART, bare)
+        (bare / "values.schema.json").unlink()
+        unchecked = helm.Chart.load(bare)
+        default = [d for d in yaml.safe_load_all(helm_render(unchecked, {}) or "") if d]
+        for values, path, fields, absent in HOSTILE:
+            where = f"helm without its schema ({values!r})"
+            try:
+                out = unchecked.render(values, name=RELEASE, namespace="gpu-labeler")
+            except helm.HelmError as e:
+                need(fields is None and "is not a DNS-1123 subdomain" in str(e) and "reach the admission policies' CEL" in str(e),
+                     f"{where}: {e}")
+                continue
+            if fields is None:
+                problems.append(f"{where}: renders, the value reaching the admission policies' CEL")
+                continue
+            text = "\n---\n".join(out[k] for k in sorted(out) if not k.endswith("NOTES.txt"))
+            try:
+                docs = [d for d in yaml.safe_load_all(text) if d]
+            except yaml.YAMLError as e:
+                problems.append(f"{where}: the rendering is not YAML: {e}")
+                continue
+            value = value_at(values, path)
+            namespace = value if path == "/namespaceOverride" else "gpu-labeler"
+            for kind, keys, shape in fields:
+                want = json.loads(json.dumps(shape).replace("{}", json.dumps(value)[1:-1]))
+                found = [d for d in docs if d["kind"] == kind]
+                for d in found:
+                    theirs = next(x for x in default if identity(x) == (kind, "gpu-labeler", d["metadata"]["name"]))
+                    v, w = d, theirs
+                    for k in keys[:-1]:
+                        v, w = v[k], w[k]
+                    need(v[keys[-1]] == want, f"{where}: {kind} {'.'.join(map(str, keys))} is {v[keys[-1]]!r}, not {want!r}")
+                    if keys[-1] in w:
+                        v[keys[-1]] = w[keys[-1]]
+                    else:
+                        del v[keys[-1]]
+                need(bool(found), f"{where}: no {kind}")
+            for d in docs:
+                # (namespaceOverride: every namespaced object and reference moved with it.)
+                if d["metadata"].get("namespace") == namespace:
+                    d["metadata"]["namespace"] = "gpu-labeler"
+                for s in d.get("subjects") or []:
+                    if s.get("namespace") == namespace:
+                        s["namespace"] = "gpu-labeler"
+                for c in d.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+                    c["args"] = [a.replace(f"={namespace}", "=gpu-labeler") for a in c.get("args", [])]
+            need(docs == [d for d in default if d["kind"] not in absent],
+                 f"{where}: renders more than the value's own field otherwise than the defaults")
+    print(f"ok: {len(HOSTILE)} hostile values refused by the schema with Helm's message, and inert or refused without it")
 
 
 def strip_helm_labels(value):
@@ -664,6 +783,7 @@ def main():
         except helm.HelmValuesError as e:
             need(str(e) == SCHEMA_HEAD + message, f"helm: {values}: {e!r}, expected {SCHEMA_HEAD + message!r}")
     print(f"ok: the schema refuses {len(REFUSED)} wrong values with Helm's message")
+    check_hostile(chart, schema)
     # The package: lints, renders as the directory does, shows values.yaml.
     with tempfile.TemporaryDirectory() as tmp:
         tgz = helm.package(CHART, destination=tmp)

@@ -1219,7 +1219,7 @@ fn a_site_key_the_gfd_policy_refuses_costs_only_that_key() {
 /// install: the base's and the nodefeature component's ValidatingAdmissionPolicies, and the
 /// components that change a policy, nvidia-gfd (its `allowedKey`) and health-condition (its
 /// `allowedConditionType`, tested in tests/taints.rs); every overlay is the base
-/// plus components. The Helm chart (deploy/helm: Go templates, not YAML) is left out here: its
+/// plus components. The uninstall Job's own policy (deploy/prune) is tested in tests/prune.rs. The Helm chart (deploy/helm: Go templates, not YAML) is left out here: its
 /// policies are these, `the_helm_charts_policies_are_the_tested_ones`.
 #[test]
 fn the_tested_policies_are_every_policy_deploy_installs() {
@@ -1270,6 +1270,7 @@ fn the_tested_policies_are_every_policy_deploy_installs() {
             vec![
                 "deploy/base/admission-policy.yaml".to_string(),
                 "deploy/components/nodefeature/admission-policy.yaml".to_string(),
+                "deploy/prune/admission-policy.yaml".to_string(),
             ],
             vec![
                 "deploy/components/health-condition/kustomization.yaml".to_string(),
@@ -1482,16 +1483,19 @@ fn the_nodefeature_policy_keeps_the_agent_to_its_own_nodes_object() {
 /// it into tests/fixtures/deploy/helm/ and fails when a copy is stale) are the ones the tables
 /// above run through the real plugin, Helm's labels aside: the defaults' Node policy,
 /// `profiles: [nvidia-gfd]`'s, `health.condition`'s, and `sink: nodefeature`'s NodeFeature
-/// policy; each rendering
-/// installs that policy and no other.
+/// policy; each rendering installs that policy and no other, and its prune hook deploy/prune's
+/// policy (tests/prune.rs), Helm's hook annotations aside.
 #[test]
 fn the_helm_charts_policies_are_the_tested_ones() {
     let unlabelled = |mut p: Vec<Value>| {
         for d in &mut p {
-            d["metadata"].as_object_mut().unwrap().remove("labels");
+            let meta = d["metadata"].as_object_mut().unwrap();
+            meta.remove("labels");
+            meta.remove("annotations");
         }
         p
     };
+    let is_hook = |d: &Value| !d["metadata"]["annotations"]["helm.sh/hook"].is_null();
     for (fixture, name, tested) in [
         ("defaults", "gpu-labeler-own-node", node_policy()),
         ("nvidia-gfd", "gpu-labeler-own-node", gfd_node_policy()),
@@ -1514,12 +1518,24 @@ fn the_helm_charts_policies_are_the_tested_ones() {
             unlabelled(tested),
             "{fixture}"
         );
-        let installed: Vec<&Value> = rendered
+        let installed: Vec<(&Value, bool)> = rendered
             .iter()
             .filter(|d| d["kind"] == "ValidatingAdmissionPolicy")
-            .map(|d| &d["metadata"]["name"])
+            .map(|d| (&d["metadata"]["name"], is_hook(d)))
             .collect();
-        assert_eq!(installed, [name], "{fixture}");
+        assert_eq!(
+            installed,
+            [(&json!(name), false), (&json!("gpu-labeler-prune"), true)],
+            "{fixture}"
+        );
+        assert_eq!(
+            unlabelled(policy_of(&rendered, "gpu-labeler-prune")),
+            unlabelled(policy_of(
+                &kube::shipped_prune_policy(),
+                "gpu-labeler-prune"
+            )),
+            "{fixture}"
+        );
     }
 }
 
@@ -1602,5 +1618,50 @@ fn site_keeps_the_policy_in_force(path: &str, policy: &str) {
                 Err(TAINTS_DENIED),
             ),
         ],
+    );
+}
+
+/// The prune hook of `helm install site ... -n my-gpu-ns` (its service account
+/// `site-gpu-labeler-prune`) is confined by the chart's copy of deploy/prune's policy, which
+/// follows that name: on the real plugin it may remove the label gpu-labeler alone owns, and
+/// not the kubelet's.
+#[test]
+fn a_helm_releases_prune_hook_is_confined_by_its_policy() {
+    let rendered: Vec<Value> = docs("tests/fixtures/deploy/helm/renamed-site.rendered.yaml")
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect();
+    let s = KubeApiServer::with_policy(&policy_of(&rendered, "site-gpu-labeler-prune"));
+    s.create_node("n1", &[("kubernetes.io/hostname", "n1")]);
+    let ours = "feature.node.kubernetes.io/gpu.present";
+    let body = json!({"apiVersion": "v1", "kind": "Node",
+                      "metadata": {"name": "n1", "labels": {ours: "true"}}});
+    let a = s.apply(
+        &Who::admin(),
+        "gpu-labeler",
+        "/api/v1/nodes/n1",
+        &body,
+        false,
+    );
+    assert!(a.ok(), "{}", a.body);
+    let hook = Who::service_account(
+        "system:serviceaccount:my-gpu-ns:site-gpu-labeler-prune",
+        None,
+    );
+    let remove = |key: &str| {
+        s.merge_patch(
+            &hook,
+            "gpu-labeler",
+            "/api/v1/nodes/n1",
+            &json!({"metadata": {"labels": {key: null}}}),
+        )
+        .decision()
+    };
+    assert_eq!(
+        (remove("kubernetes.io/hostname"), remove(ours)),
+        (
+            Err("gpu-labeler prune may only remove labels that gpu-labeler alone owns".into()),
+            Ok(())
+        )
     );
 }

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use apiserver::*;
 use kube::{KubeApiServer, Who};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const NS: &str = "gpu-labeler";
 
@@ -86,6 +86,8 @@ const PLAN: &str = include_str!("fixtures/prune/all-nodes.dry-run.txt");
 fn real_cluster() -> KubeApiServer {
     let s = KubeApiServer::start();
     s.create_namespace(NS);
+    // The prune account runs under its own policy (deploy/prune), as shipped.
+    s.add_policy(&kube::shipped_prune_policy());
     let admin = Who::admin();
     for n in ["cpu-node", "gpu-node-1", "gpu-node-2"] {
         s.create_node(n, &[("kubernetes.io/hostname", n)]);
@@ -151,7 +153,7 @@ fn prune_requests(server: &KubeApiServer, from: usize) -> Vec<String> {
 #[test]
 fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
     let server = real_cluster();
-    let kubeconfig = server.kubeconfig(&Who::admin());
+    let kubeconfig = server.kubeconfig(&Who::prune());
     let k = kubeconfig.to_str().unwrap();
     let all = ["prune", "--kubeconfig", k, "--all-nodes"];
     let with_nf = [&all[..], &["--nodefeature-namespace", NS]].concat();
@@ -369,10 +371,10 @@ fn yaml_docs(rel: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The shipped uninstall Job (deploy/prune), run with its own args on Kubernetes' own API
-/// server, where gpu-labeler also left a taint and the `GPUHealthy` condition: it prunes the
-/// cluster, and the requests it makes are exactly what its ClusterRole and Role grant (no more,
-/// no less).
+/// The shipped uninstall Job (deploy/prune), run with its own args and its own service account
+/// on Kubernetes' own API server under its admission policy, where gpu-labeler also left a
+/// taint and the `GPUHealthy` condition: it prunes the cluster, and the requests it makes are
+/// exactly what its ClusterRole and Role grant (no more, no less).
 #[test]
 fn the_shipped_prune_job_needs_exactly_the_rbac_it_ships_with() {
     let job = yaml_docs("deploy/prune/job.yaml").remove(0);
@@ -401,7 +403,8 @@ fn the_shipped_prune_job_needs_exactly_the_rbac_it_ships_with() {
         )),
     );
     assert!(a.ok(), "{}", a.body);
-    let kubeconfig = server.kubeconfig(&admin);
+    // The Job's own account, under its own policy.
+    let kubeconfig = server.kubeconfig(&Who::prune());
     args.push(format!("--kubeconfig={}", kubeconfig.display()));
     let from = server.requests().len();
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -472,4 +475,255 @@ fn the_shipped_prune_job_needs_exactly_the_rbac_it_ships_with() {
         }
     }
     assert_eq!(used, granted);
+}
+
+const PRUNE_LABELS: &str = "gpu-labeler prune may only remove labels that gpu-labeler alone owns";
+const PRUNE_ANNOTATIONS: &str =
+    "gpu-labeler prune may only remove annotations that gpu-labeler alone owns";
+const PRUNE_MANAGED: &str = "gpu-labeler prune may not change the managedFields of other managers, nor claim keys for gpu-labeler";
+const PRUNE_TAINTS: &str = "gpu-labeler prune may only remove the taints in feature.node.kubernetes.io and its sub-domains that gpu-labeler's tracking annotation lists";
+const PRUNE_CONDITION: &str =
+    "gpu-labeler prune may only remove the GPUHealthy condition of a Node";
+const PRUNE_SPEC: &str =
+    "gpu-labeler prune never changes a Node's spec (but for removing its taints) or status";
+const TRACKING: &str = "gpu-labeler.feature.node.kubernetes.io/taints";
+
+/// The prune account's policy (deploy/prune/admission-policy.yaml) on Kubernetes' own API
+/// server, each row a real request of the prune's token after the rows before it, on a Node
+/// whose keys each manager set through its own requests: the kubelet's label and `Ready`, an
+/// admin's taint, NFD's label (one shared with gpu-labeler) and NFD's taint in NFD's own
+/// namespace, and gpu-labeler's labels, taint, `GPUHealthy` condition and a tracking annotation
+/// that also lists the admin's taint (planted through the agent's token). Only what
+/// gpu-labeler wrote, and that the agent may write, comes off; nothing is added or changed.
+#[test]
+fn the_prune_policy_admits_removing_ours_and_nothing_else() {
+    let s = KubeApiServer::with_policy(&kube::shipped_prune_policy());
+    let admin = Who::admin();
+    s.create_node("n1", &[("kubernetes.io/hostname", "n1")]);
+    s.create_node("n2", &[("kubernetes.io/hostname", "n2")]);
+    let node = "/api/v1/nodes/n1";
+    let status = "/api/v1/nodes/n1/status";
+    let taint =
+        |key: &str, value: &str| json!({"key": key, "value": value, "effect": "NoSchedule"});
+    let admins = taint("dedicated", "ml");
+    let nfds = taint(&fnk("nfd-taint"), "true");
+    let ours = taint(&fnk("gpu-unhealthy"), "true");
+    let ok = |a: kube::Answer| assert!(a.ok(), "{}", a.body);
+    ok(s.merge_patch(
+        &admin,
+        "kubectl-taint",
+        node,
+        &json!({"spec": {"taints": [admins]}}),
+    ));
+    ok(s.merge_patch(
+        &admin,
+        "nfd-master",
+        node,
+        &json!({"metadata": {"labels": {fnk("pci-10de.present"): "true", fnk("gpu.shared"): "1"}},
+                "spec": {"taints": [admins, nfds]}}),
+    ));
+    let body = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1",
+        "labels": {fnk("gpu.present"): "true", fnk("gpu.shared"): "1"}}});
+    ok(s.apply(&admin, "gpu-labeler", node, &body, false));
+    ok(s.merge_patch(
+        &admin,
+        "gpu-labeler",
+        node,
+        &json!({"metadata": {"annotations": {TRACKING:
+                    format!("{}=true:NoSchedule,dedicated=ml:NoSchedule", fnk("gpu-unhealthy"))}},
+                "spec": {"taints": [admins, nfds, ours]}}),
+    ));
+    let smp = |who: &Who, manager: &str, path: &str, patch: Value| {
+        s.request(
+            who,
+            "PATCH",
+            &format!("{path}?fieldManager={manager}"),
+            Some(("application/strategic-merge-patch+json", &patch)),
+        )
+    };
+    let ready = json!({"type": "Ready", "status": "True", "reason": "KubeletReady"});
+    ok(smp(
+        &admin,
+        "kubelet",
+        status,
+        json!({"status": {"conditions": [ready]}}),
+    ));
+    let gpu_healthy = json!({"type": "GPUHealthy", "status": "False", "reason": "GPUsDegraded"});
+    ok(smp(
+        &admin,
+        "gpu-labeler",
+        status,
+        json!({"status": {"conditions": [gpu_healthy]}}),
+    ));
+    // n2's GPUHealthy is another tool's.
+    ok(smp(
+        &admin,
+        "gpu-health-checker",
+        "/api/v1/nodes/n2/status",
+        json!({"status": {"conditions": [{"type": "GPUHealthy", "status": "False"}]}}),
+    ));
+
+    let managed = s.node("n1")["metadata"]["managedFields"].clone();
+    // The kubelet's condition as the server holds it, to compare with at the end.
+    let kubelets: Vec<Value> = s.node("n1")["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["type"] == "Ready")
+        .cloned()
+        .collect();
+    let without_kubelets: Vec<Value> = managed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["manager"] != "kubelet")
+        .cloned()
+        .collect();
+    let mut claimed = managed.clone();
+    for m in claimed.as_array_mut().unwrap() {
+        if m["manager"] == "gpu-labeler" && m["operation"] == "Apply" {
+            m["fieldsV1"]["f:metadata"]["f:labels"]["f:kubernetes.io/hostname"] = json!({});
+        }
+    }
+    let delete_condition =
+        |t: &str| json!({"status": {"conditions": [{"type": t, "$patch": "delete"}]}});
+    let prune = Who::prune();
+    let merge = |patch: Value| s.merge_patch(&prune, "gpu-labeler", node, &patch);
+    let rows: Vec<(&str, kube::Answer, Result<(), String>)> = vec![
+        (
+            "the admin's taint, which the planted annotation lists",
+            merge(json!({"spec": {"taints": [nfds, ours]}})),
+            Err(PRUNE_TAINTS.into()),
+        ),
+        (
+            "NFD's taint, in NFD's namespace but not listed",
+            merge(json!({"spec": {"taints": [admins, ours]}})),
+            Err(PRUNE_TAINTS.into()),
+        ),
+        (
+            "a taint added",
+            merge(json!({"spec": {"taints": [admins, nfds, ours, taint(&fnk("x"), "1")]}})),
+            Err(PRUNE_TAINTS.into()),
+        ),
+        (
+            "the kubelet's label",
+            merge(json!({"metadata": {"labels": {"kubernetes.io/hostname": null}}})),
+            Err(PRUNE_LABELS.into()),
+        ),
+        (
+            "a label gpu-labeler shares with NFD",
+            merge(json!({"metadata": {"labels": {fnk("gpu.shared"): null}}})),
+            Err(PRUNE_LABELS.into()),
+        ),
+        (
+            "NFD's label",
+            merge(json!({"metadata": {"labels": {fnk("pci-10de.present"): null}}})),
+            Err(PRUNE_LABELS.into()),
+        ),
+        (
+            "gpu-labeler's label changed",
+            merge(json!({"metadata": {"labels": {fnk("gpu.present"): "false"}}})),
+            Err(PRUNE_LABELS.into()),
+        ),
+        (
+            "a label added in gpu-labeler's namespace",
+            merge(json!({"metadata": {"labels": {fnk("gpu.count"): "8"}}})),
+            Err(PRUNE_LABELS.into()),
+        ),
+        (
+            "an annotation added",
+            merge(json!({"metadata": {"annotations": {fnk("x"): "1"}}})),
+            Err(PRUNE_ANNOTATIONS.into()),
+        ),
+        (
+            "the kubelet's managedFields entry dropped",
+            merge(json!({"metadata": {"managedFields": without_kubelets}})),
+            Err(PRUNE_MANAGED.into()),
+        ),
+        (
+            "the kubelet's label claimed for gpu-labeler",
+            merge(json!({"metadata": {"managedFields": claimed}})),
+            Err(PRUNE_MANAGED.into()),
+        ),
+        (
+            "the spec",
+            merge(json!({"spec": {"unschedulable": true}})),
+            Err(PRUNE_SPEC.into()),
+        ),
+        (
+            "the kubelet's Ready",
+            smp(&prune, "gpu-labeler", status, delete_condition("Ready")),
+            Err(PRUNE_CONDITION.into()),
+        ),
+        (
+            "GPUHealthy changed, not removed",
+            smp(&prune, "gpu-labeler", status,
+                json!({"status": {"conditions": [{"type": "GPUHealthy", "status": "True"}]}})),
+            Err(PRUNE_CONDITION.into()),
+        ),
+        (
+            "status.declaredFeatures",
+            smp(&prune, "gpu-labeler", status, json!({"status": {"declaredFeatures": ["X"]}})),
+            Err(PRUNE_CONDITION.into()),
+        ),
+        (
+            "another tool's GPUHealthy (n2)",
+            smp(&prune, "gpu-labeler", "/api/v1/nodes/n2/status", delete_condition("GPUHealthy")),
+            Err(PRUNE_MANAGED.into()),
+        ),
+        (
+            "a Node created",
+            s.request(&prune, "POST", "/api/v1/nodes", Some(("application/json",
+                &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n3"}})))),
+            Err("gpu-labeler prune only removes what gpu-labeler wrote on Nodes; it may not CREATE a Node".into()),
+        ),
+        (
+            "a Node deleted",
+            s.request(&prune, "DELETE", "/api/v1/nodes/n2", None),
+            Err("gpu-labeler prune only removes what gpu-labeler wrote on Nodes; it may not DELETE a Node".into()),
+        ),
+        // What prune itself sends: its labels released (server-side apply of nothing), its
+        // taint and annotation removed, its condition removed.
+        (
+            "the labels gpu-labeler alone owns",
+            s.apply(&prune, "gpu-labeler", node,
+                &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}), false),
+            Ok(()),
+        ),
+        (
+            "gpu-labeler's taint and tracking annotation",
+            merge(json!({"metadata": {"annotations": {TRACKING: null}},
+                         "spec": {"taints": [admins, nfds]}})),
+            Ok(()),
+        ),
+        (
+            "gpu-labeler's GPUHealthy",
+            smp(&prune, "gpu-labeler", status, delete_condition("GPUHealthy")),
+            Ok(()),
+        ),
+    ];
+    let got: Vec<(&str, Result<(), String>)> =
+        rows.iter().map(|(w, a, _)| (*w, a.decision())).collect();
+    let want: Vec<(&str, Result<(), String>)> =
+        rows.iter().map(|(w, _, e)| (*w, e.clone())).collect();
+    assert_eq!(got, want);
+    let n1 = s.node("n1");
+    assert_eq!(
+        (
+            s.labels("n1"),
+            &n1["metadata"]["annotations"],
+            &n1["spec"]["taints"],
+            &n1["status"]["conditions"],
+        ),
+        (
+            map(&[
+                ("kubernetes.io/hostname", "n1"),
+                (&fnk("gpu.shared"), "1"),
+                (&fnk("pci-10de.present"), "true"),
+            ]),
+            &Value::Null,
+            &json!([admins, nfds]),
+            &json!(kubelets),
+        )
+    );
 }

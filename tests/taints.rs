@@ -556,6 +556,15 @@ fn the_condition_is_set_flipped_kept_and_removed() {
     assert_eq!(conditions(&s), (vec![KUBELET_READY.to_string()], None));
 }
 
+const CONDITION_DENIED: &str = "gpu-labeler may change only the GPUHealthy condition of a Node";
+const STATUS_DENIED: &str = "gpu-labeler never changes a Node's status but for its own condition";
+const CONDITION_BOUNDS: &str = "the GPUHealthy condition of gpu-labeler is one entry, its status True, False or Unknown, its reason and message at most 1024 bytes each";
+const MANAGED_DENIED: &str = "gpu-labeler may not change the managedFields of other managers, nor claim keys outside its namespaces";
+
+/// The health-condition component's policy on the agent's own `nodes/status` writes, each row
+/// a real merge patch after the rows before it: the `GPUHealthy` entry, and nothing else of
+/// the status (a field the policy names nowhere, `status.declaredFeatures` of Kubernetes 1.35,
+/// included); the entry itself bounded.
 #[test]
 fn the_condition_policy_admits_only_that_condition() {
     let s = condition_cluster();
@@ -566,6 +575,11 @@ fn the_condition_policy_admits_only_that_condition() {
             .decision()
     };
     let ours = json!({"type": "GPUHealthy", "status": "True", "reason": "GPUsHealthy"});
+    let with = |field: &str, value: Value| {
+        let mut c = ours.clone();
+        c[field] = value;
+        json!({"status": {"conditions": [ready(), c]}})
+    };
     let mut not_ready = ready();
     not_ready["status"] = json!("False");
     let rows: Vec<(&str, Value, Result<(), String>)> = vec![
@@ -577,18 +591,54 @@ fn the_condition_policy_admits_only_that_condition() {
         (
             "the kubelet's Ready",
             json!({"status": {"conditions": [not_ready, ours.clone()]}}),
-            Err("gpu-labeler may change only the GPUHealthy condition of a Node".into()),
+            Err(CONDITION_DENIED.into()),
         ),
         (
             "a condition of another type",
             json!({"status": {"conditions": [ready(), ours.clone(),
                                              {"type": "MemoryPressure", "status": "True"}]}}),
-            Err("gpu-labeler may change only the GPUHealthy condition of a Node".into()),
+            Err(CONDITION_DENIED.into()),
         ),
         (
             "the capacity",
             json!({"status": {"capacity": {"nvidia.com/gpu": "0"}}}),
-            Err("gpu-labeler never changes a Node's status but for its own condition".into()),
+            Err(STATUS_DENIED.into()),
+        ),
+        (
+            "status.declaredFeatures (Kubernetes 1.35's, named by no rule)",
+            json!({"status": {"declaredFeatures": ["InPlacePodVerticalScaling"]}}),
+            Err(STATUS_DENIED.into()),
+        ),
+        (
+            "a message of 1 KiB",
+            with("message", json!("m".repeat(1024))),
+            Ok(()),
+        ),
+        (
+            "a message of 2 KiB",
+            with("message", json!("m".repeat(2048))),
+            Err(CONDITION_BOUNDS.into()),
+        ),
+        (
+            "a reason of 513 characters, 1,026 bytes",
+            with("reason", json!("é".repeat(513))),
+            Err(CONDITION_BOUNDS.into()),
+        ),
+        (
+            "a second GPUHealthy",
+            json!({"status": {"conditions": [ready(), ours.clone(),
+                                             {"type": "GPUHealthy", "status": "False"}]}}),
+            Err(CONDITION_BOUNDS.into()),
+        ),
+        (
+            "a status of Maybe",
+            with("status", json!("Maybe")),
+            Err(CONDITION_BOUNDS.into()),
+        ),
+        (
+            "no status",
+            json!({"status": {"conditions": [ready(), {"type": "GPUHealthy", "reason": "GPUsHealthy"}]}}),
+            Err(CONDITION_BOUNDS.into()),
         ),
     ];
     let got: Vec<(&str, Result<(), String>)> =
@@ -596,6 +646,73 @@ fn the_condition_policy_admits_only_that_condition() {
     let want: Vec<(&str, Result<(), String>)> =
         rows.iter().map(|(w, _, e)| (*w, e.clone())).collect();
     assert_eq!(got, want);
+
+    // The kubelet's managedFields entry of the status dropped by a forged `managedFields`: a
+    // Node write carries them as sent, and is refused; a status write's are ignored by the
+    // server (a subresource keeps the live ownership), so that entry stays.
+    let without_kubelets_status = || {
+        let node = s.node(NODE);
+        let kept: Vec<Value> = node["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| !(m["manager"] == "kubelet" && m["subresource"] == "status"))
+            .cloned()
+            .collect();
+        assert_eq!(
+            kept.len() + 1,
+            node["metadata"]["managedFields"].as_array().unwrap().len(),
+            "{node}"
+        );
+        kept
+    };
+    let node_write = json!({"metadata": {"managedFields": without_kubelets_status()}});
+    assert_eq!(
+        s.merge_patch(
+            &agent,
+            "gpu-labeler",
+            &format!("/api/v1/nodes/{NODE}"),
+            &node_write
+        )
+        .decision(),
+        Err(MANAGED_DENIED.into())
+    );
+    let status_write = json!({"metadata": {"managedFields": without_kubelets_status()},
+                              "status": {"conditions": [ready(), with("message", json!("m".repeat(1024)))["status"]["conditions"][1].clone()]}});
+    assert_eq!(send(status_write), Ok(()));
+    without_kubelets_status();
+
+    // Someone else sets GPUHealthy (a drift): the agent writes it back, taking over those
+    // fields as any writer does; the others' entries but for that condition stay whole.
+    let a = s.request(
+        &Who::admin(),
+        "PATCH",
+        &format!("{path}?fieldManager=kubectl-edit"),
+        Some((
+            "application/strategic-merge-patch+json",
+            &json!({"status": {"conditions": [{"type": "GPUHealthy", "status": "False", "reason": "Edited"}]}}),
+        )),
+    );
+    assert!(a.ok(), "{}", a.body);
+    let a = s.request(
+        &agent,
+        "PATCH",
+        &format!("{path}?fieldManager=gpu-labeler"),
+        Some((
+            "application/strategic-merge-patch+json",
+            &json!({"status": {"conditions": [ours.clone()]}}),
+        )),
+    );
+    assert_eq!(a.decision(), Ok(()));
+    assert_eq!(
+        conditions(&s).0,
+        [
+            "Ready True KubeletReady kubelet is posting ready status",
+            "GPUHealthy True GPUsHealthy mmmm"
+        ]
+        .map(|c| c.replace("mmmm", &"m".repeat(1024)))
+    );
+
     // The main resource's spec rules hold as shipped.
     let a = s.merge_patch(
         &agent,
@@ -878,7 +995,8 @@ fn a_narrowed_link_taints_the_node_and_the_taint_clears_after_the_hold() {
 /// An uninstall must not leave a `NoSchedule` taint nothing will ever clear: `prune` takes off
 /// the taints the tracking annotation lists, the annotation, and the `GPUHealthy` condition our
 /// field manager wrote, with the labels; the admin's taint, the kubelet's condition and another
-/// tool's `GPUHealthy` on another Node stay.
+/// tool's `GPUHealthy` on another Node stay. It runs as the Job's own service account, under
+/// its own policy.
 #[test]
 fn prune_takes_our_taints_and_condition_off_and_leaves_the_others() {
     let s = condition_cluster();
@@ -918,7 +1036,9 @@ fn prune_takes_our_taints_and_condition_off_and_leaves_the_others() {
     rt.block_on(sink.publish(&degraded, false)).unwrap();
     assert_eq!(taints(&s), json!([admin_taint(), unhealthy()]));
 
-    let kubeconfig = s.kubeconfig(&admin);
+    // The prune Job's own account, under its own policy (deploy/prune), as shipped.
+    s.add_policy(&kube::shipped_prune_policy());
+    let kubeconfig = s.kubeconfig(&Who::prune());
     let k = kubeconfig.to_str().unwrap();
     let prune = |extra: &[&str]| {
         common::run([&["prune", "--all-nodes", "--kubeconfig", k][..], extra].concat())

@@ -22,6 +22,8 @@ use serde_json::{Value, json};
 
 /// The agent's service account, as the base installs it.
 pub const SA: &str = "system:serviceaccount:gpu-labeler:gpu-labeler";
+/// The prune Job's service account (deploy/prune).
+pub const PRUNE_SA: &str = "system:serviceaccount:gpu-labeler:gpu-labeler-prune";
 
 /// Where the fetched packages, the Go cache and the server binary are kept between runs.
 pub fn cache_dir() -> PathBuf {
@@ -161,6 +163,11 @@ impl Who {
     /// The agent's token in its pod on `node`.
     pub fn agent(node: &str) -> Who {
         Who::service_account(SA, Some(node))
+    }
+
+    /// The prune Job's token (deploy/prune: its own service account, not bound to a node).
+    pub fn prune() -> Who {
+        Who::service_account(PRUNE_SA, None)
     }
 
     pub fn user(name: &str) -> Who {
@@ -403,6 +410,14 @@ impl KubeApiServer {
     pub fn with_policy(policy: &[Value]) -> KubeApiServer {
         let s = KubeApiServer::start();
         s.create_namespace("gpu-labeler");
+        s.add_policy(policy);
+        s
+    }
+
+    /// Installs `policy` (a ValidatingAdmissionPolicy and its binding) and waits until the
+    /// admission plugin enforces it.
+    pub fn add_policy(&self, policy: &[Value]) {
+        let s = self;
         for doc in policy {
             let path = object_path(doc);
             let doc = without_namespace_if_cluster_scoped(doc.clone(), &path);
@@ -410,10 +425,10 @@ impl KubeApiServer {
             assert!(a.ok(), "{path}: {} {}", a.code, a.body);
         }
         // The plugin loads policies through informers: wait until a request it must refuse is
-        // refused (creating a Node is refused by the Node policy, another node's NodeFeature
+        // refused (creating a Node is refused by the Node policies, another node's NodeFeature
         // by the NodeFeature policy).
-        // The agent the policy concerns: the service account its match condition names
-        // (`gpu-labeler`, or a Helm release's own name).
+        // The account the policy concerns: the service account its match condition names
+        // (`gpu-labeler`, `gpu-labeler-prune`, or a Helm release's own name).
         let account = policy[0]["spec"]["matchConditions"][0]["expression"]
             .as_str()
             .and_then(|e| e.split("[^:]+:").nth(1))
@@ -446,7 +461,6 @@ impl KubeApiServer {
                 a
             }
         });
-        s
     }
 
     /// The shipped Node policy (deploy/base/admission-policy.yaml).
@@ -842,6 +856,15 @@ pub fn shipped_node_policy(component: Option<&str>) -> Vec<Value> {
         }
     }
     docs
+}
+
+/// The shipped prune policy and its binding (deploy/prune/admission-policy.yaml).
+pub fn shipped_prune_policy() -> Vec<Value> {
+    let rel = "deploy/prune/admission-policy.yaml";
+    let text = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap();
+    text.split("\n---\n")
+        .map(|d| serde_saphyr::from_str::<Value>(d).unwrap_or_else(|e| panic!("{rel}: {e}")))
+        .collect()
 }
 
 /// The REST path of an object (core/v1, admissionregistration, nfd, resource.k8s.io; cluster or

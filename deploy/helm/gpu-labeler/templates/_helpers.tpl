@@ -31,13 +31,29 @@ Suffixes (-nvidia, -config, -own-node, ...) are added to it, so it stops at 40 c
 {{- end }}
 {{- end }}
 
+{{/* A name as a literal inside the admission policies' CEL regular expressions ('...'): the
+name must be a DNS-1123 subdomain (checked here whatever the schema let through, as the name
+reaches CEL: a quote in it would end the string and add an expression), its dots escaped
+(`\\.` in a CEL string is the regex's `\.`). */}}
+{{- define "gpu-labeler.celName" -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" .) }}
+{{- fail (printf "%q is not a DNS-1123 subdomain (a service account's name): refused, as it would reach the admission policies' CEL" .) }}
+{{- end }}
+{{- replace "." "\\\\." . }}
+{{- end }}
+
+{{/* The agents' service account, as the policies' match conditions name it. */}}
+{{- define "gpu-labeler.celServiceAccount" -}}
+{{- include "gpu-labeler.celName" (include "gpu-labeler.serviceAccountName" .) }}
+{{- end }}
+
 {{/* Labels of every object: the kustomize base's app.kubernetes.io/name, plus Helm's. */}}
 {{- define "gpu-labeler.labels" -}}
-app.kubernetes.io/name: {{ include "gpu-labeler.name" . }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/name: {{ include "gpu-labeler.name" . | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 {{- end }}
 
 {{- define "gpu-labeler.image" -}}
