@@ -537,3 +537,61 @@ fn a_taint_write_refused_for_good_is_tried_once_and_the_condition_still_written(
     assert_eq!(said.len(), 1, "{log}");
     assert_eq!(agent.stop(), 0, "{}", agent.log_text());
 }
+
+/// Someone edited the `GPUHealthy` condition the agent wrote (its fields are theirs too): the
+/// prune account, under its own shipped policy, leaves it to them and says so, and takes the
+/// rest off; before, prune tried to remove it and the policy refused the whole node.
+#[test]
+fn prune_leaves_a_condition_someone_else_edited() {
+    let s = cluster(true);
+    s.add_policy(&kube::shipped_prune_policy());
+    let rt = runtime();
+    let mut sink = sink(
+        &rt,
+        &s,
+        NodeWrites {
+            taints: false,
+            condition: true,
+        },
+    );
+    rt.block_on(sink.publish(&degraded(), false)).unwrap();
+    assert_eq!(condition(&s).as_deref(), Some(DEGRADED));
+    let a = s.request(
+        &Who::admin(),
+        "PATCH",
+        &format!("/api/v1/nodes/{NODE}/status?fieldManager=someone"),
+        Some((
+            "application/strategic-merge-patch+json",
+            &json!({"status": {"conditions": [
+                {"type": "GPUHealthy", "status": "False", "reason": "GPUsDegraded",
+                 "message": "7 of 8 GPUs healthy; GPU 3 sent for RMA"}
+            ]}}),
+        )),
+    );
+    assert!(a.ok(), "{}", a.body);
+    let kubeconfig = s.kubeconfig(&Who::prune());
+    let r = common::run([
+        "prune",
+        "--all-nodes",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (
+            0,
+            "node n1:\n- label feature.node.kubernetes.io/gpu.count=8: removed\n= condition GPUHealthy=False: stays, also owned by \"someone\"\n1 node(s), 1 with something of gpu-labeler's\n"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        condition(&s).as_deref(),
+        Some("False GPUsDegraded 7 of 8 GPUs healthy; GPU 3 sent for RMA")
+    );
+    assert_eq!(taints(&s), json!([admin_taint()]));
+    assert_eq!(
+        s.labels(NODE).get("feature.node.kubernetes.io/gpu.count"),
+        None
+    );
+}

@@ -132,7 +132,7 @@ fn plan_extras(node: &Node) -> Vec<Key> {
             key: c.type_.clone(),
             value: c.status.clone(),
             effect: None,
-            kept_by: None,
+            kept_by: taints::condition_kept_by(node, FIELD_MANAGER),
         });
     }
     keys
@@ -246,7 +246,7 @@ async fn prune_node(client: &Client, req: &Request, p: &mut NodePrune) -> Result
             // merged, never overwritten.
             let condition = extras
                 .iter()
-                .any(|k| k.kind == FieldKind::Condition.as_str());
+                .any(|k| k.kind == FieldKind::Condition.as_str() && k.kept_by.is_none());
             NodeSink::new(client.clone(), p.node.clone(), req.timeout)
                 .remove_extras(condition)
                 .await

@@ -290,19 +290,37 @@ pub fn condition_patch(
     json!({ "status": { "conditions": [condition] } })
 }
 
+/// The field managers whose managedFields on the status subresource name the `GPUHealthy`
+/// condition's key.
+fn condition_managers(node: &Node) -> impl Iterator<Item = &str> {
+    let key = format!("k:{{\"type\":\"{CONDITION_TYPE}\"}}");
+    node.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(move |m| {
+            m.subresource.as_deref() == Some("status")
+                && m.fields_v1
+                    .as_ref()
+                    .and_then(|f| f.0.pointer("/f:status/f:conditions"))
+                    .and_then(Value::as_object)
+                    .is_some_and(|c| c.contains_key(&key))
+        })
+        .map(|m| m.manager.as_deref().unwrap_or(""))
+}
+
 /// Whether the `GPUHealthy` condition on `node` was written by `manager` (its managedFields on
 /// the status subresource name the condition's key): `prune` removes only a condition of ours.
 pub fn condition_written_by(node: &Node, manager: &str) -> bool {
-    let key = format!("k:{{\"type\":\"{CONDITION_TYPE}\"}}");
-    node.metadata.managed_fields.iter().flatten().any(|m| {
-        m.manager.as_deref() == Some(manager)
-            && m.subresource.as_deref() == Some("status")
-            && m.fields_v1
-                .as_ref()
-                .and_then(|f| f.0.pointer("/f:status/f:conditions"))
-                .and_then(Value::as_object)
-                .is_some_and(|c| c.contains_key(&key))
-    })
+    condition_managers(node).any(|m| m == manager)
+}
+
+/// Another field manager that owns fields of the `GPUHealthy` condition too (someone edited
+/// it): `prune` leaves it to them, as the prune policy would refuse its removal.
+pub fn condition_kept_by(node: &Node, manager: &str) -> Option<String> {
+    condition_managers(node)
+        .find(|m| *m != manager)
+        .map(str::to_string)
 }
 
 /// Whether the condition on the Node already says what `want` says (times aside).
