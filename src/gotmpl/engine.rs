@@ -371,11 +371,17 @@ mod tests {
             ),
             (format!("{{{{ print '(' '(' }}}}"), Ok("40 40".into())),
             (
-                format!(
-                    "{}",
-                    "{{ (((((((((((((((((((1))))))))))))))))))) }}".repeat(10)
-                ),
+                "{{ (((((((((((((((((((1))))))))))))))))))) }}".repeat(10),
                 Ok("1".repeat(10)),
+            ),
+            // Long but flat: a pipeline of 6,000 commands and 4,000 arguments are loops.
+            (
+                format!("{{{{ true{} }}}}", " | not".repeat(6000)),
+                Ok("true".into()),
+            ),
+            (
+                format!("{{{{ len (list{}) }}}}", " 1".repeat(4000)),
+                Ok("4000".into()),
             ),
         ];
         let got: Vec<_> = cases.iter().map(|c| render(&c.0)).collect();
