@@ -286,8 +286,10 @@ pub fn unsupported_functions(source: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
-    /// Where and why the scan refuses a template, or `None`.
-    fn refused(source: &str) -> Option<(Option<(usize, usize)>, String)> {
+    /// Where (line, byte column) and why the scan refuses a template.
+    type Refusal = Option<(Option<(usize, usize)>, String)>;
+
+    fn refused(source: &str) -> Refusal {
         nesting_error(source).map(|f| (f.at, f.message))
     }
 
@@ -313,7 +315,7 @@ mod tests {
             "{{- else with 0 }}\n".repeat(70)
         );
         let ifs = format!("{}x{}", "{{ if 1 }}".repeat(64), "{{ end }}".repeat(64));
-        let cases: Vec<(String, Option<(Option<(usize, usize)>, String)>)> = vec![
+        let cases: Vec<(String, Refusal)> = vec![
             (
                 format!("a={{{{ {} }}}}", parens(600, "1")),
                 Some((Some((1, 38)), expr.clone())),
@@ -369,7 +371,7 @@ mod tests {
                 format!("{{{{ `{deep}\n}}}}` }}}}"),
                 Ok(format!("{deep}\n}}}}")),
             ),
-            (format!("{{{{ print '(' '(' }}}}"), Ok("40 40".into())),
+            ("{{ print '(' '(' }}".to_string(), Ok("40 40".into())),
             (
                 "{{ (((((((((((((((((((1))))))))))))))))))) }}".repeat(10),
                 Ok("1".repeat(10)),
