@@ -438,3 +438,48 @@ fn nvml_faults_reach_each_gpus_health() {
         with_health(common::h100_default_labels(), "degraded", "2")
     );
 }
+
+/// Issue 44: 20,000 `ras/*_err_count` files with uncorrectable errors made a 509 KB `health_ras`
+/// and a file name with a newline reached the attribute and the log. The detail stays within a
+/// label value's 63 characters (`+N more`), and the entry whose name amdgpu never writes is left
+/// out with one warning that shows the name escaped.
+#[test]
+fn amd_ras_detail_is_bounded_and_odd_names_stay_out() {
+    let t = Tree::copy_of("amd-mi210-8x");
+    let dir = t.device_dir("0000:26:00.0").join("ras");
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..20_000 {
+        std::fs::write(dir.join(format!("b{i:05}_err_count")), "ue: 1\nce: 0\n").unwrap();
+    }
+    std::fs::write(dir.join("umc\nforged_err_count"), "ue: 5\nce: 0\n").unwrap();
+    let mut a: Vec<OsString> = vec!["features".into(), "-o".into(), "json".into()];
+    a.extend(common::discovery_args(t.root(), Path::new("/nonexistent")));
+    let r = run(a);
+    let v: Value = serde_json::from_str(r.ok()).unwrap();
+    let mut expected: Vec<Vec<String>> = [
+        "0000:03:00.0",
+        "0000:26:00.0",
+        "0000:43:00.0",
+        "0000:63:00.0",
+        "0000:83:00.0",
+        "0000:a3:00.0",
+        "0000:c3:00.0",
+        "0000:e3:00.0",
+    ]
+    .iter()
+    .map(|a| ok(a))
+    .collect();
+    expected[1] = row(&[
+        "0000:26:00.0",
+        "ras",
+        "health_ras=b00000 1 uncorrectable, b00001 1 uncorrectable, +19998 more",
+    ]);
+    assert_eq!(health_of(&v), expected);
+    assert_eq!(
+        r.stderr.lines().collect::<Vec<_>>(),
+        [format!(
+            "warning: {}: \"umc\\nforged_err_count\" is not an amdgpu RAS counter (its block is not 1 to 24 of [A-Za-z0-9_.-]); left out",
+            t.entry("0000:26:00.0").join("ras").display()
+        )]
+    );
+}

@@ -557,3 +557,94 @@ fn allowed_namespaces_come_from_the_environment_too() {
         )
     );
 }
+
+/// Issue 44's nesting bombs (600 parentheses in 1.2 KB; `not` 1,000 deep) beside a good rule:
+/// `rules check` reports each as an error at the parenthesis that crosses the bound; `labels`
+/// and the daemon (`run --oneshot --sink stdout`) give the good rule's labels whole, each bomb
+/// failing alone with its rule's file:line, and exit normally. Before the bound each aborted
+/// the process (SIGABRT, stack overflow) and `rules check` said 0 errors.
+#[test]
+fn nesting_bombs_fail_their_rule_alone_and_rules_check_reports_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bombs.yaml");
+    let matcher = "      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: In, value: [\"10de\"]}\n";
+    let parens = format!("{}1{}", "(".repeat(600), ")".repeat(600));
+    let nots = format!("{}true{}", "not (".repeat(1000), ")".repeat(1000));
+    std::fs::write(
+        &f,
+        format!(
+            "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: bombs\nspec:\n  rules:\n    - name: parens\n      labelsTemplate: |\n        a={{{{ {parens} }}}}\n{matcher}    - name: nots\n      labelsTemplate: |\n        b={{{{ {nots} }}}}\n{matcher}    - name: good\n      labelsTemplate: |\n        good.count={{{{ len .pci.device }}}}\n      labels:\n        good.plain: \"yes\"\n{matcher}"
+        ),
+    )
+    .unwrap();
+    let f = f.to_str().unwrap();
+    let depth = "max expression depth exceeded: parentheses nest at most 32 deep in gpu-labeler (Go allows 10000)";
+    let (code, stdout, _) = run(&["rules", "check", f]);
+    assert_eq!(
+        (code, stdout),
+        (
+            1,
+            format!(
+                "error: {f}:9:46: rule \"parens\" (NodeFeatureRule \"bombs\"): invalid template: {depth}\n\
+                 error: {f}:16:178: rule \"nots\" (NodeFeatureRule \"bombs\"): invalid template: {depth}\n\
+                 1 file(s) checked: 2 error(s), 0 warning(s)\n"
+            )
+        )
+    );
+    let discovery = [
+        "--sysfs-root",
+        "tests/fixtures/sysfs/dell-xe9680-8xh100",
+        "--proc-root",
+        "/nonexistent",
+        "--no-nvml",
+        "--no-default-rules",
+        "--rules",
+        f,
+    ];
+    let good = "feature.node.kubernetes.io/good.count=12\n\
+                feature.node.kubernetes.io/good.plain=yes\n\
+                feature.node.kubernetes.io/pci-0300_102b.present=true\n\
+                feature.node.kubernetes.io/pci-0302_10de.present=true\n\
+                feature.node.kubernetes.io/pci-0302_10de.sriov.capable=true\n";
+    let failures = format!(
+        "warning: rule \"parens\" (NodeFeatureRule \"bombs\", {f}:7:7) failed: failed to parse template at line 9, column 46: {depth}\n\
+         warning: rule \"nots\" (NodeFeatureRule \"bombs\", {f}:14:7) failed: failed to parse template at line 16, column 178: {depth}\n"
+    );
+    let labels: Vec<&str> = ["labels"].iter().chain(&discovery).copied().collect();
+    assert_eq!(run(&labels), (0, good.to_string(), failures.clone()));
+    let daemon: Vec<&str> = [
+        "run",
+        "--sink",
+        "stdout",
+        "--oneshot",
+        "--listen",
+        "127.0.0.1:0",
+    ]
+    .iter()
+    .chain(&discovery)
+    .copied()
+    .collect();
+    // The daemon logs at its level names (` WARN`), one line per failing rule, then publishes.
+    let logged = failures.replace("warning: ", " WARN ");
+    let published = good
+        .lines()
+        .map(|l| format!("+{l}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let json = good
+        .lines()
+        .map(|l| {
+            let (k, v) = l.split_once('=').unwrap();
+            format!("{k:?}:{v:?}")
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(
+        run(&daemon),
+        (
+            0,
+            format!("{{\"labels\":{{{json}}}}}\n"),
+            format!("{logged} INFO published to stdout: {published}\n")
+        )
+    );
+}

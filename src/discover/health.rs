@@ -36,6 +36,48 @@ pub const DEGRADED: &str = "degraded";
 /// bound to one is neither `unbound` nor `lost`.
 const HOLDING_DRIVERS: [&str; 3] = ["vfio-pci", "pci-stub", "nvgrace-gpu-vfio-pci"];
 
+/// The most characters a detail built from names read from sysfs may have: a label value's 63,
+/// so that 20,000 `ras/*_err_count` files (509 KB once) cannot make the feature set, `explain`
+/// or the log carry them all. Past it the list ends in `+N more`.
+pub const MAX_DETAIL_LEN: usize = 63;
+/// The longest name (a RAS block, a driver) a detail takes from sysfs; amdgpu's longest block
+/// is `xgmi_wafl`, so one entry always fits in `MAX_DETAIL_LEN`.
+const MAX_NAME_LEN: usize = 24;
+
+/// Whether `name`, read from sysfs, may stand in a detail: 1 to `MAX_NAME_LEN` characters of a
+/// label value's (`[A-Za-z0-9_.-]`), as every name the kernel gives these entries is. Anything
+/// else (a newline, a megabyte) is no name the kernel wrote.
+fn is_plain_name(name: &str) -> bool {
+    (1..=MAX_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// `items` joined by `sep` within `max` characters: as many as fit, then `+N more` for the rest.
+fn bounded_list(items: &[String], sep: &str, max: usize) -> String {
+    let whole = items.join(sep);
+    if whole.len() <= max {
+        return whole;
+    }
+    let mut kept = 0;
+    let mut len = 0;
+    for (i, item) in items.iter().enumerate() {
+        let with = len + if i > 0 { sep.len() } else { 0 } + item.len();
+        let more = format!("{sep}+{} more", items.len() - i - 1);
+        if with + more.len() > max {
+            break;
+        }
+        kept = i + 1;
+        len = with;
+    }
+    let rest = format!("+{} more", items.len() - kept);
+    if kept == 0 {
+        return rest;
+    }
+    format!("{}{sep}{rest}", items[..kept].join(sep))
+}
+
 /// The attribute that carries a fault's detail: `health_pcie_link` for `pcie-link`.
 pub fn detail_key(kind: &str) -> String {
     format!("health_{}", kind.replace('-', "_"))
@@ -98,11 +140,17 @@ pub fn sysfs_faults(
         // No `driver` entry at all: a `driver` that is there but unreadable says nothing.
         None if !vf && !sysfs.exists(&dev.path.join("driver")) => {
             if let Some(drivers) = node.bound.get(&vendor) {
-                let list: Vec<&str> = drivers.iter().copied().collect();
-                out.insert(
-                    "unbound".into(),
-                    format!("no driver; the others are bound to {}", list.join(",")),
-                );
+                let prefix = "no driver; the others are bound to ";
+                let plain: Vec<String> = drivers
+                    .iter()
+                    .filter(|d| is_plain_name(d))
+                    .map(|d| d.to_string())
+                    .collect();
+                let list = match plain.len() {
+                    0 => "a driver".to_string(),
+                    _ => bounded_list(&plain, ",", MAX_DETAIL_LEN - prefix.len()),
+                };
+                out.insert("unbound".into(), format!("{prefix}{list}"));
             }
         }
         Some("nvidia") if !vf && vendor == Vendor::Nvidia => {
@@ -137,7 +185,11 @@ fn narrowed_link(dev: &PciDevice) -> Option<String> {
 
 /// The amdgpu RAS counters (`ras/<block>_err_count`, `ue: N` and `ce: N` lines, as
 /// `amdgpu_ras_sysfs_read` prints them; newer kernels add `de:`): the blocks with uncorrectable
-/// errors, `umc 2 uncorrectable`. A GPU without RAS (consumer parts) has no `ras/` directory.
+/// errors, `umc 2 uncorrectable`, within `MAX_DETAIL_LEN` (`..., +N more`). A GPU without RAS
+/// (consumer parts) has no `ras/` directory. An entry whose block is no plain name (amdgpu's
+/// are `[a-z0-9_]`) is left out, and the problems of one GPU's counters are one warning each
+/// kind (the first named, the others counted), so that a directory of 20,000 odd entries
+/// neither reaches the attribute nor floods the log.
 fn amd_ras(sysfs: &Sysfs, dev: &PciDevice, warnings: &mut Warnings) -> Option<String> {
     let dir = dev.path.join("ras");
     let names = match sysfs.list(&dir) {
@@ -149,15 +201,35 @@ fn amd_ras(sysfs: &Sysfs, dev: &PciDevice, warnings: &mut Warnings) -> Option<St
         }
     };
     let mut faults = Vec::new();
+    // Per kind of problem: the first one's message and how many there were.
+    let mut odd_names: (Option<String>, usize) = (None, 0);
+    let mut unreadable: (Option<String>, usize) = (None, 0);
+    let mut no_count: (Option<String>, usize) = (None, 0);
+    let note = |kind: &mut (Option<String>, usize), message: &dyn Fn() -> String| {
+        if kind.0.is_none() {
+            kind.0 = Some(message());
+        }
+        kind.1 += 1;
+    };
     for name in names {
         let Some(block) = name.strip_suffix("_err_count") else {
             continue;
         };
+        if !is_plain_name(block) {
+            note(&mut odd_names, &|| {
+                format!(
+                    "{}: {:?} is not an amdgpu RAS counter (its block is not 1 to {MAX_NAME_LEN} of [A-Za-z0-9_.-]); left out",
+                    dir.display(),
+                    crate::validate::elide(&name, 60)
+                )
+            });
+            continue;
+        }
         let text = match sysfs.read(&dir.join(&name)) {
             Ok(Some(t)) => t,
             Ok(None) => continue,
             Err(e) => {
-                warnings.push(format!("{e}; RAS counter left out"));
+                note(&mut unreadable, &|| format!("{e}; RAS counter left out"));
                 continue;
             }
         };
@@ -168,13 +240,23 @@ fn amd_ras(sysfs: &Sysfs, dev: &PciDevice, warnings: &mut Warnings) -> Option<St
         match ue {
             Some(0) => {}
             Some(n) => faults.push(format!("{block} {n} uncorrectable")),
-            None => warnings.push(format!(
-                "{}: no `ue: <count>` line; RAS counter left out",
-                dir.join(&name).display()
-            )),
+            None => note(&mut no_count, &|| {
+                format!(
+                    "{}: no `ue: <count>` line; RAS counter left out",
+                    dir.join(&name).display()
+                )
+            }),
         }
     }
-    (!faults.is_empty()).then(|| faults.join(", "))
+    for (first, count) in [odd_names, unreadable, no_count] {
+        if let Some(first) = first {
+            warnings.push(match count {
+                1 => first,
+                n => format!("{first} (and {} more of this GPU's)", n - 1),
+            });
+        }
+    }
+    (!faults.is_empty()).then(|| bounded_list(&faults, ", ", MAX_DETAIL_LEN))
 }
 
 /// Writes `health` and the `health_<kind>` details of one GPU from its faults.
@@ -504,6 +586,42 @@ mod tests {
 
     fn strs(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A list from sysfs names ends in `+N more` where the next one would not fit, even the
+    /// first; names the kernel never writes are refused.
+    #[test]
+    fn lists_from_sysfs_names_are_bounded_and_plain() {
+        let items = |n: usize, w: &str| (0..n).map(|i| format!("{w}{i}")).collect::<Vec<_>>();
+        assert_eq!(
+            [
+                bounded_list(&items(3, "gfx"), ", ", 63),
+                bounded_list(&items(20, "block_"), ", ", 30),
+                bounded_list(&["x".repeat(40)], ", ", 30),
+                bounded_list(&items(9, "d"), ",", 17),
+                bounded_list(&[], ", ", 63),
+            ],
+            [
+                "gfx0, gfx1, gfx2",
+                "block_0, block_1, +18 more",
+                "+1 more",
+                "d0,d1,d2,+6 more",
+                "",
+            ]
+        );
+        let names = [
+            "umc",
+            "xgmi_wafl",
+            "a\nb",
+            "",
+            &"x".repeat(25),
+            "nv idia",
+            "ünï",
+        ];
+        assert_eq!(
+            names.map(is_plain_name),
+            [true, true, false, false, false, false, false]
+        );
     }
 
     #[test]

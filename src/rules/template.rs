@@ -360,6 +360,57 @@ mod tests {
         );
     }
 
+    /// The stack the bounds are sized for (`gotmpl::limits`): on a 2 MiB thread, the smallest
+    /// that evaluates rules, in this unoptimised build, the deepest templates the bounds let
+    /// through are parsed, walked by `rules check`, rendered and dropped: 32 parentheses inside
+    /// 63 nested controls, and 32 inside each of the 100 bodies the executor allows (it stops
+    /// the recursion there, with its error). One level more of either is refused by the scan.
+    #[test]
+    fn the_deepest_templates_the_bounds_allow_fit_a_2_mib_stack() {
+        use crate::gotmpl::limits::{MAX_CONTROL_DEPTH, MAX_EXPRESSION_DEPTH};
+        let expr = |inner: &str| {
+            format!(
+                "{}{inner}{}",
+                "(not ".repeat(MAX_EXPRESSION_DEPTH),
+                ")".repeat(MAX_EXPRESSION_DEPTH)
+            )
+        };
+        let controls = format!(
+            "{}x={{{{ {} }}}}{}",
+            "{{ range list 1 }}".repeat(MAX_CONTROL_DEPTH),
+            expr("true"),
+            "{{ end }}".repeat(MAX_CONTROL_DEPTH)
+        );
+        let recursion = format!(
+            "{{{{ define \"r\" }}}}{{{{ if {} }}}}{{{{ template \"r\" . }}}}{{{{ end }}}}{{{{ end }}}}{{{{ template \"r\" . }}}}",
+            expr("true")
+        );
+        let run = move || {
+            [controls, recursion].map(|source| {
+                let t = RuleTemplate::parse(&source, Pos::default());
+                let walked = t.field_typos().map(|(typos, _)| typos.len());
+                (t.parse_error(), walked, t.expand(&data()))
+            })
+        };
+        let got = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(run)
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(
+            got,
+            [
+                (None, Some(0), Ok(vec![("x".to_string(), "true".to_string())])),
+                (
+                    None,
+                    Some(0),
+                    Err("failed to expand template: line 1, column 234: exceeded the maximum template nesting depth of 100".to_string())
+                ),
+            ]
+        );
+    }
+
     #[test]
     fn sprig_functions_in_templates() {
         assert_eq!(
