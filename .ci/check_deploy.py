@@ -366,9 +366,10 @@ def check(where, text, expect_nvidia, expect_nodefeature, name="gpu-labeler", se
                      for v in p["spec"]["variables"] if v["name"] == "allowedConditionType"]
         status_rule = {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}
         node_rule = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}
-        need(rules == [node_rule] or (rules == [node_rule, status_rule] and condition == ["'GPUHealthy'"]),
-             f"{where}: ClusterRole allows only get, watch and patch on nodes (and patch on nodes/status "
-             f"with the health-condition policy), got {rules}")
+        need(rules == [node_rule, DRA_RULE]
+             or (rules == [node_rule, DRA_RULE, status_rule] and condition == ["'GPUHealthy'"]),
+             f"{where}: ClusterRole allows only get, watch and patch on nodes, reading the DRA objects "
+             f"(and patch on nodes/status with the health-condition policy), got {rules}")
         need(roles == [], f"{where}: no Role, got {roles}")
         vap = kinds.get("ValidatingAdmissionPolicy", [])
         binding = kinds.get("ValidatingAdmissionPolicyBinding", [])
@@ -378,6 +379,11 @@ def check(where, text, expect_nvidia, expect_nodefeature, name="gpu-labeler", se
              f"{where}: the admission policy and its Deny binding")
     ns = kinds.get("Namespace", [])
     need([n["metadata"]["name"] for n in ns] == ([namespace] if namespace else []), f"{where}: Namespace")
+
+
+# The DRA source reads its node's ResourceSlices and the DeviceClasses (docs/dra.md), nothing more.
+DRA_RULE = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "deviceclasses"],
+            "verbs": ["get", "list", "watch"]}
 
 
 def main():
@@ -505,7 +511,8 @@ def main():
                        if e["name"].startswith("GPU_LABELER_PUBLISH_")]
             need(got_env == env, f"{where}: env {got_env}, expected {env}")
             rules = [r for x in docs if x["kind"] == "ClusterRole" for r in x["rules"]]
-            want_rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}]
+            want_rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]},
+                          DRA_RULE]
             if status:
                 want_rules.append({"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]})
             need(rules == want_rules, f"{where}: ClusterRole rules {rules}")

@@ -575,6 +575,13 @@ struct Daemon {
     /// Whether the Node watch has a stream open (`watch::watch_node`); true where there is
     /// no watch (the interval and the sink's own reads decide then).
     node_watched: Arc<std::sync::atomic::AtomicBool>,
+    /// This node's DRA objects as the API server last gave them (`watch::watch_dra`, or one
+    /// read a cycle where nothing watches them).
+    dra: Arc<std::sync::Mutex<watch::DraView>>,
+    /// Whether `watch_dra` keeps `dra` (else each cycle reads it once).
+    dra_watched: bool,
+    /// What reading DRA last said went wrong (said once per change).
+    last_dra_read: Option<String>,
 }
 
 /// What wakes the loop before its interval (`watch`).
@@ -740,6 +747,49 @@ impl Daemon {
         Ok(Arc::new(set))
     }
 
+    /// The features with this node's DRA facts from the API server, when the node sink has
+    /// them (`None`: no DRA facts, or a `--dra` file stands in). Where nothing watches them
+    /// (`--oneshot`, events off) they are read once a cycle.
+    async fn dra_features(&mut self, features: &FeatureSet) -> Option<FeatureSet> {
+        let Sink::Node(n) = &self.sink else {
+            return None;
+        };
+        if self.inputs.sources.dra.is_some() {
+            return None;
+        }
+        let node = n.node_name().to_string();
+        if !self.dra_watched {
+            let timeout = request_timeout(self.interval);
+            let (view, problem) = match watch::read_dra(&n.client(), &node, timeout).await {
+                Ok((watch::DraView::Absent, _)) => (
+                    watch::DraView::Absent,
+                    Some("the cluster serves no resource.k8s.io (ResourceSlices v1 or v1beta2): no DRA facts".to_string()),
+                ),
+                Ok((v, _)) => (v, None),
+                Err(e) => (
+                    watch::DraView::Unknown,
+                    Some(format!("cannot read this node's DRA objects: {e}")),
+                ),
+            };
+            if problem != self.last_dra_read {
+                if let Some(p) = &problem {
+                    tracing::warn!("{p}");
+                }
+                self.last_dra_read = problem;
+            }
+            if let Ok(mut v) = self.dra.lock() {
+                *v = view;
+            }
+        }
+        let view = self.dra.lock().ok()?.clone();
+        let watch::DraView::Read(objects) = view else {
+            return None;
+        };
+        let mut f = features.clone();
+        crate::dra::add_features(&mut f, &objects, &node);
+        Some(f)
+    }
+
     /// One cycle: reload, scan, evaluate, publish.
     async fn cycle(&mut self, force_reload: bool) -> Result<Outcome, CycleError> {
         self.health.beat();
@@ -756,6 +806,9 @@ impl Daemon {
         }
         let started = Instant::now();
         let mut features = self.scan().await?;
+        if let Some(f) = self.dra_features(&features).await {
+            features = Arc::new(f);
+        }
         // DRA facts from `--dra FILE`, read each cycle (a small file).
         if self.inputs.sources.dra.is_some() {
             let mut f = (*features).clone();
@@ -1095,6 +1148,9 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         applied: Arc::new(std::sync::Mutex::new(watch::NodeView::default())),
         rewatch: false,
         node_watched: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+        dra: Arc::default(),
+        dra_watched: false,
+        last_dra_read: None,
     };
     daemon.set_interval();
     let Some(signals) = signals.as_mut() else {
@@ -1130,6 +1186,17 @@ async fn run_async(options: Options) -> Result<u8, Error> {
             MAX_RESPONSE_BYTES,
         )
         .await?;
+        // This node's ResourceSlices, unless a `--dra` file stands in for them.
+        if daemon.inputs.sources.dra.is_none() {
+            daemon.dra_watched = true;
+            tokio::spawn(watch::watch_dra(
+                client.clone(),
+                n.node_name().to_string(),
+                timeout,
+                daemon.dra.clone(),
+                ev.tx.clone(),
+            ));
+        }
         tokio::spawn(watch::watch_node(
             kube::Api::all(client),
             n.node_name().to_string(),

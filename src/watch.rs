@@ -23,6 +23,8 @@ pub enum Source {
     Nvml,
     /// Our own Node, changed by someone else: one of our labels removed or changed.
     Node,
+    /// This node's ResourceSlices changed (a DRA driver published, changed or removed one).
+    Dra,
 }
 
 impl Source {
@@ -32,6 +34,7 @@ impl Source {
             Source::Uevent => "uevent",
             Source::Nvml => "nvml",
             Source::Node => "node",
+            Source::Dra => "dra",
         }
     }
 }
@@ -429,6 +432,128 @@ pub async fn watch_node(
         let wait = pacer.wait(started.elapsed(), random_fraction());
         tracing::debug!("watching node {node}: again in {wait:?}");
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// What the daemon knows of DRA on its node (`watch_dra`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum DraView {
+    /// Not read yet (or the last read failed): no DRA facts this cycle.
+    #[default]
+    Unknown,
+    /// The cluster serves no `resource.k8s.io`: no DRA facts.
+    Absent,
+    /// This node's slices, the DeviceClasses and the Node's allocatable as last read.
+    Read(crate::dra::DraObjects),
+}
+
+/// How long a cluster without `resource.k8s.io` is left before it is asked again (an upgrade
+/// that adds DRA is noticed within this).
+pub const DRA_ABSENT_RECHECK: Duration = Duration::from_secs(600);
+
+/// Reads DRA once: the version the cluster serves, then this node's slices, the classes and
+/// the Node; with the version and the slice list's resourceVersion (where a watch starts).
+pub async fn read_dra(
+    client: &kube::Client,
+    node: &str,
+    timeout: Duration,
+) -> Result<(DraView, Option<(&'static str, String)>), String> {
+    use crate::publish::slices;
+    match slices::version(client, timeout).await? {
+        None => Ok((DraView::Absent, None)),
+        Some(v) => {
+            let (objects, rv) = slices::read(client, node, v, timeout).await?;
+            Ok((DraView::Read(objects), Some((v, rv))))
+        }
+    }
+}
+
+/// Keeps `view` to this node's DRA objects: reads them, watches this node's slices from that
+/// read, and on any change of a slice reads them again at once and wakes the daemon (within
+/// about a second of the change). The DeviceClasses and the Node's allocatable are read again
+/// with them, and at each restart of the watch (at most `WATCH_SECONDS` apart). A cluster
+/// without `resource.k8s.io` is said once and asked again every `DRA_ABSENT_RECHECK`; a read
+/// that fails is said once per change and tried again with the watch's pacing.
+pub async fn watch_dra(
+    client: kube::Client,
+    node: String,
+    timeout: Duration,
+    view: std::sync::Arc<std::sync::Mutex<DraView>>,
+    events: UnboundedSender<Event>,
+) {
+    use futures_util::StreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+    let mut pacer = WatchPacer::new();
+    let mut said: Option<String> = None;
+    loop {
+        let started = Instant::now();
+        let result = read_dra(&client, &node, timeout).await;
+        let say = match &result {
+            Ok((DraView::Absent, _)) => Some(
+                "the cluster serves no resource.k8s.io (ResourceSlices v1 or v1beta2): no DRA facts"
+                    .to_string(),
+            ),
+            Err(e) => Some(format!("cannot read this node's DRA objects: {e}")),
+            Ok(_) => None,
+        };
+        if say != said {
+            if let Some(s) = &say {
+                tracing::warn!("{s}");
+            }
+            said = say;
+        }
+        let (read, from) = result.unwrap_or((DraView::Unknown, None));
+        let changed = view
+            .lock()
+            .map(|mut v| {
+                let changed = *v != read;
+                *v = read.clone();
+                changed
+            })
+            .unwrap_or(false);
+        if changed
+            && events
+                .send(Event {
+                    source: Source::Dra,
+                    at: Instant::now(),
+                })
+                .is_err()
+        {
+            return;
+        }
+        let Some((version, rv)) = from else {
+            let wait = if read == DraView::Absent {
+                DRA_ABSENT_RECHECK
+            } else {
+                pacer.wait(started.elapsed(), random_fraction())
+            };
+            tokio::time::sleep(wait).await;
+            continue;
+        };
+        let api = crate::publish::slices::api(&client, version, "ResourceSlice", "resourceslices");
+        let params = WatchParams::default()
+            .fields(&crate::publish::slices::node_selector(&node))
+            .timeout(WATCH_SECONDS);
+        let mut slice_changed = false;
+        if let Ok(stream) = api.watch(&params, &rv).await {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(e) = stream.next().await {
+                match e {
+                    Ok(WatchEvent::Bookmark(_)) => continue,
+                    Ok(WatchEvent::Added(_) | WatchEvent::Modified(_) | WatchEvent::Deleted(_)) => {
+                        slice_changed = true;
+                        break;
+                    }
+                    _ => break,
+                }
+            }
+        }
+        if slice_changed {
+            // Read again at once: the watch did what it was for.
+            pacer = WatchPacer::new();
+            continue;
+        }
+        tokio::time::sleep(pacer.wait(started.elapsed(), random_fraction())).await;
     }
 }
 

@@ -79,7 +79,7 @@ pub fn explain_label(key: &str, features: &FeatureSet, config: &Config, rules: &
 /// which devices covered which GPU.
 fn dra_mismatches(out: &mut String, features: &FeatureSet) {
     let mismatches = features.instances(crate::dra::DRA_MISMATCH);
-    if features.attributes.get(crate::dra::DRA_NODE).is_none() {
+    if !features.attributes.contains_key(crate::dra::DRA_NODE) {
         let _ = writeln!(
             out,
             "\n  no DRA facts: no --dra file, or the cluster serves no resource.k8s.io (docs/dra.md)"

@@ -6,5 +6,6 @@ pub mod features_file;
 pub mod node;
 pub mod nodefeature;
 pub mod prune;
+pub mod slices;
 pub mod stdout;
 pub mod taints;

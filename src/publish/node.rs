@@ -687,6 +687,11 @@ impl NodeSink {
         &self.node
     }
 
+    /// The client the sink talks through (the DRA objects are read with it).
+    pub fn client(&self) -> Client {
+        self.api.clone().into_client()
+    }
+
     /// Forget what is known so that the next publish reads the Node again (and tries again a
     /// write the API server refused).
     pub fn forget(&mut self) {

@@ -180,7 +180,7 @@ pub fn run(kubeconfig: Option<&Path>, req: &Request) -> Result<Vec<NodePrune>, E
 
 /// `call` bounded by `timeout`; its error in the sink's words (`404 NotFound: nodes "x" not
 /// found`).
-async fn bounded<T>(
+pub(crate) async fn bounded<T>(
     what: &str,
     timeout: Duration,
     call: impl Future<Output = Result<T, kube::Error>>,

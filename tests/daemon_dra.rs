@@ -1,0 +1,179 @@
+//! The daemon's DRA source on the test API server built from Kubernetes' own code, which serves
+//! `resource.k8s.io` (tests/kube-apiserver): `gpu-labeler run` lists and watches its own node's
+//! ResourceSlices (field selector `spec.nodeName`), and relabels within 2 s of a slice appearing
+//! or going; another node's slice changes nothing. A cluster without DRA (the fake API server,
+//! which serves no `resource.k8s.io`) gives no DRA labels, said once.
+
+mod apiserver;
+mod common;
+mod kube;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kube::{KubeApiServer, Who, object_path};
+use serde_json::{Value, json};
+
+const NODE: &str = "n1";
+
+/// The Dell 8x H100's slice as NVIDIA's DRA driver publishes it (tests/fixtures/dra), for `node`.
+fn slice(node: &str) -> Value {
+    let list: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::fixtures().join("dra/dell-xe9680-8xh100.json")).unwrap(),
+    )
+    .unwrap();
+    let mut s = list["items"][0].clone();
+    s["metadata"] = json!({"name": format!("{node}-gpu.nvidia.com")});
+    s["spec"]["nodeName"] = json!(node);
+    s["spec"]["pool"]["name"] = json!(node);
+    s
+}
+
+/// What `labels` gives on the daemon's inputs with these DRA objects (`None`: no `--dra`), and
+/// the kubelet's label.
+fn want(dir: &std::path::Path, objects: Option<Vec<Value>>) -> BTreeMap<String, String> {
+    let mut args: Vec<String> = vec!["labels".into(), "-o".into(), "json".into()];
+    args.extend(apiserver::fixture_args());
+    if let Some(items) = objects {
+        let path = dir.join("dra.json");
+        std::fs::write(&path, json!({"kind": "List", "items": items}).to_string()).unwrap();
+        args.extend([
+            "--dra".into(),
+            path.display().to_string(),
+            "--node-name".into(),
+            NODE.into(),
+        ]);
+    }
+    let mut labels = common::labels_of(common::run(&args).ok());
+    labels.insert("kubernetes.io/hostname".into(), NODE.into());
+    labels
+}
+
+/// Waits up to 20 s for the Node's labels to be `want`; how long that took.
+fn wait_labels(
+    s: &KubeApiServer,
+    agent: &apiserver::Agent,
+    want: &BTreeMap<String, String>,
+) -> Duration {
+    let t = Instant::now();
+    apiserver::wait_for(Duration::from_secs(20), || {
+        (s.labels(NODE) == *want).then_some(())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "labels never became {want:#?}, are {:#?}; log:\n{}",
+            s.labels(NODE),
+            agent.log_text()
+        )
+    });
+    t.elapsed()
+}
+
+#[test]
+fn the_daemon_relabels_within_2_s_of_its_nodes_slice_appearing_or_going() {
+    let s = KubeApiServer::with_shipped_node_policy();
+    s.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
+    // The interval far longer than the bound: only the slice watch can relabel in time.
+    let mut args = apiserver::run_args(&kubeconfig, NODE, &[]);
+    args.retain(|a| a != "--no-default-rules");
+    let i = args.iter().position(|a| a == "--interval").unwrap();
+    args[i + 1] = "60s".into();
+    let agent = apiserver::Agent::start(&args, &[]);
+
+    // DRA served, no slice yet: none of the 8 GPUs is covered.
+    let none = want(dir.path(), Some(vec![]));
+    assert_eq!(
+        (
+            none.get("feature.node.kubernetes.io/gpu.dra.coverage"),
+            none.get("feature.node.kubernetes.io/gpu.dra.devices")
+        ),
+        (Some(&"none".to_string()), Some(&"0".to_string()))
+    );
+    wait_labels(&s, &agent, &none);
+
+    // Another node's slice: nothing changes for this one.
+    let other = slice("n2");
+    let a = s.apply(
+        &Who::admin(),
+        "gpu.nvidia.com",
+        &object_path(&other),
+        &other,
+        true,
+    );
+    assert!(a.ok(), "{}", a.body);
+
+    // NVIDIA's kubelet plugin publishes this node's GPUs.
+    let ours = slice(NODE);
+    let complete = want(dir.path(), Some(vec![ours.clone()]));
+    assert_eq!(
+        complete.get("feature.node.kubernetes.io/gpu.dra.coverage"),
+        Some(&"complete".to_string())
+    );
+    let a = s.apply(
+        &Who::admin(),
+        "gpu.nvidia.com",
+        &object_path(&ours),
+        &ours,
+        true,
+    );
+    assert!(a.ok(), "{}", a.body);
+    let took = wait_labels(&s, &agent, &complete);
+    assert!(
+        took <= Duration::from_secs(2),
+        "relabelled {took:?} after the slice appeared"
+    );
+
+    // The driver goes away and its slice with it.
+    s.delete(&object_path(&ours));
+    let took = wait_labels(&s, &agent, &none);
+    assert!(
+        took <= Duration::from_secs(2),
+        "relabelled {took:?} after the slice went"
+    );
+    let mut agent = agent;
+    assert_eq!(agent.stop(), 0, "{}", agent.log_text());
+    // The DRA objects are read, never written.
+    let writes: Vec<String> = s
+        .requests()
+        .into_iter()
+        .filter(|r| r.user_agent.starts_with("gpu-labeler/") && r.is_write())
+        .map(|r| r.uri)
+        .filter(|u| u.contains("resource.k8s.io"))
+        .collect();
+    assert_eq!(writes, Vec::<String>::new());
+}
+
+/// A cluster that serves no `resource.k8s.io` (the fake API server): no DRA facts, no DRA
+/// label, and the agent says so once.
+#[test]
+fn without_dra_in_the_cluster_there_is_no_dra_label_and_it_is_said_once() {
+    let server = apiserver::FakeApiServer::start();
+    server.add_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = apiserver::write_kubeconfig(dir.path(), &server.url());
+    let mut args = apiserver::run_args(&kubeconfig, NODE, &[]);
+    args.retain(|a| a != "--no-default-rules");
+    let mut agent = apiserver::Agent::start(&args, &[]);
+    let expected = want(dir.path(), None);
+    let got = apiserver::wait_for(Duration::from_secs(20), || {
+        let l = server.labels(NODE);
+        (l == expected).then_some(l)
+    });
+    assert!(
+        got.is_some(),
+        "labels {:#?}; log:\n{}",
+        server.labels(NODE),
+        agent.log_text()
+    );
+    // A few cycles on: still said once.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(agent.stop(), 0);
+    let log = agent.log_text();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("no resource.k8s.io"))
+        .collect();
+    assert_eq!(said.len(), 1, "{log}");
+}
