@@ -471,9 +471,11 @@ pub async fn read_dra(
 /// Keeps `view` to this node's DRA objects: reads them, watches this node's slices from that
 /// read, and on any change of a slice reads them again at once and wakes the daemon (within
 /// about a second of the change). The DeviceClasses and the Node's allocatable are read again
-/// with them, and at each restart of the watch (at most `WATCH_SECONDS` apart). A cluster
-/// without `resource.k8s.io` is said once and asked again every `DRA_ABSENT_RECHECK`; a read
-/// that fails is said once per change and tried again with the watch's pacing.
+/// with them. A watch that ends (the server's timeout, a broken stream) starts again from where
+/// it was, one request, paced as the Node watch is; only a change, or a watch too old (410),
+/// reads all again (three requests), and only a failed read asks for the API version again. A
+/// cluster without `resource.k8s.io` is said once and asked again every `DRA_ABSENT_RECHECK`; a
+/// read that fails is said once per change.
 pub async fn watch_dra(
     client: kube::Client,
     node: String,
@@ -481,75 +483,109 @@ pub async fn watch_dra(
     view: std::sync::Arc<std::sync::Mutex<DraView>>,
     events: UnboundedSender<Event>,
 ) {
+    use crate::publish::slices;
     use futures_util::StreamExt;
     use kube::api::{WatchEvent, WatchParams};
     let mut pacer = WatchPacer::new();
     let mut said: Option<String> = None;
-    loop {
-        let started = Instant::now();
-        let result = read_dra(&client, &node, timeout).await;
-        let say = match &result {
-            Ok((DraView::Absent, _)) => Some(
-                "the cluster serves no resource.k8s.io (ResourceSlices v1 or v1beta2): no DRA facts"
-                    .to_string(),
-            ),
-            Err(e) => Some(format!("cannot read this node's DRA objects: {e}")),
-            Ok(_) => None,
-        };
-        if say != said {
-            if let Some(s) = &say {
+    let mut say = |what: Option<String>| {
+        if what != said {
+            if let Some(s) = &what {
                 tracing::warn!("{s}");
             }
-            said = say;
+            said = what;
         }
-        let (read, from) = result.unwrap_or((DraView::Unknown, None));
-        let changed = view
-            .lock()
+    };
+    let set = |read: DraView| -> bool {
+        view.lock()
             .map(|mut v| {
                 let changed = *v != read;
-                *v = read.clone();
+                *v = read;
                 changed
             })
-            .unwrap_or(false);
-        if changed
-            && events
-                .send(Event {
-                    source: Source::Dra,
-                    at: Instant::now(),
-                })
-                .is_err()
-        {
-            return;
-        }
-        let Some((version, rv)) = from else {
-            let wait = if read == DraView::Absent {
-                DRA_ABSENT_RECHECK
-            } else {
-                pacer.wait(started.elapsed(), random_fraction())
-            };
-            tokio::time::sleep(wait).await;
-            continue;
+            .unwrap_or(false)
+    };
+    let wake = || {
+        events
+            .send(Event {
+                source: Source::Dra,
+                at: Instant::now(),
+            })
+            .is_ok()
+    };
+    let mut version: Option<&'static str> = None;
+    let mut from: Option<String> = None;
+    loop {
+        let started = Instant::now();
+        let v = match version {
+            Some(v) => v,
+            None => match slices::version(&client, timeout).await {
+                Ok(Some(v)) => {
+                    version = Some(v);
+                    v
+                }
+                Ok(None) => {
+                    say(Some(
+                        "the cluster serves no resource.k8s.io (ResourceSlices v1 or v1beta2): no DRA facts"
+                            .into(),
+                    ));
+                    if set(DraView::Absent) && !wake() {
+                        return;
+                    }
+                    tokio::time::sleep(DRA_ABSENT_RECHECK).await;
+                    continue;
+                }
+                Err(e) => {
+                    say(Some(format!("cannot read this node's DRA objects: {e}")));
+                    tokio::time::sleep(pacer.wait(started.elapsed(), random_fraction())).await;
+                    continue;
+                }
+            },
         };
-        let api = crate::publish::slices::api(&client, version, "ResourceSlice", "resourceslices");
+        let rv = match from.clone() {
+            Some(rv) => rv,
+            None => match slices::read(&client, &node, v, timeout).await {
+                Ok((objects, rv)) => {
+                    say(None);
+                    if set(DraView::Read(objects)) && !wake() {
+                        return;
+                    }
+                    from = Some(rv.clone());
+                    rv
+                }
+                Err(e) => {
+                    say(Some(format!("cannot read this node's DRA objects: {e}")));
+                    version = None;
+                    tokio::time::sleep(pacer.wait(started.elapsed(), random_fraction())).await;
+                    continue;
+                }
+            },
+        };
+        let api = slices::api(&client, v, "ResourceSlice", "resourceslices");
         let params = WatchParams::default()
-            .fields(&crate::publish::slices::node_selector(&node))
+            .fields(&slices::node_selector(&node))
             .timeout(WATCH_SECONDS);
-        let mut slice_changed = false;
         if let Ok(stream) = api.watch(&params, &rv).await {
             let mut stream = std::pin::pin!(stream);
             while let Some(e) = stream.next().await {
                 match e {
-                    Ok(WatchEvent::Bookmark(_)) => continue,
+                    Ok(WatchEvent::Bookmark(b)) => from = Some(b.metadata.resource_version),
                     Ok(WatchEvent::Added(_) | WatchEvent::Modified(_) | WatchEvent::Deleted(_)) => {
-                        slice_changed = true;
+                        from = None;
                         break;
                     }
-                    _ => break,
+                    Ok(WatchEvent::Error(e)) => {
+                        if e.code == 410 {
+                            from = None;
+                        }
+                        break;
+                    }
+                    Err(_) => break,
                 }
             }
         }
-        if slice_changed {
-            // Read again at once: the watch did what it was for.
+        if from.is_none() {
+            // A slice changed: read them again at once (the watch did what it was for).
             pacer = WatchPacer::new();
             continue;
         }
