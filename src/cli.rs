@@ -267,6 +267,10 @@ pub struct PublishArgs {
     /// Relabel only every interval and on SIGHUP: no file, uevent, NVML or Node events.
     #[arg(long, env = "GPU_LABELER_NO_EVENTS", value_parser = boolish())]
     pub no_events: bool,
+    /// Read no DRA objects from the cluster (this node's ResourceSlices, the DeviceClasses):
+    /// no `gpu.dra.*` labels but from `--dra FILE` (docs/dra.md).
+    #[arg(long, env = "GPU_LABELER_NO_DRA", value_parser = boolish())]
+    pub no_dra: bool,
     /// The node sink applies the rules' taints, as the config's `publish.taints: true`
     /// (docs/taints.md).
     #[arg(long, env = "GPU_LABELER_PUBLISH_TAINTS", value_parser = boolish())]
@@ -439,6 +443,7 @@ impl PublishArgs {
             cgroup_root: self.cgroup_root.clone(),
             uevent_socket: self.uevent_socket.clone(),
             no_events: self.no_events,
+            no_dra: self.no_dra,
             publish_taints: self.publish_taints,
             publish_condition: self.publish_condition,
         }

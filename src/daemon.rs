@@ -102,6 +102,8 @@ pub struct PublishOptions {
     pub uevent_socket: Option<PathBuf>,
     /// Relabel only every interval (and on SIGHUP), whatever `publish.events` says.
     pub no_events: bool,
+    /// Read no DRA objects from the cluster.
+    pub no_dra: bool,
     /// The node sink applies the rules' taints, whatever `publish.taints` says.
     pub publish_taints: bool,
     /// The node sink sets the `GPUHealthy` condition, whatever `publish.condition` says.
@@ -754,7 +756,7 @@ impl Daemon {
         let Sink::Node(n) = &self.sink else {
             return None;
         };
-        if self.inputs.sources.dra.is_some() {
+        if self.inputs.sources.dra.is_some() || self.publish.no_dra {
             return None;
         }
         let node = n.node_name().to_string();
@@ -1187,7 +1189,7 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         )
         .await?;
         // This node's ResourceSlices, unless a `--dra` file stands in for them.
-        if daemon.inputs.sources.dra.is_none() {
+        if daemon.inputs.sources.dra.is_none() && !daemon.publish.no_dra {
             daemon.dra_watched = true;
             tokio::spawn(watch::watch_dra(
                 client.clone(),

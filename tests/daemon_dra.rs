@@ -77,7 +77,7 @@ fn the_daemon_relabels_within_2_s_of_its_nodes_slice_appearing_or_going() {
     let kubeconfig = s.kubeconfig(&Who::agent(NODE));
     // The interval far longer than the bound: only the slice watch can relabel in time.
     let mut args = apiserver::run_args(&kubeconfig, NODE, &[]);
-    args.retain(|a| a != "--no-default-rules");
+    args.retain(|a| a != "--no-default-rules" && a != "--no-dra");
     let i = args.iter().position(|a| a == "--interval").unwrap();
     args[i + 1] = "60s".into();
     let agent = apiserver::Agent::start(&args, &[]);
@@ -154,7 +154,7 @@ fn without_dra_in_the_cluster_there_is_no_dra_label_and_it_is_said_once() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = apiserver::write_kubeconfig(dir.path(), &server.url());
     let mut args = apiserver::run_args(&kubeconfig, NODE, &[]);
-    args.retain(|a| a != "--no-default-rules");
+    args.retain(|a| a != "--no-default-rules" && a != "--no-dra");
     let mut agent = apiserver::Agent::start(&args, &[]);
     let expected = want(dir.path(), None);
     let got = apiserver::wait_for(Duration::from_secs(20), || {

@@ -504,3 +504,61 @@ fn explain_names_the_mismatches_of_the_dra_labels() {
     ];
     assert_eq!(r.ok(), want.join("\n") + "\n");
 }
+
+/// AMD's older release, in the shape of the dump ROCm/k8s-gpu-dra-driver#21 shows (not its
+/// values): `resource.k8s.io/v1beta1` with attributes under `basic`, partitions that name their
+/// GPU by `parentPciAddr` and carry no `pciBusID`. Written as YAML here for the MI300X fixture's
+/// eight GPUs, two partitions each: every GPU covered through the older attribute.
+#[test]
+fn an_older_amd_release_is_joined_through_parent_pci_addr() {
+    let buses = [
+        "0000:05:00.0",
+        "0000:27:00.0",
+        "0000:47:00.0",
+        "0000:65:00.0",
+        "0000:85:00.0",
+        "0000:a7:00.0",
+        "0000:c7:00.0",
+        "0000:e5:00.0",
+    ];
+    let mut yaml = String::from(
+        "apiVersion: resource.k8s.io/v1beta1\nkind: ResourceSlice\nmetadata: {name: n1-gpu.amd.com-x}\nspec:\n  driver: gpu.amd.com\n  nodeName: n1\n  pool: {name: n1, generation: 1, resourceSliceCount: 1}\n  devices:\n",
+    );
+    for (g, bus) in buses.iter().enumerate() {
+        for p in 0..2 {
+            yaml.push_str(&format!(
+                "  - name: gpu-{g}-{p}\n    basic:\n      attributes:\n        type: {{string: amdgpu-partition}}\n        partitionProfile: {{string: dpx_nps1}}\n        parentPciAddr: {{string: \"{bus}\"}}\n        resource.kubernetes.io/pcieRoot: {{string: \"pci{}\"}}\n      capacity:\n        memory: {{value: 98296Mi}}\n",
+                &bus[..7]
+            ));
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("older.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let r = command("features", "amd-mi300x-cpx", None, &dra_arg(&path));
+    let (node, mismatches, devices) = dra_features(r.ok());
+    assert_eq!(
+        (node, mismatches),
+        (
+            json!({"coverage": "complete", "devices": "8", "drivers": "gpu.amd.com"}),
+            json!([])
+        )
+    );
+    let joined: Vec<(String, String)> = devices
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["attributes"]["device"].as_str().unwrap().to_string(),
+                d["attributes"]["gpu"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = buses
+        .iter()
+        .enumerate()
+        .flat_map(|(g, b)| (0..2).map(move |p| (format!("gpu-{g}-{p}"), b.to_string())))
+        .collect();
+    assert_eq!(joined, want);
+}

@@ -1557,6 +1557,9 @@ pub fn run_args(kubeconfig: &Path, node: &str, extra: &[&str]) -> Vec<String> {
             "1s",
             "--listen",
             "127.0.0.1:0",
+            // DRA's own tests read it (tests/daemon_dra.rs, the soak): the others count and
+            // fault the Node's requests alone.
+            "--no-dra",
         ]
         .iter()
         .map(|s| s.to_string()),

@@ -566,7 +566,7 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
         lib.to_str().unwrap(),
     ];
     let mut args = apiserver::run_args(&kubeconfig, NODE, &extra);
-    args.retain(|a| a != "--no-nvml" && a != "--no-default-rules");
+    args.retain(|a| a != "--no-nvml" && a != "--no-default-rules" && a != "--no-dra");
     let log = std::env::var("SOAK_LOG").unwrap_or_else(|_| "info".into());
     let env = [
         ("FAKE_NVML_FIXTURE", inputs.nvml.to_str().unwrap()),
