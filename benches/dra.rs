@@ -7,8 +7,11 @@
 //! - the whole command: `labels --features SNAPSHOT --dra FILE` against `labels --features
 //!   SNAPSHOT`, alternating, median of each (the snapshot keeps NVML and sysfs out of both).
 //!
-//! `cargo bench --bench dra` (plain `fn main`); `BENCH_RUNS` (default 201 in process, a fifth of
+//! `cargo build -p fake-nvml --release && cargo bench --bench dra` (plain `fn main`); `BENCH_RUNS` (default 201 in process, a fifth of
 //! that for the command). Under `cargo test` (unoptimised) a few runs only prove it works.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -23,20 +26,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 /// Issue 45's target for 8 GPUs.
 const TARGET: Duration = Duration::from_millis(2);
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn fake_lib() -> PathBuf {
-    for dir in ["target/release", "target/debug", "target/debug/deps"] {
-        let p = repo().join(dir).join("libnvidia_ml.so");
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("libnvidia_ml.so not built: run `cargo build -p fake-nvml --release` first");
-}
-
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -46,15 +35,12 @@ fn median(mut v: Vec<Duration>) -> Duration {
 fn snapshot(dir: &std::path::Path) -> PathBuf {
     let out = Command::new(BIN)
         .args(["features", "-o", "json", "--sysfs-root"])
-        .arg(repo().join("tests/fixtures/sysfs/dell-xe9680-8xh100"))
+        .arg(common::sysfs_fixture("dell-xe9680-8xh100"))
         .arg("--proc-root")
-        .arg(repo().join("tests/fixtures/proc/dell-xe9680-8xh100"))
+        .arg(common::proc_fixture("dell-xe9680-8xh100"))
         .arg("--nvml-lib")
-        .arg(fake_lib())
-        .env(
-            "FAKE_NVML_FIXTURE",
-            repo().join("tests/fixtures/nvml/h100-8x.json"),
-        )
+        .arg(common::fake_nvml_lib("nvidia_ml"))
+        .env("FAKE_NVML_FIXTURE", common::nvml_fixture("h100-8x"))
         .stderr(Stdio::null())
         .output()
         .expect("gpu-labeler features");
@@ -71,7 +57,7 @@ fn main() {
         .unwrap_or(if cfg!(debug_assertions) { 3 } else { 201 });
     let dir = tempfile::tempdir().unwrap();
     let snap = snapshot(dir.path());
-    let slices = repo().join("tests/fixtures/dra/dell-xe9680-8xh100.json");
+    let slices = common::fixtures().join("dra/dell-xe9680-8xh100.json");
     let features: FeatureSet =
         gpu_labeler::features::load_snapshot(&snap).expect("the snapshot loads");
     let config = Config::default();

@@ -16,19 +16,6 @@ use serde_json::{Value, json};
 
 const NODE: &str = "n1";
 
-/// The Dell 8x H100's slice as NVIDIA's DRA driver publishes it (tests/fixtures/dra), for `node`.
-fn slice(node: &str) -> Value {
-    let list: Value = serde_json::from_str(
-        &std::fs::read_to_string(common::fixtures().join("dra/dell-xe9680-8xh100.json")).unwrap(),
-    )
-    .unwrap();
-    let mut s = list["items"][0].clone();
-    s["metadata"] = json!({"name": format!("{node}-gpu.nvidia.com")});
-    s["spec"]["nodeName"] = json!(node);
-    s["spec"]["pool"]["name"] = json!(node);
-    s
-}
-
 /// What `labels` gives on the daemon's inputs with these DRA objects (`None`: no `--dra`), and
 /// the kubelet's label.
 fn want(dir: &std::path::Path, objects: Option<Vec<Value>>) -> BTreeMap<String, String> {
@@ -94,7 +81,7 @@ fn the_daemon_relabels_within_2_s_of_its_nodes_slice_appearing_or_going() {
     wait_labels(&s, &agent, &none);
 
     // Another node's slice: nothing changes for this one.
-    let other = slice("n2");
+    let other = common::dell_dra_slice("n2");
     let a = s.apply(
         &Who::admin(),
         "gpu.nvidia.com",
@@ -105,7 +92,7 @@ fn the_daemon_relabels_within_2_s_of_its_nodes_slice_appearing_or_going() {
     assert!(a.ok(), "{}", a.body);
 
     // NVIDIA's kubelet plugin publishes this node's GPUs.
-    let ours = slice(NODE);
+    let ours = common::dell_dra_slice(NODE);
     let complete = want(dir.path(), Some(vec![ours.clone()]));
     assert_eq!(
         complete.get("feature.node.kubernetes.io/gpu.dra.coverage"),

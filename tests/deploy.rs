@@ -195,6 +195,10 @@ fn the_daemonset_as_deployed_labels_its_own_node() {
         "feature.node.kubernetes.io/gpu.class".into(),
         "large-memory".into(),
     );
+    // The cluster serves resource.k8s.io and no DRA driver publishes the GPUs (docs/dra.md).
+    for (k, v) in [("gpu.dra.coverage", "none"), ("gpu.dra.devices", "0")] {
+        expected.insert(format!("feature.node.kubernetes.io/{k}"), v.into());
+    }
     assert_eq!(server.labels(NODE), expected);
 
     // The site drops the example: the agent removes the label it owns, and the policy admits it.
@@ -1111,9 +1115,11 @@ fn the_gfd_component_admits_every_key_the_profile_writes() {
                 common::labels_of(common::run_env(args(&["labels", "-o", "json"]), &env).ok());
             s.delete("/api/v1/nodes/n1");
             s.create_node("n1", &[]);
+            // What the profile writes, not DRA's labels (tests/daemon_dra.rs).
             let mut run = args(&[
                 "run",
                 "--oneshot",
+                "--no-dra",
                 "--node-name",
                 "n1",
                 "--listen",
@@ -1173,9 +1179,11 @@ fn a_site_key_the_gfd_policy_refuses_costs_only_that_key() {
         "FAKE_NVML_FIXTURE",
         common::nvml_fixture("h100-8x").into_os_string(),
     )];
+    // What the policy refuses, not DRA's labels (tests/daemon_dra.rs).
     let mut run = args(&[
         "run",
         "--oneshot",
+        "--no-dra",
         "--node-name",
         "n1",
         "--listen",

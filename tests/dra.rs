@@ -135,6 +135,26 @@ fn node_with_gpus(n: &str) -> Value {
 
 type Mutation = (&'static str, Box<dyn Fn(&mut Value)>, Value, Value);
 
+/// The Dell's eight GPUs, each `unpublished`.
+fn every_gpu_unpublished() -> Value {
+    json!(
+        [
+            "0000:19:00.0",
+            "0000:3b:00.0",
+            "0000:4c:00.0",
+            "0000:5d:00.0",
+            "0000:9b:00.0",
+            "0000:bb:00.0",
+            "0000:cb:00.0",
+            "0000:db:00.0"
+        ]
+        .iter()
+        .map(|b| json!({"reason": "unpublished", "pciBusID": b,
+                            "measured": "NVIDIA H100 80GB HBM3"}))
+        .collect::<Vec<_>>()
+    )
+}
+
 #[test]
 fn every_mutation_of_the_slices_is_reported_with_its_reason_and_bus_id() {
     let dir = tempfile::tempdir().unwrap();
@@ -226,22 +246,7 @@ fn every_mutation_of_the_slices_is_reported_with_its_reason_and_bus_id() {
                 v["items"] = json!([]);
             }),
             json!({"coverage": "none", "devices": "0", "drivers": ""}),
-            json!(
-                [
-                    "0000:19:00.0",
-                    "0000:3b:00.0",
-                    "0000:4c:00.0",
-                    "0000:5d:00.0",
-                    "0000:9b:00.0",
-                    "0000:bb:00.0",
-                    "0000:cb:00.0",
-                    "0000:db:00.0"
-                ]
-                .iter()
-                .map(|b| json!({"reason": "unpublished", "pciBusID": b,
-                                    "measured": "NVIDIA H100 80GB HBM3"}))
-                .collect::<Vec<_>>()
-            ),
+            every_gpu_unpublished(),
         ),
         (
             "the device plugin's nvidia.com/gpu beside the slices",
@@ -273,22 +278,7 @@ fn every_mutation_of_the_slices_is_reported_with_its_reason_and_bus_id() {
                 v["items"][0]["spec"]["pool"]["name"] = json!("n2");
             }),
             json!({"coverage": "none", "devices": "0", "drivers": ""}),
-            json!(
-                [
-                    "0000:19:00.0",
-                    "0000:3b:00.0",
-                    "0000:4c:00.0",
-                    "0000:5d:00.0",
-                    "0000:9b:00.0",
-                    "0000:bb:00.0",
-                    "0000:cb:00.0",
-                    "0000:db:00.0"
-                ]
-                .iter()
-                .map(|b| json!({"reason": "unpublished", "pciBusID": b,
-                                    "measured": "NVIDIA H100 80GB HBM3"}))
-                .collect::<Vec<_>>()
-            ),
+            every_gpu_unpublished(),
         ),
     ];
     for (name, mutate, node, want) in cases {

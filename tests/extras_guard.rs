@@ -7,33 +7,18 @@
 mod apiserver;
 mod common;
 mod kube;
+mod node_extras;
 
 use std::time::{Duration, Instant};
 
 use gpu_labeler::output::{GpuHealth, NodeOutput, Taint};
-use gpu_labeler::publish::client::kube_client;
-use gpu_labeler::publish::node::{MAX_RESPONSE_BYTES, NodeSink, NodeWrites, OutcomeKind};
+use gpu_labeler::publish::node::{NodeWrites, OutcomeKind};
 use gpu_labeler::publish::taints::TAINTS_ANNOTATION;
 use kube::{KubeApiServer, Who};
-use serde_json::{Value, json};
-
-const NODE: &str = "n1";
-const UNHEALTHY: &str = "feature.node.kubernetes.io/gpu-unhealthy";
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn admin_taint() -> Value {
-    json!({"key": "dedicated", "value": "ml", "effect": "NoSchedule"})
-}
-
-fn unhealthy() -> Value {
-    json!({"key": UNHEALTHY, "value": "true", "effect": "NoSchedule"})
-}
+use node_extras::{
+    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, runtime, sink, taints, unhealthy,
+};
+use serde_json::json;
 
 /// Our Node with an admin's taint (`kubectl taint`), on a server with `policy` in force (the
 /// shipped Node policy with the health-condition component; none: no policy at all).
@@ -65,20 +50,6 @@ fn plant(s: &KubeApiServer, who: &Who, manager: &str, value: &str) {
     assert!(a.ok(), "{}", a.body);
 }
 
-fn sink(rt: &tokio::runtime::Runtime, s: &KubeApiServer, writes: NodeWrites) -> NodeSink {
-    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
-    let client = rt
-        .block_on(kube_client(
-            Some(&kubeconfig),
-            Duration::from_secs(10),
-            MAX_RESPONSE_BYTES,
-        ))
-        .unwrap();
-    let mut sink = NodeSink::new(client, NODE, Duration::from_secs(10));
-    sink.set_writes(writes);
-    sink
-}
-
 /// A degraded node: its labels, the health taint and the health the condition follows.
 fn degraded() -> NodeOutput {
     NodeOutput {
@@ -100,19 +71,6 @@ fn degraded() -> NodeOutput {
     }
 }
 
-fn taints(s: &KubeApiServer) -> Value {
-    match &s.node(NODE)["spec"]["taints"] {
-        Value::Null => json!([]),
-        t => t.clone(),
-    }
-}
-
-fn annotation(s: &KubeApiServer) -> Option<String> {
-    s.node(NODE)["metadata"]["annotations"][TAINTS_ANNOTATION]
-        .as_str()
-        .map(str::to_string)
-}
-
 /// Our condition as `status reason message` (`None`: there is none).
 fn condition(s: &KubeApiServer) -> Option<String> {
     let node = s.node(NODE);
@@ -128,15 +86,6 @@ fn condition(s: &KubeApiServer) -> Option<String> {
                 c["message"].as_str().unwrap_or("")
             )
         })
-}
-
-/// The agent's writes the server answered, as `verb uri code`.
-fn agent_writes(s: &KubeApiServer) -> Vec<String> {
-    s.requests()
-        .into_iter()
-        .filter(|r| r.user_agent.starts_with("gpu-labeler/") && r.is_write())
-        .map(|r| format!("{} {} {}", r.verb, r.uri, r.code))
-        .collect()
 }
 
 const DEGRADED: &str = "False GPUsDegraded 7 of 8 GPUs healthy";
@@ -370,21 +319,10 @@ fn three_thousand_taints_in_a_rule_do_not_stop_the_health_taint_or_the_condition
     );
 }
 
-/// Waits up to `limit` for `f`; the time it took.
-fn within(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
-    let t = Instant::now();
-    apiserver::wait_for(limit, || f().then_some(()))?;
-    Some(t.elapsed())
-}
-
-/// Someone removes the agent's taint, or sets `GPUHealthy=True` on a degraded node: before,
-/// not restored within 30 s (the agent trusted its cached Node for an hour). Now the Node watch
-/// guards them: restored within two intervals (1 s here), and nothing written in between.
-#[test]
-fn a_taint_or_condition_of_ours_changed_by_someone_else_is_restored_within_two_intervals() {
-    let s = cluster(true);
-    let dir = tempfile::tempdir().unwrap();
-    let snap = dir.path().join("snap.yaml");
+/// The real `gpu-labeler run` with the agent's token on a degraded node (a snapshot in `dir`),
+/// the built-in rules and the health component's, writing taints and the condition.
+fn degraded_agent(s: &KubeApiServer, dir: &std::path::Path) -> apiserver::Agent {
+    let snap = dir.join("snap.yaml");
     std::fs::write(&snap, health_snapshot("degraded", "7")).unwrap();
     let kubeconfig = s.kubeconfig(&Who::agent(NODE));
     let rules = common::repo().join("deploy/components/health/rules.yaml");
@@ -399,13 +337,30 @@ fn a_taint_or_condition_of_ours_changed_by_someone_else_is_restored_within_two_i
         ],
     );
     args.retain(|a| a != "--no-default-rules");
-    let mut agent = apiserver::Agent::start(
+    apiserver::Agent::start(
         &args,
         &[
             ("GPU_LABELER_PUBLISH_TAINTS", "true"),
             ("GPU_LABELER_PUBLISH_CONDITION", "true"),
         ],
-    );
+    )
+}
+
+/// Waits up to `limit` for `f`; the time it took.
+fn within(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
+    let t = Instant::now();
+    apiserver::wait_for(limit, || f().then_some(()))?;
+    Some(t.elapsed())
+}
+
+/// Someone removes the agent's taint, or sets `GPUHealthy=True` on a degraded node: before,
+/// not restored within 30 s (the agent trusted its cached Node for an hour). Now the Node watch
+/// guards them: restored within two intervals (1 s here), and nothing written in between.
+#[test]
+fn a_taint_or_condition_of_ours_changed_by_someone_else_is_restored_within_two_intervals() {
+    let s = cluster(true);
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = degraded_agent(&s, dir.path());
     let settled = || {
         taints(&s) == json!([admin_taint(), unhealthy()])
             && condition(&s).as_deref() == Some(DEGRADED)
@@ -484,28 +439,7 @@ fn a_taint_write_refused_for_good_is_tried_once_and_the_condition_still_written(
         )
     });
     let dir = tempfile::tempdir().unwrap();
-    let snap = dir.path().join("snap.yaml");
-    std::fs::write(&snap, health_snapshot("degraded", "7")).unwrap();
-    let kubeconfig = s.kubeconfig(&agent_who);
-    let rules = common::repo().join("deploy/components/health/rules.yaml");
-    let mut args = apiserver::run_args(
-        &kubeconfig,
-        NODE,
-        &[
-            "--rules",
-            rules.to_str().unwrap(),
-            "--features",
-            snap.to_str().unwrap(),
-        ],
-    );
-    args.retain(|a| a != "--no-default-rules");
-    let mut agent = apiserver::Agent::start(
-        &args,
-        &[
-            ("GPU_LABELER_PUBLISH_TAINTS", "true"),
-            ("GPU_LABELER_PUBLISH_CONDITION", "true"),
-        ],
-    );
+    let mut agent = degraded_agent(&s, dir.path());
     within(Duration::from_secs(20), || {
         condition(&s).as_deref() == Some(DEGRADED)
     })

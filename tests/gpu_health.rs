@@ -366,7 +366,7 @@ h100-ok          yes
 h100-sick        no    gpu.health=degraded, nodeSelector wants ok
 h100-sick-small  no    gpu.health=degraded, nodeSelector wants ok
 1/3 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.
-hint: gpu.health: rule \"gpu health\" of NodeFeatureRule gpu-labeler-gpu (builtin:rules/gpu.yaml:244:7) writes the value of gpu.node.health; values on the nodes that miss: degraded (2)
+hint: gpu.health: rule \"gpu health\" of NodeFeatureRule gpu-labeler-gpu (builtin:rules/gpu.yaml:259:7) writes the value of gpu.node.health; values on the nodes that miss: degraded (2)
 health: h100-sick fails only because of its GPUs' health (gpu.health=degraded, 7 of 8 GPUs healthy, tainted feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule); it fits once they are healthy
 health: h100-sick-small fails only because of its GPUs' health (gpu.health=degraded, 7 of 8 GPUs healthy, tainted feature.node.kubernetes.io/gpu-unhealthy=true:NoSchedule); it fits once they are healthy
 "

@@ -9,26 +9,19 @@
 mod apiserver;
 mod common;
 mod kube;
+mod node_extras;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use gpu_labeler::output::{GpuHealth, NodeOutput, Taint};
-use gpu_labeler::publish::client::kube_client;
-use gpu_labeler::publish::node::{MAX_RESPONSE_BYTES, NodeSink, NodeWrites, OutcomeKind};
-use gpu_labeler::publish::taints::TAINTS_ANNOTATION;
+use gpu_labeler::publish::node::{NodeWrites, OutcomeKind};
 use kube::{KubeApiServer, Who};
 use serde_json::{Value, json};
 
-const NODE: &str = "n1";
-const UNHEALTHY: &str = "feature.node.kubernetes.io/gpu-unhealthy";
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use node_extras::{
+    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, runtime, sink, taints, unhealthy,
+};
 
 /// The shipped policy, our Node, and an admin's taint on it (`kubectl taint`, manager
 /// `kubectl-taint`).
@@ -43,29 +36,6 @@ fn cluster() -> KubeApiServer {
     );
     assert!(a.ok(), "{}", a.body);
     s
-}
-
-fn admin_taint() -> Value {
-    json!({"key": "dedicated", "value": "ml", "effect": "NoSchedule"})
-}
-
-fn unhealthy() -> Value {
-    json!({"key": UNHEALTHY, "value": "true", "effect": "NoSchedule"})
-}
-
-/// A node sink with the agent's token (as the daemon builds it).
-fn sink(rt: &tokio::runtime::Runtime, s: &KubeApiServer, writes: NodeWrites) -> NodeSink {
-    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
-    let client = rt
-        .block_on(kube_client(
-            Some(&kubeconfig),
-            Duration::from_secs(10),
-            MAX_RESPONSE_BYTES,
-        ))
-        .unwrap();
-    let mut sink = NodeSink::new(client, NODE, Duration::from_secs(10));
-    sink.set_writes(writes);
-    sink
 }
 
 fn taints_on() -> NodeWrites {
@@ -99,35 +69,11 @@ fn gpu(taints: &[(&str, &str, &str)]) -> NodeOutput {
 
 const OURS: (&str, &str, &str) = (UNHEALTHY, "true", "NoSchedule");
 
-/// The Node's whole taint list (`[]` when it has none).
-fn taints(s: &KubeApiServer) -> Value {
-    let node = s.node(NODE);
-    match &node["spec"]["taints"] {
-        Value::Null => json!([]),
-        t => t.clone(),
-    }
-}
-
-fn annotation(s: &KubeApiServer) -> Option<String> {
-    s.node(NODE)["metadata"]["annotations"][TAINTS_ANNOTATION]
-        .as_str()
-        .map(str::to_string)
-}
-
 fn version(s: &KubeApiServer) -> String {
     s.node(NODE)["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .to_string()
-}
-
-/// The agent's writes the server answered, as `verb uri code`.
-fn agent_writes(s: &KubeApiServer) -> Vec<String> {
-    s.requests()
-        .into_iter()
-        .filter(|r| r.user_agent.starts_with("gpu-labeler/") && r.is_write())
-        .map(|r| format!("{} {} {}", r.verb, r.uri, r.code))
-        .collect()
 }
 
 #[test]

@@ -649,3 +649,17 @@ pub fn h100_default_labels() -> std::collections::BTreeMap<String, String> {
         ("pci-0302_10de.sriov.capable", "true"),
     ])
 }
+
+/// The Dell 8x H100's ResourceSlice as NVIDIA's DRA driver publishes it there
+/// (tests/fixtures/dra/PROVENANCE.md), for `node` (its name, `spec.nodeName` and pool).
+pub fn dell_dra_slice(node: &str) -> serde_json::Value {
+    let list: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("dra/dell-xe9680-8xh100.json")).unwrap(),
+    )
+    .unwrap();
+    let mut s = list["items"][0].clone();
+    s["metadata"] = serde_json::json!({"name": format!("{node}-gpu.nvidia.com")});
+    s["spec"]["nodeName"] = serde_json::json!(node);
+    s["spec"]["pool"]["name"] = serde_json::json!(node);
+    s
+}

@@ -60,19 +60,6 @@ const HEALTHY: &str = "True/GPUsHealthy/8 of 8 GPUs healthy";
 const ONE_LOST: &str = "False/GPUsDegraded/7 of 8 GPUs healthy";
 const TAINT_RULE: &str = "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: soak-taint\nspec:\n  rules:\n    - name: soak taint\n      taints:\n        - {key: feature.node.kubernetes.io/soak, value: \"true\", effect: PreferNoSchedule}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: In, value: [\"10de\"]}\n";
 
-/// The Dell's slice as NVIDIA's DRA driver publishes it (tests/fixtures/dra), for the soak's node.
-fn dra_slice() -> serde_json::Value {
-    let list: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(common::fixtures().join("dra/dell-xe9680-8xh100.json")).unwrap(),
-    )
-    .unwrap();
-    let mut s = list["items"][0].clone();
-    s["metadata"] = serde_json::json!({"name": format!("{NODE}-gpu.nvidia.com")});
-    s["spec"]["nodeName"] = serde_json::json!(NODE);
-    s["spec"]["pool"]["name"] = serde_json::json!(NODE);
-    s
-}
-
 /// The Node's labels, its taints as `key=value:effect` and its `GPUHealthy` condition as
 /// `status/reason/message`.
 fn node_state(kube: &KubeApiServer) -> (BTreeMap<String, String>, Vec<String>, Option<String>) {
@@ -543,7 +530,7 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
     kube.create_node(NODE, &[("kubernetes.io/os", "linux")]);
     // NVIDIA's DRA driver publishes the node's GPUs (the agent watches its slices through the
     // proxy's faults too): `labels --dra` with the same slice is what the Node must carry.
-    let slice = dra_slice();
+    let slice = common::dell_dra_slice(NODE);
     let a = kube.apply(
         &Who::admin(),
         "gpu.nvidia.com",
