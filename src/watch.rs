@@ -471,9 +471,10 @@ pub async fn read_dra(
 /// Keeps `view` to this node's DRA objects: reads them, watches this node's slices from that
 /// read, and on any change of a slice reads them again at once and wakes the daemon (within
 /// about a second of the change). The DeviceClasses and the Node's allocatable are read again
-/// with them. A watch that ends (the server's timeout, a broken stream) starts again from where
-/// it was, one request, paced as the Node watch is; only a change, or a watch too old (410),
-/// reads all again (three requests), and only a failed read asks for the API version again. A
+/// with them, and when a watch has run its course (the server's timeout, about every 5
+/// minutes). A watch broken early (a fault) starts again from where it was, one request, paced
+/// as the Node watch is; a change, a watch too old (410) or one that ran its course reads all
+/// again (three requests), and only a failed read asks for the API version again. A
 /// cluster without `resource.k8s.io` is said once and asked again every `DRA_ABSENT_RECHECK`; a
 /// read that fails is said once per change.
 pub async fn watch_dra(
@@ -588,6 +589,12 @@ pub async fn watch_dra(
             // A slice changed: read them again at once (the watch did what it was for).
             pacer = WatchPacer::new();
             continue;
+        }
+        // A watch that ran its course (the server's timeout, about every 5 minutes): read the
+        // classes and the allocatable again with the next one. One that broke early under a
+        // fault starts again from where it was, one request.
+        if started.elapsed() >= WatchPacer::HEALTHY {
+            from = None;
         }
         tokio::time::sleep(pacer.wait(started.elapsed(), random_fraction())).await;
     }
