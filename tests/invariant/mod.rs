@@ -93,6 +93,12 @@ fn node_state(kube: &KubeApiServer) -> (BTreeMap<String, String>, Vec<String>, O
     (labels, taints, condition)
 }
 
+/// How long after the flapper last lost GPU 3 the agent may still see it lost: the second it
+/// stays lost, and an epoch (at most 4 s) in which NVML crashes or hangs and the agent keeps its
+/// last good answer, taken while the GPU was lost (docs/health.md: a stale answer is kept while
+/// the GPUs are on the bus). Its hold of `CLEAR_AFTER` counts from the last time it was seen.
+const LOST_SEEN: Duration = Duration::from_secs(1 + 4);
+
 const LOST_HEALTH: [(&str, &str); 2] = [
     ("feature.node.kubernetes.io/gpu.health", "degraded"),
     ("feature.node.kubernetes.io/gpu.healthy.count", "7"),
@@ -292,12 +298,12 @@ struct Flap {
 
 impl Flap {
     /// Until when the Node may say a GPU is lost: while one flaps, and for the hold after it
-    /// was last lost (lost for up to a second, then `CLEAR_AFTER`, then a cycle to publish).
+    /// was last seen lost (`LOST_SEEN`, then `CLEAR_AFTER`, then a cycle to publish).
     fn may_be_lost(&self, now: Instant) -> bool {
         self.on
             || self
                 .last_lost
-                .is_some_and(|t| now < t + Duration::from_secs(1) + CLEAR_AFTER + 2 * INTERVAL)
+                .is_some_and(|t| now < t + LOST_SEEN + CLEAR_AFTER + 2 * INTERVAL)
     }
 }
 
@@ -732,7 +738,7 @@ pub fn run(seed: u64, faulty: Duration) -> Report {
                 .lock()
                 .unwrap()
                 .last_lost
-                .map(|t| t + Duration::from_secs(1) + CLEAR_AFTER);
+                .map(|t| t + LOST_SEEN + CLEAR_AFTER);
             // Answers the proxy held back (slow ones) are still on their way: the faults have
             // stopped when they have arrived.
             let stopped = stopped + held_back;
