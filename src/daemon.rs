@@ -765,7 +765,7 @@ impl Daemon {
             let (view, problem) = match watch::read_dra(&n.client(), &node, timeout).await {
                 Ok((watch::DraView::Absent, _)) => (
                     watch::DraView::Absent,
-                    Some("the cluster serves no resource.k8s.io (ResourceSlices v1 or v1beta2): no DRA facts".to_string()),
+                    Some(watch::NO_DRA_IN_CLUSTER.to_string()),
                 ),
                 Ok((v, _)) => (v, None),
                 Err(e) => (

@@ -447,6 +447,10 @@ pub enum DraView {
     Read(crate::dra::DraObjects),
 }
 
+/// What the daemon says (once) of a cluster without DRA.
+pub const NO_DRA_IN_CLUSTER: &str =
+    "the cluster serves no resource.k8s.io (ResourceSlices v1 or v1beta2): no DRA facts";
+
 /// How long a cluster without `resource.k8s.io` is left before it is asked again (an upgrade
 /// that adds DRA is noticed within this).
 pub const DRA_ABSENT_RECHECK: Duration = Duration::from_secs(600);
@@ -526,10 +530,7 @@ pub async fn watch_dra(
                     v
                 }
                 Ok(None) => {
-                    say(Some(
-                        "the cluster serves no resource.k8s.io (ResourceSlices v1 or v1beta2): no DRA facts"
-                            .into(),
-                    ));
+                    say(Some(NO_DRA_IN_CLUSTER.into()));
                     if set(DraView::Absent) && !wake() {
                         return;
                     }

@@ -16,7 +16,8 @@ use gpu_labeler::publish::node::{NodeWrites, OutcomeKind};
 use gpu_labeler::publish::taints::TAINTS_ANNOTATION;
 use kube::{KubeApiServer, Who};
 use node_extras::{
-    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, runtime, sink, taints, unhealthy,
+    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, prune_all, runtime, sink, taints,
+    unhealthy,
 };
 use serde_json::json;
 
@@ -216,13 +217,7 @@ fn prune_trusts_no_planted_annotation() {
         "kubectl-annotate",
         "dedicated=ml:NoSchedule",
     );
-    let kubeconfig = s.kubeconfig(&Who::admin());
-    let r = common::run([
-        "prune",
-        "--all-nodes",
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-    ]);
+    let r = prune_all(&s, &Who::admin());
     assert_eq!(
         (r.code, r.stdout.as_str()),
         (
@@ -503,13 +498,7 @@ fn prune_leaves_a_condition_someone_else_edited() {
         )),
     );
     assert!(a.ok(), "{}", a.body);
-    let kubeconfig = s.kubeconfig(&Who::prune());
-    let r = common::run([
-        "prune",
-        "--all-nodes",
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-    ]);
+    let r = prune_all(&s, &Who::prune());
     assert_eq!(
         (r.code, r.stdout.as_str()),
         (

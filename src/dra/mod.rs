@@ -450,8 +450,9 @@ pub fn add_features(features: &mut FeatureSet, objects: &DraObjects, node: &str)
     if report.gpus == 0 && report.devices.is_empty() {
         return;
     }
-    let gpus = features.instances(GPU_DEVICE).to_vec();
-    let mut add = Vec::new();
+    // Read while the GPUs are borrowed, added after.
+    let gpus = features.instances(GPU_DEVICE);
+    let mut add = Vec::with_capacity(report.devices.len());
     for j in &report.devices {
         add.push(Instance::from_iter([
             ("driver", j.slice.driver.clone()),

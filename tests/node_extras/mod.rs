@@ -61,6 +61,17 @@ pub fn annotation(s: &KubeApiServer) -> Option<String> {
         .map(str::to_string)
 }
 
+/// `gpu-labeler prune --all-nodes` as `who` (the Job's account, or an admin).
+pub fn prune_all(s: &KubeApiServer, who: &Who) -> crate::common::Run {
+    let kubeconfig = s.kubeconfig(who);
+    crate::common::run([
+        "prune",
+        "--all-nodes",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ])
+}
+
 /// The agent's writes the server answered, as `verb uri code`.
 pub fn agent_writes(s: &KubeApiServer) -> Vec<String> {
     s.requests()
