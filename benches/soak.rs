@@ -128,6 +128,10 @@ fn main() {
         format!("{interval}s"),
         "--listen".into(),
         "127.0.0.1:0".into(),
+        // The fake API server serves no DRA: the Node's cost alone, as the other tests of the
+        // fake server measure it (the DRA watch's cost is tests/daemon_dra.rs's and the
+        // invariant soak's).
+        "--no-dra".into(),
     ];
     // The fixture's flags, NVML through the fake library instead of `--no-nvml`.
     args.extend(
