@@ -1053,6 +1053,10 @@ impl Daemon {
                         self.interval
                     };
                     next = tokio::time::Instant::now() + wait;
+                    let clear_after = self.inputs.config.sources.health.clear_after;
+                    if let Some(at) = self.faults.next_clear(clear_after) {
+                        next = next.min(tokio::time::Instant::from_std(at));
+                    }
                 }
                 Err(e) => {
                     self.health.set_failed();

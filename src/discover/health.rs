@@ -488,6 +488,23 @@ impl Hold {
         held_total
     }
 
+    /// When what is held next changes unseen (`clear_after` after a fault was last seen, or
+    /// after a lost GPU last gave its values): the daemon runs a cycle then, so that a fault
+    /// that went away clears at the end of its hold, not at the next interval. A fault still
+    /// there makes it a cycle every `clear_after` that writes nothing.
+    pub fn next_clear(&self, clear_after: Duration) -> Option<Instant> {
+        let faults = self
+            .seen
+            .values()
+            .flat_map(|f| f.values().map(|(_, at)| *at));
+        let values = self
+            .answered
+            .iter()
+            .filter(|(id, _)| self.seen.get(*id).is_some_and(|f| f.contains_key("lost")))
+            .map(|(_, (_, at))| *at);
+        faults.chain(values).min().map(|at| at + clear_after)
+    }
+
     /// Records the [`NVML_VALUES`] of GPU `id` when NVML answered for it (`source` nvml);
     /// returns the held ones to put back when it is `lost` now, lacks them, and NVML gave them
     /// less than `clear_after` ago.
@@ -638,10 +655,13 @@ mod tests {
         let mut f = scan(&[]);
         assert_eq!(hold.apply(&mut f, t0 + s(299), five), 1);
         assert_eq!(seen(&f), degraded);
+        // The daemon's next cycle is when it clears: 300 s after it was last seen.
+        assert_eq!(hold.next_clear(five), Some(t0 + s(300)));
         // Absent for clearAfter: cleared.
         let mut f = scan(&[]);
         assert_eq!(hold.apply(&mut f, t0 + s(300), five), 0);
         assert_eq!(seen(&f), strs(&["ok", "ok", "2"]));
+        assert_eq!(hold.next_clear(five), None);
     }
 
     #[test]
@@ -777,6 +797,8 @@ mod tests {
         let mut f = nvml_scan(false);
         hold.apply(&mut f, t0, clear);
         assert_eq!(node(&f), whole("ok", "2"));
+        // Values NVML gives every scan are nothing to wake for.
+        assert_eq!(hold.next_clear(clear), None);
         // Lost and back every second: the node's values never change, the fault is held.
         for i in 1..20u64 {
             let mut f = nvml_scan(i % 2 == 1);
@@ -789,6 +811,8 @@ mod tests {
         let g = &f.instances(GPU_DEVICE)[1];
         let held: Vec<Option<&str>> = NVML_VALUES.iter().map(|k| g.get(k)).collect();
         assert_eq!(held, [Some("81559"), Some("9"), Some("0")]);
+        // Next to change: its values, 60 s after it last answered (at 18 s).
+        assert_eq!(hold.next_clear(clear), Some(t0 + s(78)));
         // Lost for `clear_after` since it last answered (at 18 s): the other GPU's values.
         let mut f = nvml_scan(true);
         hold.apply(&mut f, t0 + s(78), clear);
