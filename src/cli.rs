@@ -279,6 +279,11 @@ pub struct PublishArgs {
     /// (docs/taints.md).
     #[arg(long, env = "GPU_LABELER_PUBLISH_CONDITION", value_parser = boolish())]
     pub publish_condition: bool,
+    /// A GPU with a held fault is taken out of DRA allocation by a DeviceTaintRule for its
+    /// slice devices, as the config's `publish.deviceTaints: true` (docs/taints.md); with
+    /// `--sink stdout` the rules are printed.
+    #[arg(long, env = "GPU_LABELER_PUBLISH_DEVICE_TAINTS", value_parser = boolish())]
+    pub publish_device_taints: bool,
     /// Read uevents from a Unix datagram socket bound here, not the kernel's (tests).
     #[arg(long, hide = true, value_name = "PATH")]
     pub uevent_socket: Option<PathBuf>,
@@ -446,6 +451,7 @@ impl PublishArgs {
             no_dra: self.no_dra,
             publish_taints: self.publish_taints,
             publish_condition: self.publish_condition,
+            publish_device_taints: self.publish_device_taints,
         }
     }
 }

@@ -1277,10 +1277,12 @@ fn the_tested_policies_are_every_policy_deploy_installs() {
         (
             vec![
                 "deploy/base/admission-policy.yaml".to_string(),
+                "deploy/components/device-taints/admission-policy.yaml".to_string(),
                 "deploy/components/nodefeature/admission-policy.yaml".to_string(),
                 "deploy/prune/admission-policy.yaml".to_string(),
             ],
             vec![
+                "deploy/components/device-taints-noexecute/kustomization.yaml".to_string(),
                 "deploy/components/health-condition/kustomization.yaml".to_string(),
                 "deploy/components/nvidia-gfd/kustomization.yaml".to_string()
             ]
