@@ -595,10 +595,12 @@ def main():
             bindings = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
             match = "request.userInfo.username.matches('^system:serviceaccount:[^:]+:gpu-labeler-prune$')"
             need([(x["metadata"]["name"], [c["expression"] for c in x["spec"]["matchConditions"]], x["spec"]["failurePolicy"])
-                  for x in policies] == [("gpu-labeler-prune", [match], "Fail")],
-                 f"deploy/prune: one policy gpu-labeler-prune matching its service account, failing closed: {policies}")
-            need([(x["spec"]["policyName"], x["spec"]["validationActions"]) for x in bindings] == [("gpu-labeler-prune", ["Deny"])],
-                 f"deploy/prune: the policy bound with Deny: {bindings}")
+                  for x in policies] == [("gpu-labeler-prune", [match], "Fail"),
+                                         ("gpu-labeler-prune-device-taints", [match], "Fail")],
+                 f"deploy/prune: the policies gpu-labeler-prune and -device-taints matching its service account, failing closed: {policies}")
+            need([(x["spec"]["policyName"], x["spec"]["validationActions"]) for x in bindings]
+                 == [("gpu-labeler-prune", ["Deny"]), ("gpu-labeler-prune-device-taints", ["Deny"])],
+                 f"deploy/prune: the policies bound with Deny: {bindings}")
             print(f"ok: deploy/prune: {len(docs)} objects")
         # The validator is strict: an unknown field must fail.
         broken = render(root).replace("readOnlyRootFilesystem: true", "readOnlyRootFileSystem: true")

@@ -455,3 +455,69 @@ fn the_stdout_sink_prints_the_rules_it_would_apply() {
         ]
     );
 }
+
+/// `prune` (the uninstall) deletes the agent's rules for the node and nothing else: an admin's
+/// rule under the node's label stays, and the prune account's own policy refuses deleting it.
+#[test]
+fn prune_deletes_the_agents_rules_and_only_those() {
+    let s = cluster();
+    s.add_policy(&kube::shipped_prune_policy());
+    let agent = Who::agent(NODE);
+    let mine = json!({
+        "apiVersion": "resource.k8s.io/v1beta2",
+        "kind": "DeviceTaintRule",
+        "metadata": {
+            "name": RULE,
+            "labels": {"gpu-labeler.feature.node.kubernetes.io/node": NODE},
+            "annotations": {"gpu-labeler.feature.node.kubernetes.io/gpu": GPU},
+        },
+        "spec": {
+            "deviceSelector": {"driver": "gpu.nvidia.com", "pool": NODE, "device": "gpu-1"},
+            "taint": {"key": "feature.node.kubernetes.io/gpu-unhealthy", "value": "ecc", "effect": "NoSchedule"},
+        },
+    });
+    s.wait_enforced(|| {
+        let mut r = mine.clone();
+        r["spec"]["deviceSelector"]["pool"] = json!("n2");
+        s.apply(&agent, "gpu-labeler", &object_path(&r), &r, false)
+    });
+    let a = s.apply(&agent, "gpu-labeler", &object_path(&mine), &mine, false);
+    assert!(a.ok(), "{}", a.body);
+    // An admin's rule with the node's label and a name of the agent's form.
+    let mut theirs = mine.clone();
+    theirs["metadata"]["name"] = json!("gpu-labeler-n1-0000-4c-00-0");
+    theirs["spec"]["deviceSelector"]["device"] = json!("gpu-2");
+    let a = s.apply(
+        &Who::admin(),
+        "kubectl",
+        &object_path(&theirs),
+        &theirs,
+        true,
+    );
+    assert!(a.ok(), "{}", a.body);
+    let prune = s.kubeconfig(&Who::prune());
+    let k = prune.to_str().unwrap();
+    let args = ["prune", "--kubeconfig", k, "--node-name", NODE];
+    let dry = common::run(&[&args[..], &["--dry-run"]].concat()).parts();
+    let plan = "node n1:\n- devicetaintrule gpu-labeler-n1-0000-3b-00-0 (NoSchedule ecc): would be deleted\n\
+                1 node(s), 1 with something of gpu-labeler's (dry run: nothing changed)\n";
+    assert_eq!(dry, (4, plan.to_string(), String::new()));
+    let done = common::run(&args).parts();
+    assert_eq!(
+        done,
+        (
+            0,
+            plan.replace("would be deleted", "deleted")
+                .replace(" (dry run: nothing changed)", ""),
+            String::new()
+        )
+    );
+    let left: Vec<Value> = rules(&s).into_iter().map(|r| r["name"].clone()).collect();
+    assert_eq!(left, vec![json!("gpu-labeler-n1-0000-4c-00-0")]);
+    // The prune account may not delete the admin's rule itself.
+    let a = s.request(&Who::prune(), "DELETE", &object_path(&theirs), None);
+    assert_eq!(
+        a.denial(),
+        Some("gpu-labeler prune may only delete gpu-labeler's own DeviceTaintRules".to_string())
+    );
+}

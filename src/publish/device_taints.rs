@@ -416,3 +416,45 @@ fn existing(o: &DynamicObject) -> Existing {
         device: text(&selector["device"]),
     }
 }
+
+/// `prune`: deletes this node's rules that are gpu-labeler's (as [`DeviceTaints::sync`] tells
+/// them); returns them as `name (effect value)`. A cluster that serves no `DeviceTaintRule` has
+/// none. `dry_run`: says which it would delete.
+pub async fn prune(
+    client: &Client,
+    node: &str,
+    dry_run: bool,
+    timeout: Duration,
+) -> Result<Vec<String>, String> {
+    let mut state = DeviceTaints::new(node);
+    let Some(version) = state.version(client, timeout).await? else {
+        return Ok(Vec::new());
+    };
+    let api = DeviceTaints::api(client, version);
+    let rules = state.list(&api, timeout).await.map_err(|e| e.message)?;
+    let mut out = Vec::new();
+    for (name, e) in rules.iter().filter(|(_, e)| e.ours) {
+        if !dry_run {
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    resource_version: Some(e.resource_version.clone()),
+                    uid: None,
+                }),
+                ..DeleteParams::default()
+            };
+            let what = format!("delete DeviceTaintRule {name}");
+            match bounded(&what, timeout, api.delete(name, &dp)).await {
+                Ok(_) => {}
+                Err(e) if e.reason == "not_found" => continue,
+                Err(e) => return Err(e.message),
+            }
+        }
+        let taint = &e.spec["taint"];
+        out.push(format!(
+            "{name} ({} {})",
+            taint["effect"].as_str().unwrap_or_default(),
+            taint["value"].as_str().unwrap_or_default()
+        ));
+    }
+    Ok(out)
+}
