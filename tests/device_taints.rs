@@ -498,11 +498,11 @@ fn prune_deletes_the_agents_rules_and_only_those() {
     let prune = s.kubeconfig(&Who::prune());
     let k = prune.to_str().unwrap();
     let args = ["prune", "--kubeconfig", k, "--node-name", NODE];
-    let dry = common::run(&[&args[..], &["--dry-run"]].concat()).parts();
+    let dry = common::run([&args[..], &["--dry-run"]].concat()).parts();
     let plan = "node n1:\n- devicetaintrule gpu-labeler-n1-0000-3b-00-0 (NoSchedule ecc): would be deleted\n\
                 1 node(s), 1 with something of gpu-labeler's (dry run: nothing changed)\n";
     assert_eq!(dry, (4, plan.to_string(), String::new()));
-    let done = common::run(&args).parts();
+    let done = common::run(args).parts();
     assert_eq!(
         done,
         (
