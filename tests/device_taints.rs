@@ -521,3 +521,71 @@ fn prune_deletes_the_agents_rules_and_only_those() {
         Some("gpu-labeler prune may only delete gpu-labeler's own DeviceTaintRules".to_string())
     );
 }
+
+/// `explain --label gpu.health` with the node's slices (`--dra`) names the device taint that
+/// takes the faulty GPU out of DRA allocation.
+#[test]
+fn explain_names_the_device_taint_of_a_faulty_gpu() {
+    let tree = Tree::copy_of("dell-xe9680-8xh100");
+    tree.write_attr(GPU, "current_link_width", b"8\n");
+    let dir = tempfile::tempdir().unwrap();
+    let dra = dir.path().join("dra.json");
+    std::fs::write(
+        &dra,
+        json!({"kind": "List", "items": [common::dell_dra_slice(NODE)]}).to_string(),
+    )
+    .unwrap();
+    let args: Vec<String> = [
+        "explain",
+        "--label",
+        "gpu.health",
+        "--sysfs-root",
+        tree.root().to_str().unwrap(),
+        "--proc-root",
+        proc_fixture("dell-xe9680-8xh100").to_str().unwrap(),
+        "--pci-ids",
+        pci_ids().to_str().unwrap(),
+        "--no-nvml",
+        "--dra",
+        dra.to_str().unwrap(),
+        "--node-name",
+        NODE,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let ran = common::run(&args);
+    let rules = std::fs::read_to_string(common::repo().join("rules/gpu.yaml")).unwrap();
+    let line = rules
+        .lines()
+        .position(|l| l.contains("name: \"gpu health\""))
+        .unwrap()
+        + 1;
+    let term = rules
+        .lines()
+        .enumerate()
+        .skip(line)
+        .find(|(_, l)| l.contains("- feature: gpu.node"))
+        .unwrap()
+        .0
+        + 1;
+    let expected = format!(
+        "\
+label feature.node.kubernetes.io/gpu.health=degraded: present
+  the rules that name it:
+
+NodeFeatureRule \"gpu-labeler-gpu\" (builtin:rules/gpu.yaml)
+  rule \"gpu health\" (builtin:rules/gpu.yaml:{line}:7): MATCHED
+    matchFeatures (all terms must match): matched
+      term 1 (line {term}): feature \"gpu.node\" (17 attribute(s)): matched
+        gpu.node.health = \"degraded\": health Exists -> yes
+          (gpu.node.health: 0000:3b:00.0: pcie-link (x8 of x16))
+          (dra: GPU 0000:3b:00.0 (gpu.nvidia.com n1/gpu-1) is tainted out by DeviceTaintRule gpu-labeler-n1-0000-3b-00-0: None pcie-link)
+        flags/attributes: all expressions hold
+    label feature.node.kubernetes.io/gpu.health=@gpu.node.health (published as feature.node.kubernetes.io/gpu.health=degraded)
+    label feature.node.kubernetes.io/gpu.healthy.count=@gpu.node.healthy_count (published as feature.node.kubernetes.io/gpu.healthy.count=7)
+
+"
+    );
+    assert_eq!(ran.ok(), expected);
+}

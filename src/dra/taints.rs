@@ -242,6 +242,35 @@ fn faults_of(gpu: &crate::features::Instance) -> Vec<(String, String)> {
     }
 }
 
+/// For `explain` and `match`: each faulty GPU a slice device covers, and the rule that takes
+/// it out of DRA allocation with `publish.deviceTaints` (effects as by default; a site's
+/// `publish.deviceTaintEffects` may differ): `dra: GPU 0000:3b:00.0 (gpu.nvidia.com n1/gpu-1) is
+/// tainted out by DeviceTaintRule gpu-labeler-n1-0000-3b-00-0: None pcie-link`. Pools are
+/// taken as named for their node.
+pub fn explain_lines(features: &FeatureSet) -> Vec<String> {
+    let pools: std::collections::BTreeSet<&str> = features
+        .instances(DRA_DEVICE)
+        .iter()
+        .filter_map(|d| d.get("pool"))
+        .collect();
+    let mut lines = Vec::new();
+    for pool in pools {
+        for w in wanted(features, pool, &BTreeMap::new()).0 {
+            lines.push(format!(
+                "dra: GPU {} ({} {}/{}) is tainted out by DeviceTaintRule {}: {} {}",
+                w.gpu,
+                w.driver,
+                w.pool,
+                w.device,
+                w.name,
+                w.effect.as_str(),
+                w.value
+            ));
+        }
+    }
+    lines
+}
+
 /// The rules as `run --sink stdout` prints them: one JSON object per line.
 pub fn offline_lines(wanted: &[Wanted], node: &str) -> String {
     wanted
