@@ -589,3 +589,82 @@ NodeFeatureRule \"gpu-labeler-gpu\" (builtin:rules/gpu.yaml)
     );
     assert_eq!(ran.ok(), expected);
 }
+
+/// `match` names the GPUs under a device taint: from a file with the Nodes and the cluster's
+/// DeviceTaintRules beside them, and from the cluster itself.
+#[test]
+fn match_names_the_gpus_that_are_tainted_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: train}\nspec:\n  containers: [{name: c, image: x}]\n",
+    )
+    .unwrap();
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}});
+    let rule = |name: &str, device: &str, gpu: Option<&str>, effect: &str| {
+        let mut r = json!({
+            "apiVersion": "resource.k8s.io/v1beta2",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": name},
+            "spec": {
+                "deviceSelector": {"driver": "gpu.nvidia.com", "pool": NODE, "device": device},
+                "taint": {"key": "feature.node.kubernetes.io/gpu-unhealthy", "value": "ecc", "effect": effect},
+            },
+        });
+        if let Some(g) = gpu {
+            r["metadata"]["annotations"] = json!({"gpu-labeler.feature.node.kubernetes.io/gpu": g});
+        }
+        r
+    };
+    let ours = rule(RULE, "gpu-1", Some(GPU), "NoSchedule");
+    let info = rule("gpu-labeler-n1-0000-4c-00-0", "gpu-2", None, "None");
+    // Another node's rule names nothing here.
+    let mut other = rule(
+        "gpu-labeler-n2-0000-3b-00-0",
+        "gpu-1",
+        Some(GPU),
+        "NoSchedule",
+    );
+    other["spec"]["deviceSelector"]["pool"] = json!("n2");
+    let nodes = dir.path().join("nodes.json");
+    std::fs::write(
+        &nodes,
+        json!({"kind": "List", "items": [node, ours, info, other]}).to_string(),
+    )
+    .unwrap();
+    let expected = "\
+Pod train (POD:1:1)
+NODE  FITS  REASON
+n1    yes
+1/1 nodes are available.
+dra: n1: GPU 0000:3b:00.0 (gpu.nvidia.com n1/gpu-1) is tainted out of DRA allocation by DeviceTaintRule gpu-labeler-n1-0000-3b-00-0 (NoSchedule: feature.node.kubernetes.io/gpu-unhealthy=ecc)
+dra: n1: device gpu.nvidia.com n1/gpu-2 carries the informational taint of DeviceTaintRule gpu-labeler-n1-0000-4c-00-0 (None: feature.node.kubernetes.io/gpu-unhealthy=ecc)
+"
+    .replace("POD", &pod.display().to_string());
+    let from_file = common::run(&[
+        "match",
+        pod.to_str().unwrap(),
+        "--nodes",
+        nodes.to_str().unwrap(),
+    ])
+    .parts();
+    assert_eq!(from_file, (0, expected.clone(), String::new()));
+
+    // The cluster: the Node, and the rules applied by the admin.
+    let s = KubeApiServer::start();
+    s.create_node(NODE, &[]);
+    for r in [&ours, &info, &other] {
+        let a = s.apply(&Who::admin(), "kubectl", &object_path(r), r, true);
+        assert!(a.ok(), "{}", a.body);
+    }
+    let admin = s.kubeconfig(&Who::admin());
+    let from_cluster = common::run(&[
+        "match",
+        pod.to_str().unwrap(),
+        "--kubeconfig",
+        admin.to_str().unwrap(),
+    ])
+    .parts();
+    assert_eq!(from_cluster, (0, expected, String::new()));
+}
