@@ -642,7 +642,7 @@ dra: n1: GPU 0000:3b:00.0 (gpu.nvidia.com n1/gpu-1) is tainted out of DRA alloca
 dra: n1: device gpu.nvidia.com n1/gpu-2 carries the informational taint of DeviceTaintRule gpu-labeler-n1-0000-4c-00-0 (None: feature.node.kubernetes.io/gpu-unhealthy=ecc)
 "
     .replace("POD", &pod.display().to_string());
-    let from_file = common::run(&[
+    let from_file = common::run([
         "match",
         pod.to_str().unwrap(),
         "--nodes",
@@ -659,7 +659,7 @@ dra: n1: device gpu.nvidia.com n1/gpu-2 carries the informational taint of Devic
         assert!(a.ok(), "{}", a.body);
     }
     let admin = s.kubeconfig(&Who::admin());
-    let from_cluster = common::run(&[
+    let from_cluster = common::run([
         "match",
         pod.to_str().unwrap(),
         "--kubeconfig",
