@@ -812,7 +812,10 @@ const BAD_VALUES: &[(&str, Option<&str>)] = &[
     ("template/dra", None),
     ("template/features", None),
     ("template/instance_types", None),
-    ("template/node_class", Some("karpenter.k8s.aws/EC2NodeClass")),
+    (
+        "template/node_class",
+        Some("karpenter.k8s.aws/EC2NodeClass"),
+    ),
     ("template/node_name", Some("Node_1")),
     ("template/nodepool", Some("GPU Pool")),
     ("template/nvml_lib", None),
