@@ -74,6 +74,11 @@ pub enum Command {
         /// `keep` (exactly `labels`).
         #[arg(long = "per-node", value_enum, default_value = "healthy")]
         per_node: PerNode,
+        /// Only the labels in these namespaces (comma-separated; `*.x` for the sub-domains of
+        /// `x`): the ones the group's pods select on, where the autoscaler limits a template's
+        /// size (50 tags on an Auto Scaling group). The node still gets every label.
+        #[arg(long = "label-ns", value_name = "NS", value_delimiter = ',', value_parser = allowed_ns_arg)]
+        label_ns: Vec<String>,
         /// `-o karpenter`: the NodePool's name (and its NodeOverlay's).
         #[arg(long, default_value = "gpu", value_parser = node_name_arg)]
         nodepool: String,
@@ -543,6 +548,7 @@ pub fn run(cli: Cli) -> u8 {
             node_name,
             output,
             per_node,
+            label_ns,
             nodepool,
             node_class,
             instance_types,
@@ -553,6 +559,11 @@ pub fn run(cli: Cli) -> u8 {
                 node_name: node_name.clone(),
                 format: output,
                 per_node,
+                label_ns: label_ns
+                    .iter()
+                    .map(|n| n.trim().to_string())
+                    .filter(|n| !n.is_empty())
+                    .collect(),
                 karpenter: formats::KarpenterOptions {
                     name: nodepool,
                     node_class: (next(), next(), next()),
@@ -767,13 +778,14 @@ struct TemplateRequest {
     node_name: Option<String>,
     format: TemplateFormat,
     per_node: PerNode,
+    label_ns: Vec<String>,
     karpenter: formats::KarpenterOptions,
 }
 
 fn cmd_template(sources: &Sources, rules: &RulesArgs, req: &TemplateRequest) -> Result<u8, Error> {
     let e = evaluate_node(sources, rules)?;
     let node = req.node_name.as_deref();
-    let t = nodetemplate::template(
+    let mut t = nodetemplate::template(
         &e.features,
         &e.config,
         &e.rule_set,
@@ -781,6 +793,9 @@ fn cmd_template(sources: &Sources, rules: &RulesArgs, req: &TemplateRequest) -> 
         node,
         req.per_node,
     );
+    if !req.label_ns.is_empty() {
+        nodetemplate::keep_namespaces(&mut t, &req.label_ns);
+    }
     let rendered = match req.format {
         TemplateFormat::Json => formats::Rendered {
             text: nodetemplate::render_json(&t),

@@ -812,6 +812,7 @@ const BAD_VALUES: &[(&str, Option<&str>)] = &[
     ("template/dra", None),
     ("template/features", None),
     ("template/instance_types", None),
+    ("template/label_ns", Some("Not A Namespace")),
     (
         "template/node_class",
         Some("karpenter.k8s.aws/EC2NodeClass"),

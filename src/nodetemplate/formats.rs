@@ -71,7 +71,7 @@ pub fn cluster_autoscaler(t: &Template) -> Rendered {
     let mut warnings = Vec::new();
     if tags.len() > ASG_MAX_TAGS {
         warnings.push(format!(
-            "{} node-template tags: an Auto Scaling group holds at most {ASG_MAX_TAGS} (with its other tags); leave labels out with rules or --allowed-ns",
+            "{} node-template tags: an Auto Scaling group holds at most {ASG_MAX_TAGS} (with its other tags); keep the labels pods select on with --label-ns",
             tags.len()
         ));
     }
@@ -176,7 +176,7 @@ pub struct KarpenterOptions {
 pub fn karpenter(t: &Template, o: &KarpenterOptions) -> Result<Rendered, String> {
     if t.labels.len() > KARPENTER_MAX_LABELS {
         return Err(format!(
-            "{} labels: a NodePool's template holds at most {KARPENTER_MAX_LABELS} (its CRD's maxProperties); leave labels out with rules or --allowed-ns",
+            "{} labels: a NodePool's template holds at most {KARPENTER_MAX_LABELS} (its CRD's maxProperties); keep the labels pods select on with --label-ns",
             t.labels.len()
         ));
     }

@@ -360,6 +360,16 @@ pub fn amd_partitions(mode: &str) -> usize {
     }
 }
 
+/// Keeps only the labels in `namespaces` (`*.x`: the sub-domains of `x`).
+pub fn keep_namespaces(t: &mut Template, namespaces: &[String]) {
+    t.labels.retain(|k, _| {
+        let ns = crate::validate::namespace(k);
+        namespaces
+            .iter()
+            .any(|p| crate::validate::namespace_matches(ns, p))
+    });
+}
+
 /// `template -o json`.
 pub fn render_json(t: &Template) -> String {
     serde_json::to_string_pretty(t).expect("a template always serialises") + "\n"

@@ -218,3 +218,30 @@ fn a_node_name_is_found_as_a_whole_token_only() {
     assert_eq!(replace_token("n1n1 n1", "n1", "x"), Some("n1n1 x".into()));
     assert_eq!(replace_token("n10", "n1", "x"), None);
 }
+
+#[test]
+fn only_the_labels_of_the_namespaces_asked_for_are_kept() {
+    let mut t = Template {
+        labels: BTreeMap::from([
+            ("nvidia.com/gpu.count".to_string(), "8".to_string()),
+            (
+                "feature.node.kubernetes.io/gpu.count".to_string(),
+                "8".to_string(),
+            ),
+            ("gpu.example.com/x".to_string(), "1".to_string()),
+            ("plain".to_string(), "1".to_string()),
+        ]),
+        ..Template::default()
+    };
+    keep_namespaces(
+        &mut t,
+        &["nvidia.com".to_string(), "*.example.com".to_string()],
+    );
+    assert_eq!(
+        t.labels,
+        BTreeMap::from([
+            ("gpu.example.com/x".to_string(), "1".to_string()),
+            ("nvidia.com/gpu.count".to_string(), "8".to_string()),
+        ])
+    );
+}
