@@ -117,3 +117,58 @@ fn every_gpu_machines_slice_template_stores_and_joins_to_its_gpus_without_a_mism
         ]
     );
 }
+
+/// `diff --template` reads the group's nodes from the cluster: the H100 template against three
+/// Nodes of Kubernetes' own API server, two of them the group's (`-l`), one of those with 7 GPUs.
+#[test]
+fn diff_reads_the_groups_nodes_from_the_cluster() {
+    let s = KubeApiServer::start();
+    let admin = Who::admin();
+    let template = fixtures().join("template/h100.json");
+    let t: Value = serde_json::from_str(&std::fs::read_to_string(&template).unwrap()).unwrap();
+    let labels: Vec<(String, String)> = t["labels"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+        .collect();
+    for (name, group, gpus) in [("a", "h100", "8"), ("b", "h100", "7"), ("c", "cpu", "0")] {
+        let mut l: Vec<(&str, &str)> = labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        l.push(("example.com/group", group));
+        if gpus == "7" {
+            l.retain(|(k, _)| *k != "nvidia.com/gpu.count");
+            l.push(("nvidia.com/gpu.count", "7"));
+        }
+        s.create_node(name, &l);
+        let a = s.merge_patch(
+            &admin,
+            "kubelet",
+            &format!("/api/v1/nodes/{name}/status"),
+            &json!({"status": {"allocatable": {"cpu": "192", "nvidia.com/gpu": gpus}}}),
+        );
+        assert!(a.ok(), "{} {}", a.code, a.body);
+    }
+    let kubeconfig = s.kubeconfig(&admin);
+    let r = run([
+        OsString::from("diff"),
+        "--template".into(),
+        template.into_os_string(),
+        "--kubeconfig".into(),
+        kubeconfig.into_os_string(),
+        "-l".into(),
+        "example.com/group=h100".into(),
+    ]);
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            4,
+            "node b: label nvidia.com/gpu.count: template \"8\", node \"7\"\n\
+             node b: resource nvidia.com/gpu: template \"8\", node \"7\"\n\
+             1 of 2 node(s) differ from the template\n",
+            ""
+        )
+    );
+}
