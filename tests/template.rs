@@ -643,3 +643,92 @@ fn diff_reports_a_missing_taint_and_a_bad_template_by_its_position() {
         )
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// What an autoscaler would refuse or drop is said, not written silently.
+
+#[test]
+fn limits_of_each_autoscaler_are_warned_about_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let h100 = golden_scenario("h100", dir.path());
+    let stderr = |cmd: &[&str], s: &Scenario| {
+        let r = command(cmd, s);
+        (r.code, r.stderr)
+    };
+    assert_eq!(
+        stderr(&["template", "-o", "cluster-autoscaler"], &h100),
+        (0, "warning: 55 node-template tags: an Auto Scaling group holds at most 50 (with its other tags); keep the labels pods select on with --label-ns\n".to_string())
+    );
+    assert_eq!(
+        stderr(
+            &[
+                "template",
+                "-o",
+                "cluster-autoscaler",
+                "--label-ns",
+                "nvidia.com"
+            ],
+            &h100
+        ),
+        (0, String::new())
+    );
+    assert_eq!(
+        stderr(&["template", "-o", "karpenter"], &h100),
+        (0, "warning: no --instance-type: the NodePool may launch any instance type with these labels; name the types of this shape\n".to_string())
+    );
+    let mig = golden_scenario("a100-mig-mixed", dir.path());
+    assert_eq!(
+        stderr(&["template", "-o", "cluster-api"], &mig),
+        (0, "warning: Cluster API's annotations hold one GPU resource (nvidia.com/mig-1g.5gb); not said: nvidia.com/mig-2g.10gb\n".to_string())
+    );
+    let taints = golden_scenario("nfd-taints", dir.path());
+    assert_eq!(
+        stderr(&["template", "-o", "resourceslice"], &taints),
+        (0, "warning: no GPU of a vendor with a DRA driver (NVIDIA, AMD, Intel): no ResourceSlice\n".to_string())
+    );
+    // A NodePool holds at most 100 labels and none of Karpenter's own domain.
+    let many: String = (0..101).map(|i| format!("        l{i}: \"1\"\n")).collect();
+    let rules = dir.path().join("many.yaml");
+    std::fs::write(
+        &rules,
+        format!(
+            "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: many\nspec:\n  rules:\n    - name: many\n      labels:\n{many}        karpenter.sh/x: \"1\"\n"
+        ),
+    )
+    .unwrap();
+    let config = config_file(
+        dir.path(),
+        "karpenter-ns",
+        "labels: {extraLabelNs: [karpenter.sh]}\n",
+    );
+    let with = |n: usize| Scenario {
+        id: "many".into(),
+        args: [
+            vec![
+                os("--features"),
+                fixtures()
+                    .join("rules/features/nfd-fake.features.json")
+                    .into_os_string(),
+                os("--no-default-rules"),
+                os("--rules"),
+                rules.clone().into_os_string(),
+            ],
+            config.clone(),
+            if n == 0 {
+                vec![]
+            } else {
+                vec![os("--label-ns"), os("karpenter.sh")]
+            },
+        ]
+        .concat(),
+        env: vec![],
+    };
+    assert_eq!(
+        stderr(&["template", "-o", "karpenter"], &with(0)),
+        (1, "error: 102 labels: a NodePool's template holds at most 100 (its CRD's maxProperties); keep the labels pods select on with --label-ns\n".to_string())
+    );
+    assert_eq!(
+        stderr(&["template", "-o", "karpenter"], &with(1)),
+        (1, "error: label \"karpenter.sh/x\": the karpenter.sh domain is Karpenter's own (its CRD refuses it)\n".to_string())
+    );
+}
