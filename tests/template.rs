@@ -11,7 +11,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -731,4 +731,175 @@ fn limits_of_each_autoscaler_are_warned_about_or_refused() {
         stderr(&["template", "-o", "karpenter"], &with(1)),
         (1, "error: label \"karpenter.sh/x\": the karpenter.sh domain is Karpenter's own (its CRD refuses it)\n".to_string())
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The slice template against what the drivers publish (tests/fixtures/dra/generate.py).
+
+/// Each device's attributes and capacities that differ between the generated fixture of a
+/// machine (what the vendor's driver publishes there) and `template -o resourceslice
+/// --per-node keep`, devices paired by bus id: `key: fixture -> template` (`-`: absent).
+fn slice_differences(machine: &str, dir: &Path) -> BTreeSet<String> {
+    let (mut args, env) = match machine {
+        "dell-xe9680-8xh100" | "azure-nd-a100-v4" => {
+            let capture = if machine == "azure-nd-a100-v4" {
+                "a100-8x-nvlink"
+            } else {
+                "h100-8x"
+            };
+            let (a, c) = nvml_args(&nvml_fixture(capture), Some(machine), dir);
+            (a, vec![("FAKE_NVML_FIXTURE", c)])
+        }
+        m => (discovery_args(&sysfs_fixture(m), &proc_fixture(m)), vec![]),
+    };
+    args.extend([os("--node-name"), os("n1")]);
+    let s = Scenario {
+        id: machine.into(),
+        args,
+        env,
+    };
+    let r = command(
+        &["template", "-o", "resourceslice", "--per-node", "keep"],
+        &s,
+    );
+    let ours: Vec<Value> = r
+        .ok()
+        .split("\n---\n")
+        .flat_map(|d| {
+            let slice: Value = serde_saphyr::from_str(d).unwrap();
+            slice["spec"]["devices"].as_array().unwrap().clone()
+        })
+        .collect();
+    let fixture: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join(format!("dra/{machine}.json"))).unwrap(),
+    )
+    .unwrap();
+    let theirs: Vec<Value> = fixture["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["spec"]["devices"].as_array().unwrap().clone())
+        .collect();
+    // Paired by bus id, in order within one bus id (a GPU's partitions).
+    let keyed = |devices: &[Value]| -> BTreeMap<(String, usize), Value> {
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        devices
+            .iter()
+            .map(|d| {
+                let a = &d["attributes"];
+                let bus = a["resource.kubernetes.io/pciBusID"]["string"]
+                    .as_str()
+                    .or(a["pciAddress"]["string"].as_str())
+                    .unwrap_or("")
+                    .to_string();
+                let n = seen.entry(bus.clone()).or_default();
+                *n += 1;
+                ((bus, *n), d.clone())
+            })
+            .collect()
+    };
+    let (ours, theirs) = (keyed(&ours), keyed(&theirs));
+    let mut out = BTreeSet::new();
+    let shown = |v: Option<&Value>| v.map_or("-".to_string(), |v| v.to_string());
+    for key in ours.keys().chain(theirs.keys()) {
+        let (Some(o), Some(t)) = (ours.get(key), theirs.get(key)) else {
+            out.insert(format!("device {key:?}: only in one"));
+            continue;
+        };
+        for field in ["attributes", "capacity"] {
+            let empty = serde_json::Map::new();
+            let om = o[field].as_object().unwrap_or(&empty);
+            let tm = t[field].as_object().unwrap_or(&empty);
+            for k in om.keys().chain(tm.keys()) {
+                if om.get(k) != tm.get(k) {
+                    // One line for all GPUs' UUIDs.
+                    let value = |v: Option<&Value>| match v {
+                        Some(_) if k == "uuid" => "UUID".to_string(),
+                        v => shown(v),
+                    };
+                    out.insert(format!(
+                        "{field}.{k}: {} -> {}",
+                        value(tm.get(k)),
+                        value(om.get(k))
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_slice_template_is_what_each_driver_publishes_but_for_what_the_features_lack() {
+    // What the features cannot say (docs/autoscaling.md lists it): NVIDIA's brand; AMD's
+    // productName (sysfs product_name), the driver's 80 GiB and 20 GiB fallbacks where the
+    // capture lacks KFD's memory banks (the template says the GPU's memory, shared by its
+    // partitions), the SIMDs and CUs of a GPU whose KFD node the driver drops, the partition the
+    // MI300X capture lacks; Intel's model table and xpumd's health; the DGX-2's UUIDs and
+    // compute capability, which only hwloc's capture had (no NVML there).
+    let expected: BTreeMap<&str, Vec<&str>> = BTreeMap::from([
+        (
+            "amd-mi210-8x",
+            vec![
+                r#"attributes.productName: {"string":""} -> -"#,
+                r#"capacity.memory: {"value":"80Gi"} -> -"#,
+            ],
+        ),
+        (
+            "amd-mi300x-cpx",
+            vec![
+                r#"attributes.productName: {"string":""} -> -"#,
+                r#"capacity.computeUnits: {"value":"38"} -> {"value":"33"}"#,
+                r#"capacity.memory: {"value":"20Gi"} -> {"value":"24574Mi"}"#,
+                r#"capacity.simdUnits: {"value":"152"} -> {"value":"133"}"#,
+                r#"device ("0000:e5:00.0", 8): only in one"#,
+            ],
+        ),
+        (
+            "amd-vega10",
+            vec![
+                r#"attributes.productName: {"string":""} -> -"#,
+                r#"capacity.computeUnits: {"value":"0"} -> {"value":"64"}"#,
+                r#"capacity.memory: {"value":"80Gi"} -> {"value":"16368Mi"}"#,
+                r#"capacity.simdUnits: {"value":"0"} -> {"value":"256"}"#,
+            ],
+        ),
+        ("azure-nd-a100-v4", vec![]),
+        (
+            "dell-xe9680-8xh100",
+            vec![r#"attributes.brand: {"string":"Nvidia"} -> -"#],
+        ),
+        (
+            "intel-tigerlake-igpu",
+            vec![
+                r#"attributes.family: {"string":"Unknown"} -> -"#,
+                r#"attributes.health: {"string":"Unknown"} -> -"#,
+                r#"attributes.model: {"string":"Unknown"} -> -"#,
+            ],
+        ),
+        (
+            "nvidia-dgx2h",
+            vec![
+                r#"attributes.cudaComputeCapability: {"version":"7.0.0"} -> -"#,
+                "attributes.uuid: UUID -> -",
+            ],
+        ),
+        (
+            "ttar-gpu-sriov",
+            vec![r#"attributes.productName: {"string":""} -> -"#],
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let machines: Vec<String> = files(&fixtures().join("dra"), ".json")
+        .iter()
+        .map(|p| stem(p, ".json"))
+        .collect();
+    assert_eq!(
+        machines,
+        expected.keys().map(|k| k.to_string()).collect::<Vec<_>>()
+    );
+    for (m, want) in expected {
+        let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
+        assert_eq!(slice_differences(m, dir.path()), want, "{m}");
+    }
 }

@@ -164,14 +164,13 @@ fn amd(gpus: &[&Instance]) -> Vec<Value> {
         let whole = cp.is_empty() || cp == "spx";
         let parts = super::amd_partitions(&cp) as u64;
         for _ in 0..parts {
+            // productName is the GPU's sysfs `product_name`, which the features do not carry:
+            // left out rather than guessed from the PCI database.
             let mut a = Map::new();
-            let product = g
-                .get("product")
-                .unwrap_or("")
-                .replace(' ', "_")
-                .replace(['(', ')'], "");
-            a.insert("productName".into(), s(product));
             placement(g, &mut a, "numaNode", true);
+            // The driver writes the kernel's NUMA node as it is, -1 included (discovery leaves
+            // -1 out).
+            a.entry("numaNode").or_insert_with(|| int(-1));
             if let Some(d) = g.get("device_id") {
                 a.insert("deviceID".into(), s(format!("0x{d}")));
             }
@@ -224,6 +223,10 @@ fn intel(gpus: &[&Instance]) -> Vec<Value> {
         a.insert("pciId".into(), s(format!("0x{device}")));
         a.insert("pciAddress".into(), s(address.clone()));
         placement(g, &mut a, NUMA_NODE, false);
+        // `pciRoot`: the bus of the root (`00` of `0000:00`), as the driver writes it.
+        if let Some((_, bus)) = g.get("pcie_root").and_then(|r| r.split_once(':')) {
+            a.insert("pciRoot".into(), s(bus.to_ascii_lowercase()));
+        }
         let name = format!("{}-0x{device}", address.replace([':', '.'], "-"));
         out.push(json!({
             "name": name,
