@@ -15,6 +15,8 @@ use crate::features::FeatureSet;
 
 use super::{DRA_DEVICE, GPU_DEVICE};
 
+/// The API group of `DeviceTaintRule`.
+pub const GROUP: &str = "resource.k8s.io";
 /// The key of every device taint gpu-labeler writes (the node taint's key, NFD's namespace).
 pub const TAINT_KEY: &str = "feature.node.kubernetes.io/gpu-unhealthy";
 /// Every rule's name starts with this, then the node's name and `-`.

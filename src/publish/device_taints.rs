@@ -19,8 +19,7 @@ use kube::core::{ApiResource, DynamicObject};
 use serde_json::Value;
 
 use super::node::{FIELD_MANAGER, PublishError};
-use super::slices::GROUP;
-use crate::dra::taints::{self, NAME_PREFIX, NODE_LABEL, Wanted};
+use crate::dra::taints::{self, GROUP, NAME_PREFIX, NODE_LABEL, Wanted};
 
 /// How often the rules are listed again while nothing changes (one that someone deleted comes
 /// back within this), and how often a cluster that served no `DeviceTaintRule` is asked again.
