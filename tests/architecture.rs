@@ -146,13 +146,89 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
+/// The code with the crate under another name (`use crate as root;`, `extern crate self as
+/// root;`) written `crate` again, so that `root::cli::run()` is read as what it is.
+fn with_crate_aliases(code: &str) -> String {
+    let mut aliases = Vec::new();
+    for pattern in ["crate as ", "self as "] {
+        for (i, _) in code.match_indices(pattern) {
+            let before = code[..i].trim_end();
+            let starts = pattern == "crate as " || before.ends_with("extern crate");
+            if !starts || code[..i].bytes().next_back().is_some_and(is_ident) {
+                continue;
+            }
+            let name: String = code[i + pattern.len()..]
+                .bytes()
+                .take_while(|&c| is_ident(c))
+                .map(char::from)
+                .collect();
+            if !name.is_empty() && name != "_" {
+                aliases.push(name);
+            }
+        }
+    }
+    let mut out = code.to_string();
+    for a in aliases {
+        let needle = format!("{a}::");
+        let mut next = String::with_capacity(out.len());
+        let mut rest = out.as_str();
+        while let Some(i) = rest.find(&needle) {
+            let word_before = rest[..i].bytes().next_back().is_some_and(is_ident);
+            next.push_str(&rest[..i]);
+            next.push_str(if word_before { &needle } else { "crate::" });
+            rest = &rest[i + needle.len()..];
+        }
+        next.push_str(rest);
+        out = next;
+    }
+    out
+}
+
+/// The floor check through the cycle check's resolver: every module a file names (through
+/// `crate`, `super`, `self` or a bare child, the crate under an alias included), by the
+/// top-level module it is in, must stand at or below the file's own.
+fn resolved_violations(
+    own: &[String],
+    file: &str,
+    code: &str,
+    modules: &BTreeSet<ModPath>,
+    order: &[&str],
+) -> Vec<String> {
+    let Some(top) = own.first() else {
+        return Vec::new();
+    };
+    let Some(at) = order.iter().position(|m| m == top) else {
+        return vec![format!("{file}: module `{top}` is not in the order table")];
+    };
+    let mut out = Vec::new();
+    for target in file_imports(own, &with_crate_aliases(code), modules) {
+        // The crate root itself: the textual check names it.
+        let Some(t) = target.first() else { continue };
+        match order.iter().position(|m| m == t) {
+            Some(p) if p <= at => {}
+            Some(_) => out.push(format!(
+                "{file}: `{top}` imports `crate::{t}`, which stands above it"
+            )),
+            None => out.push(format!(
+                "{file}: `crate::{t}` is not a module of the order table (import from its module)"
+            )),
+        }
+    }
+    out
+}
+
 #[test]
 fn every_module_imports_only_the_floors_below() {
     let order = order();
     let mut files = Vec::new();
     rust_files(&src(), &mut files);
     files.sort();
-    let mut found = Vec::new();
+    let modules: BTreeSet<ModPath> = files
+        .iter()
+        .filter(|p| !p.ends_with("main.rs"))
+        .map(|p| module_of(p.strip_prefix(src()).unwrap()))
+        .collect();
+    let mut found = BTreeSet::new();
     let mut checked = 0;
     for path in &files {
         let rel = path.strip_prefix(src()).unwrap();
@@ -168,15 +244,24 @@ fn every_module_imports_only_the_floors_below() {
             continue;
         }
         let text = std::fs::read_to_string(path).unwrap();
+        let file = format!("src/{}", rel.display());
+        let code = code_of(&text);
         found.extend(violations(
             module,
-            &format!("src/{}", rel.display()),
-            &text,
+            &file,
+            &with_crate_aliases(&code),
+            &order,
+        ));
+        found.extend(resolved_violations(
+            &module_of(rel),
+            &file,
+            &code,
+            &modules,
             &order,
         ));
         checked += 1;
     }
-    assert_eq!(found, Vec::<String>::new());
+    assert_eq!(found, BTreeSet::<String>::new());
     assert!(checked >= 40, "only {checked} files read");
 }
 
@@ -274,6 +359,52 @@ use crate::Error;
     assert_eq!(
         violations("z", "src/z.rs", "", &order),
         ["src/z.rs: module `z` is not in the order table"]
+    );
+}
+
+/// The two climbs the textual check let through (#49): `super::super::publish` from
+/// `rules/eval.rs`, and the crate under an alias (`use crate as root; root::cli::run()`).
+#[test]
+fn the_floor_check_sees_climbs_through_super_and_an_alias() {
+    let order = ["rules", "publish", "cli"];
+    let modules: BTreeSet<ModPath> = [
+        "rules/mod.rs",
+        "rules/eval.rs",
+        "publish/mod.rs",
+        "publish/node.rs",
+        "cli.rs",
+    ]
+    .iter()
+    .map(|p| module_of(Path::new(p)))
+    .collect();
+    let own = module_of(Path::new("rules/eval.rs"));
+    let climb = code_of("fn f() { super::super::publish::node::apply(); }\n");
+    assert_eq!(
+        violations("rules", "src/rules/eval.rs", &climb, &order),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        resolved_violations(&own, "src/rules/eval.rs", &climb, &modules, &order),
+        ["src/rules/eval.rs: `rules` imports `crate::publish`, which stands above it"]
+    );
+    let alias = code_of("use crate as root;\nfn f() { root::cli::run(); }\n");
+    assert_eq!(
+        violations(
+            "rules",
+            "src/rules/eval.rs",
+            &with_crate_aliases(&alias),
+            &order
+        ),
+        ["src/rules/eval.rs: `rules` imports `crate::cli`, which stands above it"]
+    );
+    assert_eq!(
+        resolved_violations(&own, "src/rules/eval.rs", &alias, &modules, &order),
+        ["src/rules/eval.rs: `rules` imports `crate::cli`, which stands above it"]
+    );
+    // A name that merely ends like the alias is left alone.
+    assert_eq!(
+        with_crate_aliases("use crate as root;\nfn f() { myroot::x(); }"),
+        "use crate as root;\nfn f() { myroot::x(); }"
     );
 }
 

@@ -692,6 +692,7 @@ fn the_scrape_has_every_family_with_its_labels() {
             "gpu_labeler_dra_mismatches",
             (Type::Gauge, set(&["reason"])),
         ),
+        ("gpu_labeler_device_taints", (Type::Gauge, set(&[]))),
         ("gpu_labeler_nvml_status", (Type::Gauge, set(&["status"]))),
         (
             "gpu_labeler_nvml_failures_total",
@@ -920,6 +921,10 @@ fn every_dashboard_query_selects_what_the_agent_exports() {
         ),
         ("GPU faults by kind", &["gpu_labeler_gpu_faults"]),
         ("DRA mismatches by reason", &["gpu_labeler_dra_mismatches"]),
+        (
+            "GPUs tainted out of DRA allocation by node",
+            &["gpu_labeler_device_taints"],
+        ),
         ("variable namespace", &["gpu_labeler_build_info"]),
         ("variable node", &["gpu_labeler_build_info"]),
     ]

@@ -77,6 +77,9 @@ fn gpu_labeler(args: &[&str]) -> (i32, String, String) {
     common::run(args).parts()
 }
 
+/// The prune's one list of the DRA device taints gpu-labeler wrote (docs/taints.md).
+const DEVICE_TAINT_RULES: &str = "/apis/resource.k8s.io/v1beta2/devicetaintrules?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dgpu-labeler";
+
 /// `prune --all-nodes --nodefeature-namespace gpu-labeler --dry-run` on the cluster of
 /// [`real_cluster`] (docs/migrating.md shows it).
 const PLAN: &str = include_str!("fixtures/prune/all-nodes.dry-run.txt");
@@ -172,6 +175,9 @@ fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
         prune_requests(&server, from),
         vec![
             "LIST /api/v1/nodes?limit=500".to_string(),
+            "GET /apis/resource.k8s.io/v1".into(),
+            "GET /apis/resource.k8s.io/v1beta2".into(),
+            format!("LIST {DEVICE_TAINT_RULES}"),
             "GET /api/v1/nodes/cpu-node".into(),
             format!("GET {nf}/cpu-node"),
             "GET /api/v1/nodes/gpu-node-1".into(),
@@ -202,6 +208,9 @@ fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
         prune_requests(&server, from),
         vec![
             "LIST /api/v1/nodes?limit=500".to_string(),
+            "GET /apis/resource.k8s.io/v1".into(),
+            "GET /apis/resource.k8s.io/v1beta2".into(),
+            format!("LIST {DEVICE_TAINT_RULES}"),
             "GET /api/v1/nodes/cpu-node".into(),
             format!("GET {nf}/cpu-node"),
             "GET /api/v1/nodes/gpu-node-1".into(),
@@ -403,6 +412,26 @@ fn the_shipped_prune_job_needs_exactly_the_rbac_it_ships_with() {
         )),
     );
     assert!(a.ok(), "{}", a.body);
+    // A DRA device taint the agent wrote for one of the node's GPUs (publish.deviceTaints).
+    let rule = json!({
+        "apiVersion": "resource.k8s.io/v1beta2",
+        "kind": "DeviceTaintRule",
+        "metadata": {
+            "name": "gpu-labeler-gpu-node-2-0000-3b-00-0",
+            "labels": {
+                "app.kubernetes.io/managed-by": "gpu-labeler",
+                "gpu-labeler.feature.node.kubernetes.io/node": "gpu-node-2",
+            },
+        },
+        "spec": {
+            "deviceSelector": {"driver": "gpu.nvidia.com", "pool": "gpu-node-2", "device": "gpu-1"},
+            "taint": {"key": fnk("gpu-unhealthy"), "value": "ecc", "effect": "NoSchedule"},
+        },
+    });
+    let rule_path =
+        "/apis/resource.k8s.io/v1beta2/devicetaintrules/gpu-labeler-gpu-node-2-0000-3b-00-0";
+    let a = server.apply(&admin, "gpu-labeler", rule_path, &rule, false);
+    assert!(a.ok(), "{}", a.body);
     // The Job's own account, under its own policy.
     let kubeconfig = server.kubeconfig(&Who::prune());
     args.push(format!("--kubeconfig={}", kubeconfig.display()));
@@ -419,6 +448,11 @@ fn the_shipped_prune_job_needs_exactly_the_rbac_it_ships_with() {
         (&n2["spec"]["taints"], &n2["status"]["conditions"]),
         (&serde_json::Value::Null, &serde_json::Value::Null),
         "{n2}"
+    );
+    // The device taint went with it.
+    assert_eq!(
+        server.get("/apis/resource.k8s.io/v1beta2/devicetaintrules")["items"],
+        json!([])
     );
     let nf = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-labeler/nodefeatures";
     let left: Vec<String> = server.get(nf)["items"]
@@ -443,9 +477,12 @@ fn the_shipped_prune_job_needs_exactly_the_rbac_it_ships_with() {
                 v => &v.to_lowercase(),
             };
             match &parts[..] {
+                // API discovery: every authenticated user may read it (system:discovery).
+                ["apis", _, _] => (s(""), s(""), s("(discovery)"), s(verb)),
                 ["api", "v1", "nodes"] | ["api", "v1", "nodes", _] => {
                     (s(""), s(""), s("nodes"), s(verb))
                 }
+                ["apis", g, _, res] | ["apis", g, _, res, _] => (s(""), s(g), s(res), s(verb)),
                 ["api", "v1", "nodes", _, sub] => (s(""), s(""), format!("nodes/{sub}"), s(verb)),
                 ["apis", g, _, "namespaces", ns, res, _] => (s(ns), s(g), s(res), s(verb)),
                 other => panic!("unexpected request {other:?}"),
@@ -474,6 +511,12 @@ fn the_shipped_prune_job_needs_exactly_the_rbac_it_ships_with() {
             }
         }
     }
+    granted.insert((
+        String::new(),
+        String::new(),
+        "(discovery)".into(),
+        "get".into(),
+    ));
     assert_eq!(used, granted);
 }
 

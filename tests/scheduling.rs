@@ -449,7 +449,7 @@ fn bad_input_names_the_file_line_and_column() {
 }
 
 /// The cluster path: nodes listed from Kubernetes' own API server (tests/kube-apiserver; 500 a
-/// page, read-only), and the same answer as from the file; installed as a kubectl plugin
+/// page, read-only; then the DeviceTaintRules), and the same answer as from the file; installed as a kubectl plugin
 /// (`kubectl gpu-labeler ...`).
 #[test]
 fn the_cluster_path_lists_nodes_page_by_page_as_a_kubectl_plugin() {
@@ -538,6 +538,18 @@ fn the_cluster_path_lists_nodes_page_by_page_as_a_kubectl_plugin() {
                 "LIST".into(),
                 "/api/v1/nodes".into(),
                 vec!["limit".to_string(), "continue".to_string()]
+            ),
+            // The DRA device taints on the nodes' GPUs: v1 (not served for the kind in 1.36),
+            // then v1beta2.
+            (
+                "LIST".into(),
+                "/apis/resource.k8s.io/v1/devicetaintrules".into(),
+                vec![String::new()]
+            ),
+            (
+                "LIST".into(),
+                "/apis/resource.k8s.io/v1beta2/devicetaintrules".into(),
+                vec![String::new()]
             ),
         ]
     );

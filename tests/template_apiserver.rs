@@ -3,7 +3,7 @@
 //! server, they join to the machine's GPUs with no mismatch: the DRA source's own check
 //! (`--dra`, `dra::join`), coverage complete. What the test server does not run (per-kind
 //! resource.k8s.io validation: 128 devices per slice, attribute name rules) is not covered
-//! here (../shared/notes/dra-in-a-test-api-server.md).
+//! here (the test API server serves resource.k8s.io without kube-apiserver's own registry).
 
 mod common;
 mod kube;

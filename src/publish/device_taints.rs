@@ -416,27 +416,85 @@ fn existing(o: &DynamicObject) -> Existing {
     }
 }
 
-/// `prune`: deletes this node's rules that are gpu-labeler's (as [`DeviceTaints::sync`] tells
-/// them); returns them as `name (effect value)`. A cluster that serves no `DeviceTaintRule` has
-/// none. `dry_run`: says which it would delete.
+/// gpu-labeler's rules for `prune`, by the node they are for: those of `node`, or of every node
+/// (one list either way, by label; a rule counts for node `n` when its name is `n`'s and it is
+/// gpu-labeler's as [`DeviceTaints::sync`] tells it). `None`: the cluster serves no
+/// `DeviceTaintRule`.
+pub struct PruneList {
+    version: &'static str,
+    /// The node label's value -> (name, resourceVersion, `effect value`).
+    by_node: BTreeMap<String, Vec<(String, String, String)>>,
+}
+
+pub async fn prune_list(
+    client: &Client,
+    node: Option<&str>,
+    timeout: Duration,
+) -> Result<Option<PruneList>, String> {
+    let mut state = DeviceTaints::new(node.unwrap_or_default());
+    let Some(version) = state.version(client, timeout).await? else {
+        return Ok(None);
+    };
+    let api = DeviceTaints::api(client, version);
+    let selector = match node {
+        Some(n) => format!("{NODE_LABEL}={}", taints::node_label_value(n)),
+        None => "app.kubernetes.io/managed-by=gpu-labeler".to_string(),
+    };
+    let what = "list gpu-labeler's DeviceTaintRules";
+    let list = bounded(
+        what,
+        timeout,
+        api.list(&ListParams::default().labels(&selector)),
+    )
+    .await
+    .map_err(|e| e.message)?;
+    let mut by_node: BTreeMap<String, Vec<(String, String, String)>> = BTreeMap::new();
+    for o in &list.items {
+        let (Some(name), Some(label)) = (
+            o.metadata.name.clone(),
+            o.metadata.labels.as_ref().and_then(|l| l.get(NODE_LABEL)),
+        ) else {
+            continue;
+        };
+        let e = existing(o);
+        if !e.ours {
+            continue;
+        }
+        let taint = &e.spec["taint"];
+        let words = format!(
+            "{} {}",
+            taint["effect"].as_str().unwrap_or_default(),
+            taint["value"].as_str().unwrap_or_default()
+        );
+        by_node
+            .entry(label.clone())
+            .or_default()
+            .push((name, e.resource_version, words));
+    }
+    Ok(Some(PruneList { version, by_node }))
+}
+
+/// `prune`: deletes `node`'s rules of `list`; returns them as `name (effect value)`.
+/// `dry_run`: says which it would delete.
 pub async fn prune(
     client: &Client,
+    list: &PruneList,
     node: &str,
     dry_run: bool,
     timeout: Duration,
 ) -> Result<Vec<String>, String> {
-    let mut state = DeviceTaints::new(node);
-    let Some(version) = state.version(client, timeout).await? else {
-        return Ok(Vec::new());
-    };
-    let api = DeviceTaints::api(client, version);
-    let rules = state.list(&api, timeout).await.map_err(|e| e.message)?;
+    let api = DeviceTaints::api(client, list.version);
+    let prefix = format!("{NAME_PREFIX}{node}-");
     let mut out = Vec::new();
-    for (name, e) in rules.iter().filter(|(_, e)| e.ours) {
+    let rules = list.by_node.get(&taints::node_label_value(node));
+    for (name, rv, words) in rules.into_iter().flatten() {
+        if !name.starts_with(&prefix) {
+            continue;
+        }
         if !dry_run {
             let dp = DeleteParams {
                 preconditions: Some(Preconditions {
-                    resource_version: Some(e.resource_version.clone()),
+                    resource_version: Some(rv.clone()),
                     uid: None,
                 }),
                 ..DeleteParams::default()
@@ -448,12 +506,7 @@ pub async fn prune(
                 Err(e) => return Err(e.message),
             }
         }
-        let taint = &e.spec["taint"];
-        out.push(format!(
-            "{name} ({} {})",
-            taint["effect"].as_str().unwrap_or_default(),
-            taint["value"].as_str().unwrap_or_default()
-        ));
+        out.push(format!("{name} ({words})"));
     }
     Ok(out)
 }

@@ -172,10 +172,22 @@ pub fn run(kubeconfig: Option<&Path>, req: &Request) -> Result<Vec<NodePrune>, E
             Nodes::One(n) => vec![n.clone()],
             Nodes::All => list_nodes(&client, req.timeout).await?,
         };
+        // The DRA device taints gpu-labeler wrote: one list for all the Nodes.
+        let rules = if req.node_labels {
+            let one = match &req.nodes {
+                Nodes::One(n) => Some(n.as_str()),
+                Nodes::All => None,
+            };
+            super::device_taints::prune_list(&client, one, req.timeout)
+                .await
+                .map_err(|e| Error::Runtime(format!("reading the DeviceTaintRules: {e}")))?
+        } else {
+            None
+        };
         let mut out = Vec::with_capacity(names.len());
         for name in names {
             let mut p = NodePrune::empty(&name);
-            if let Err(e) = prune_node(&client, req, &mut p).await {
+            if let Err(e) = prune_node(&client, req, rules.as_ref(), &mut p).await {
                 p.error = Some(e);
             }
             out.push(p);
@@ -219,7 +231,12 @@ async fn list_nodes(client: &Client, timeout: Duration) -> Result<Vec<String>, E
     }
 }
 
-async fn prune_node(client: &Client, req: &Request, p: &mut NodePrune) -> Result<(), String> {
+async fn prune_node(
+    client: &Client,
+    req: &Request,
+    rules: Option<&super::device_taints::PruneList>,
+    p: &mut NodePrune,
+) -> Result<(), String> {
     if !req.node_labels {
         if let Some(ns) = &req.namespace {
             p.node_feature = prune_node_feature(client, ns, &p.node, req).await?;
@@ -259,8 +276,10 @@ async fn prune_node(client: &Client, req: &Request, p: &mut NodePrune) -> Result
                 .map_err(|e| e.message)?;
         }
     }
-    p.device_taint_rules =
-        super::device_taints::prune(client, &p.node, req.dry_run, req.timeout).await?;
+    if let Some(rules) = rules {
+        p.device_taint_rules =
+            super::device_taints::prune(client, rules, &p.node, req.dry_run, req.timeout).await?;
+    }
     if let Some(ns) = &req.namespace {
         p.node_feature = prune_node_feature(client, ns, &p.node, req).await?;
     }
