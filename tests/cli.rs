@@ -966,3 +966,67 @@ fn positional_stand_ins(path: &str, tested: &str) -> Vec<&'static str> {
         _ => vec![],
     }
 }
+
+/// docs/cli.md's list of boolean environment values is what the binary takes: each true value
+/// turns `GPU_LABELER_NO_DEFAULT_RULES` on (any case), each false value leaves it off (#49: `y`, `t`, `n` and `f` were accepted and not documented).
+#[test]
+fn the_documented_boolean_environment_values_are_the_accepted_ones() {
+    let doc = std::fs::read_to_string(common::repo().join("docs/cli.md")).unwrap();
+    let start = doc.find("Boolean environment variables").unwrap();
+    let sentence = doc[start..start + doc[start..].find("(exit 2)").unwrap()].replace('\n', " ");
+    let pairs: Vec<(String, String)> = sentence
+        .split("take ")
+        .nth(1)
+        .unwrap()
+        .split(", ")
+        .filter_map(|p| {
+            let p = p.trim().trim_start_matches("and ").trim();
+            let (t, f) = p.split_once('/')?;
+            let clean = |s: &str| {
+                s.trim_matches(|c: char| c == '`' || c.is_whitespace())
+                    .to_string()
+            };
+            Some((clean(t), clean(f.split(' ').next()?)))
+        })
+        .collect();
+    let pairs_words: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(t, f)| (t.as_str(), f.as_str()))
+        .collect();
+    assert_eq!(
+        pairs_words,
+        [
+            ("1", "0"),
+            ("y", "n"),
+            ("yes", "no"),
+            ("t", "f"),
+            ("on", "off"),
+            ("true", "false")
+        ]
+    );
+    // Every boolean variable is read by the same parser: `GPU_LABELER_NO_DEFAULT_RULES` shows it,
+    // the built-in rules' labels there or not.
+    let status = |value: &str| {
+        let dell = common::fixtures().join("sysfs/dell-xe9680-8xh100");
+        let r = run_env(
+            &[
+                "labels",
+                "--no-nvml",
+                "--sysfs-root",
+                dell.to_str().unwrap(),
+            ],
+            &[("GPU_LABELER_NO_DEFAULT_RULES", OsStr::new(value))],
+        );
+        assert_eq!(r.code, 0, "{value}: {}", r.stderr);
+        r.stdout.lines().count()
+    };
+    let off = status("true");
+    let on = status("false");
+    assert_ne!(off, on);
+    for (t, f) in &pairs {
+        for v in [t.clone(), t.to_uppercase(), f.clone(), f.to_uppercase()] {
+            let want = if v.eq_ignore_ascii_case(t) { &off } else { &on };
+            assert_eq!(&status(&v), want, "GPU_LABELER_NO_NVML={v}");
+        }
+    }
+}
