@@ -1009,7 +1009,7 @@ fn the_documented_boolean_environment_values_are_the_accepted_ones() {
     let status = |value: &str| {
         let dell = common::fixtures().join("sysfs/dell-xe9680-8xh100");
         let r = run_env(
-            &[
+            [
                 "labels",
                 "--no-nvml",
                 "--sysfs-root",
