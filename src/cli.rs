@@ -160,7 +160,9 @@ pub enum Command {
     /// or a switch between the node and nodefeature sinks.
     Prune {
         /// The Node to prune (this node).
-        #[arg(long, env = "NODE_NAME", conflicts_with = "all_nodes", value_parser = node_name_arg)]
+        /// With `--all-nodes`, a `NODE_NAME` in the environment (a pod's, a shell's) is not an
+        /// error; the flag itself is.
+        #[arg(long, env = "NODE_NAME", value_parser = node_name_arg)]
         node_name: Option<String>,
         /// Every Node in the cluster (the uninstall Job: deploy/prune).
         #[arg(long)]
@@ -1046,6 +1048,14 @@ fn cmd_prune(
     format: ReportFormat,
 ) -> Result<u8, Error> {
     use crate::publish::prune;
+    // `--node-name` and `--all-nodes` ask for different things; a `NODE_NAME` exported in the
+    // environment (the value clap read from it) with `--all-nodes` asks for nothing.
+    let from_env = std::env::var("NODE_NAME").ok();
+    if all_nodes && node_name.is_some() && node_name != from_env {
+        return Err(Error::Usage(
+            "the argument '--node-name <NODE_NAME>' cannot be used with '--all-nodes'".into(),
+        ));
+    }
     let nodes = match (node_name, all_nodes) {
         (_, true) => prune::Nodes::All,
         (Some(n), false) => prune::Nodes::One(n),

@@ -1030,3 +1030,36 @@ fn the_documented_boolean_environment_values_are_the_accepted_ones() {
         }
     }
 }
+
+/// `prune --all-nodes` where `NODE_NAME` is exported (a pod's environment, a shell's) goes on
+/// (here to the kubeconfig it cannot read); the flag `--node-name` with it is a usage error
+/// (#49: the exported variable was refused as if `--node-name` had been passed).
+#[test]
+fn an_exported_node_name_does_not_stop_prune_all_nodes() {
+    let r = run_env(
+        &[
+            "prune",
+            "--all-nodes",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ],
+        &[("NODE_NAME", OsStr::new("n1"))],
+    );
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            1,
+            "",
+            "error: cannot read kubeconfig /nonexistent/kubeconfig: failed to read kubeconfig from '\"/nonexistent/kubeconfig\"': No such file or directory (os error 2)\n"
+        )
+    );
+    let r = run(["prune", "--all-nodes", "--node-name", "n1"]);
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            2,
+            "",
+            "error: the argument '--node-name <NODE_NAME>' cannot be used with '--all-nodes'\n"
+        )
+    );
+}
