@@ -1037,7 +1037,7 @@ fn the_documented_boolean_environment_values_are_the_accepted_ones() {
 #[test]
 fn an_exported_node_name_does_not_stop_prune_all_nodes() {
     let r = run_env(
-        &[
+        [
             "prune",
             "--all-nodes",
             "--kubeconfig",
