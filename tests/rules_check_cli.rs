@@ -648,3 +648,24 @@ fn nesting_bombs_fail_their_rule_alone_and_rules_check_reports_them() {
         )
     );
 }
+
+/// Operators from other languages get a did-you-mean too, and `Gt` with two values is one
+/// error, not two (#49).
+#[test]
+fn operators_from_other_languages_are_named_and_gt_with_two_values_is_one_error() {
+    let f = "tests/fixtures/rules/typos/other-words.yaml";
+    let (code, stdout, _) = run(&["rules", "check", f]);
+    let ops = "supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse";
+    assert_eq!(
+        (code, stdout),
+        (
+            1,
+            format!(
+                "error: {f}:14:26: rule \"words\" (NodeFeatureRule \"other-words\"): matchFeatures[0].matchExpressions.vendor.op: unknown operator \"GreaterThan\" (did you mean \"Gt\"?); {ops}\n\
+                 error: {f}:15:27: rule \"words\" (NodeFeatureRule \"other-words\"): matchFeatures[0].matchExpressions.product.op: unknown operator \"Equals\" (did you mean \"In\"?); {ops}\n\
+                 error: {f}:13:13: rule \"words\" (NodeFeatureRule \"other-words\"): gpu.node: count: Gt needs exactly one value (has 2)\n\
+                 1 file(s) checked: 3 error(s), 0 warning(s)\n"
+            )
+        )
+    );
+}

@@ -369,8 +369,9 @@ impl Expr {
                             }
                         }
                     }
+                    // Bounds only for the ranges (`Gt` with two values is said above).
                     if let [lo, hi] = ints.as_slice()
-                        && count == 2
+                        && matches!(self.op, Op::GtLt | Op::GeLe)
                         && lo >= hi
                     {
                         out.push((
@@ -393,7 +394,7 @@ impl Expr {
                         }
                     }
                     if let [lo, hi] = vers.as_slice()
-                        && count == 2
+                        && matches!(self.op, Op::GtLt | Op::GeLe)
                         && lo >= hi
                     {
                         out.push((

@@ -607,6 +607,33 @@ fn read_terms(cx: &mut Cx, node: &Node, path: &str) -> Vec<TermSpec> {
     out
 }
 
+/// The operator meant by a name from another language (Kubernetes' `GreaterThan`, SQL's
+/// `Equals`), too far from NFD's by spelling for `names::closest` to find it.
+fn op_synonym(op: &str) -> Option<&'static str> {
+    let squashed: String = op
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    Some(match squashed.as_str() {
+        "greaterthan" | "greater" | "gt" | "above" => "Gt",
+        "greaterthanorequal" | "greaterorequal" | "greaterthanorequalto" | "gte" | "atleast" => {
+            "Ge"
+        }
+        "lessthan" | "less" | "below" => "Lt",
+        "lessthanorequal" | "lessorequal" | "lessthanorequalto" | "lte" | "atmost" => "Le",
+        "equals" | "equal" | "eq" | "is" | "oneof" => "In",
+        "notequals" | "notequal" | "ne" | "neq" | "isnot" | "notoneof" => "NotIn",
+        "regex" | "regexp" | "matches" | "match" | "inregex" => "InRegexp",
+        "between" | "range" | "inrange" => "GtLt",
+        "exist" | "present" | "has" => "Exists",
+        "notexists" | "doesnotexists" | "absent" | "notpresent" => "DoesNotExist",
+        "true" => "IsTrue",
+        "false" => "IsFalse",
+        _ => return None,
+    })
+}
+
 fn read_expr(cx: &mut Cx, node: &Node, pos: Pos, key: &str, path: &str) -> Option<ExprSpec> {
     if matches!(node.val, Val::Null) {
         cx.err(pos, format!("{path}: an expression needs at least an op"));
@@ -672,6 +699,7 @@ fn read_expr(cx: &mut Cx, node: &Node, pos: Pos, key: &str, path: &str) -> Optio
             .find(|o| o.eq_ignore_ascii_case(&op))
             .copied()
             .or_else(|| crate::names::closest(&op, OPS.iter().copied()))
+            .or_else(|| op_synonym(&op))
             .map(|o| format!(" (did you mean \"{o}\"?)"))
             .unwrap_or_default();
         cx.err(
@@ -807,7 +835,7 @@ spec:
             messages(&problems),
             vec![
                 "8:7: r1: unknown field \"lables\" in a rule (did you mean \"labels\"?); known fields: name, labels, labelsTemplate, annotations, vars, varsTemplate, taints, extendedResources, matchFeatures, matchAny",
-                "12:26: r1: matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Equals\"; supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse",
+                "12:26: r1: matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Equals\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse",
                 "13:36: r1: matchFeatures[0].matchExpressions.class.value must be a list of strings, got string (write value: [\"0300\"])",
                 "13:25: r1: matchFeatures[0].matchExpressions.class.op: unknown operator \"in\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse",
                 "14:38: r1: matchFeatures[0].matchExpressions.device.value[0] must be a string, got number 10 (quote it: \"10\")",
