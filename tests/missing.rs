@@ -40,7 +40,7 @@ fn features(root: &Path, machine: &str, extra: &[&str], env: &[(&str, &Path)]) -
         "--pci-ids".into(),
         pci_ids().display().to_string(),
     ];
-    if !extra.iter().any(|e| *e == "--nvml-lib") {
+    if !extra.contains(&"--nvml-lib") {
         a.push("--no-nvml".into());
     }
     a.extend(extra.iter().map(|s| s.to_string()));

@@ -27,10 +27,7 @@ use super::warnings::Warnings;
 /// Every fault kind, in the order `health` lists them.
 pub use crate::features::HEALTH_FAULTS as KINDS;
 
-/// The value of `health` on a GPU (or the node) without a fault.
-pub const OK: &str = "ok";
-/// `gpu.node` `health` when a GPU has a fault.
-pub const DEGRADED: &str = "degraded";
+pub use super::gpu_names::{DEGRADED, OK};
 
 /// Drivers that hold a GPU away from its vendor's driver on purpose (passthrough, stubs): a GPU
 /// bound to one is neither `unbound` nor `lost`.
@@ -55,7 +52,7 @@ fn is_plain_name(name: &str) -> bool {
 }
 
 /// `items` joined by `sep` within `max` characters: as many as fit, then `+N more` for the rest.
-pub fn bounded_list(items: &[String], sep: &str, max: usize) -> String {
+fn bounded_list(items: &[String], sep: &str, max: usize) -> String {
     let whole = items.join(sep);
     if whole.len() <= max {
         return whole;

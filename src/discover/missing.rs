@@ -329,9 +329,9 @@ fn address(a: PciAddress) -> String {
     )
 }
 
-/// Addresses joined by `,` within the detail's bound.
+/// Addresses joined by `,` (the detail as a whole is bounded by [`MAX_DETAIL_LEN`]).
 fn list(names: &[String]) -> String {
-    super::health::bounded_list(names, ",", MAX_DETAIL_LEN - 40)
+    names.join(",")
 }
 
 /// Writes `expected_count` and, when fewer GPUs are present, `missing`, `health_missing` and
@@ -367,7 +367,7 @@ pub fn apply(features: &mut FeatureSet, evidence: &[Expectation], unreadable: us
 pub fn write(features: &mut FeatureSet, missing: usize, detail: &str) {
     features.insert_attribute(GPU_NODE, MISSING, missing.to_string());
     features.insert_attribute(GPU_NODE, DETAIL, bound(detail));
-    features.insert_attribute(GPU_NODE, "health", super::health::DEGRADED);
+    features.insert_attribute(GPU_NODE, "health", super::gpu_names::DEGRADED);
 }
 
 fn bound(s: &str) -> String {
