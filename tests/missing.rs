@@ -648,3 +648,46 @@ TOTAL                                        12     66
 ";
     assert_eq!(r.ok(), want);
 }
+
+/// The H100 node with NVML: a GPU that never came up is on neither PCI nor NVML's list (the
+/// `h100-8x.json` capture with that GPU's device taken out), one and two of them; the other
+/// GPUs answer as before, and the board's switches and DMI still say 8.
+#[test]
+fn with_nvml_a_gpu_gone_from_both_is_missing() {
+    let lib = common::fake_nvml_lib("nvidia_ml").display().to_string();
+    let capture: Value =
+        serde_json::from_str(&std::fs::read_to_string(common::nvml_fixture("h100-8x")).unwrap())
+            .unwrap();
+    let health = |gone: &[&str]| {
+        let t = Tree::copy_of(DELL);
+        remove_gpus(&t, gone);
+        let mut fixture = capture.clone();
+        let devices = fixture["devices"].as_array_mut().unwrap();
+        devices.retain(|d| {
+            let bus = d["pci_bus_id"].as_str().unwrap().to_ascii_lowercase();
+            !gone.iter().any(|g| bus.ends_with(&g[5..]))
+        });
+        assert_eq!(devices.len(), 8 - gone.len());
+        let f = t.root().join("nvml.json");
+        std::fs::write(&f, fixture.to_string()).unwrap();
+        let v = features(
+            t.root(),
+            DELL,
+            &["--nvml-lib", &lib],
+            &[("FAKE_NVML_FIXTURE", &f)],
+        );
+        let node = &v["attributes"]["gpu.node"]["elements"];
+        (node["nvml"].as_str().map(str::to_string), node_health(&v))
+    };
+    let ok = Some("ok".to_string());
+    assert_eq!(
+        [
+            health(&["0000:9b:00.0"]),
+            health(&["0000:19:00.0", "0000:db:00.0"])
+        ],
+        [
+            (ok.clone(), short("7", "8", DELL_DETAIL)),
+            (ok, short("6", "8", DELL_DETAIL)),
+        ]
+    );
+}
