@@ -8,10 +8,12 @@
 //! A row is a fixture in, the node's health attributes out, compared whole: `count`,
 //! `expected_count`, `missing`, `health_missing`, `health`, `healthy_count`.
 
+mod apiserver;
 mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use common::{Tree, label_map, labels_of, pci_ids, proc_fixture, run, run_env};
 use serde_json::Value;
@@ -690,4 +692,112 @@ fn with_nvml_a_gpu_gone_from_both_is_missing() {
             (ok, short("6", "8", DELL_DETAIL)),
         ]
     );
+}
+
+/// Puts a GPU the test took out back, as the fixture has it (a GPU that came up late, or the
+/// node after its repair): its device directory, `bus/pci/devices` entry and driver back-link.
+fn restore_gpu(t: &Tree, machine: &str, bdf: &str) {
+    let fixture = common::sysfs_fixture(machine);
+    let entry = fixture.join("bus/pci/devices").join(bdf);
+    let dir = std::fs::canonicalize(&entry).unwrap();
+    let rel = dir
+        .strip_prefix(std::fs::canonicalize(&fixture).unwrap())
+        .unwrap();
+    common::copy_tree(&dir, &t.root().join(rel));
+    std::os::unix::fs::symlink(std::fs::read_link(&entry).unwrap(), t.entry(bdf)).unwrap();
+    let back = fixture.join("bus/pci/drivers/nvidia").join(bdf);
+    std::os::unix::fs::symlink(
+        std::fs::read_link(&back).unwrap(),
+        t.root().join("bus/pci/drivers/nvidia").join(bdf),
+    )
+    .unwrap();
+}
+
+/// `run`: a node short of a GPU is degraded from its first cycle and says why in the log; the
+/// GPU back (it came up late), the fault is held for `clearAfter` like a GPU's, then clears.
+#[test]
+fn the_daemon_holds_the_missing_fault_and_clears_it() {
+    const HOLD: Duration = Duration::from_secs(4);
+    let t = Tree::copy_of(DELL);
+    remove_gpus(&t, &["0000:9b:00.0"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gpu-labeler");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!("sources:\n  health:\n    clearAfter: {}s\n", HOLD.as_secs()),
+    )
+    .unwrap();
+    let args: Vec<String> = [
+        "run",
+        "--sysfs-root",
+        t.root().to_str().unwrap(),
+        "--proc-root",
+        proc_fixture(DELL).to_str().unwrap(),
+        "--pci-ids",
+        pci_ids().to_str().unwrap(),
+        "--no-nvml",
+        "--config",
+        config.to_str().unwrap(),
+        "--sink",
+        "features-file",
+        "--features-file",
+        file.to_str().unwrap(),
+        "--interval",
+        "1s",
+        "--no-events",
+        "--listen",
+        "127.0.0.1:0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let agent = apiserver::Agent::start(&args, &[]);
+    // The count and health lines of the features file.
+    let counts = || -> Option<Vec<String>> {
+        let text = std::fs::read_to_string(&file).ok()?;
+        Some(
+            text.lines()
+                .filter_map(|l| l.strip_prefix("feature.node.kubernetes.io/"))
+                .filter(|l| l.starts_with("gpu.count") || l.starts_with("gpu.health"))
+                .map(str::to_string)
+                .collect(),
+        )
+    };
+    let lines = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let wait = Duration::from_secs(20);
+    let short = lines(&[
+        "gpu.count=7",
+        "gpu.count.expected=8",
+        "gpu.health=degraded",
+        "gpu.healthy.count=7",
+    ]);
+    let seen = |want: &Vec<String>| apiserver::wait_for(wait, || counts().filter(|c| c == want));
+    assert!(seen(&short).is_some(), "log:\n{}", agent.log_text());
+    agent.wait_log(&format!("GPU faults: missing 1 of 8 ({DELL_DETAIL})"), wait);
+
+    restore_gpu(&t, DELL, "0000:9b:00.0");
+    let back = std::time::Instant::now();
+    // Held: all 8 there, still degraded with the count it was short against.
+    let held = lines(&[
+        "gpu.count=8",
+        "gpu.count.expected=8",
+        "gpu.health=degraded",
+        "gpu.healthy.count=8",
+    ]);
+    assert!(seen(&held).is_some(), "log:\n{}", agent.log_text());
+    let whole = lines(&[
+        "gpu.count=8",
+        "gpu.count.expected=8",
+        "gpu.health=ok",
+        "gpu.healthy.count=8",
+    ]);
+    assert!(seen(&whole).is_some(), "log:\n{}", agent.log_text());
+    let took = back.elapsed();
+    assert!(
+        took >= HOLD - Duration::from_millis(1100),
+        "cleared {took:?} after the GPU came back (hold {HOLD:?}); log:\n{}",
+        agent.log_text()
+    );
+    agent.wait_log("GPU faults: none", wait);
 }
