@@ -461,7 +461,9 @@ fn passthrough_parts_held_and_unbound_gpus_are_not_missing() {
 /// NVLink peers: two GPUs bridged by NVLink, one of which fell off PCIe after its links
 /// trained (NVLink 4 trains them in hardware, apart from PCIe): NVML on the other still
 /// reports an active link whose far end is a GPU at an address where no function is. A link
-/// to an NVSwitch, or to a GPU on the bus, is no evidence.
+/// to an NVSwitch, or to a GPU on the bus, is no evidence, nor is a VM's link to a GPU outside
+/// it. No capture shows NVML's remote ends of a direct NVLink: the fixtures are written here,
+/// each field as `nvidia-smi nvlink -R` reports it.
 #[test]
 fn an_nvlink_peer_nvml_sees_and_pci_lacks_is_missing() {
     let lib = common::fake_nvml_lib("nvidia_ml").display().to_string();
@@ -533,6 +535,20 @@ fn an_nvlink_peer_nvml_sees_and_pci_lacks_is_missing() {
     assert_eq!(
         run_with(&short_of_one),
         short("2", "3", "nvlink: peers not on PCI: 0000:3c:00.0")
+    );
+    // A VM given one GPU of the bridged pair: its link to the other, outside the VM, says
+    // nothing (a passthrough shape, as for NVSwitches).
+    let vm = dir.path().join("vm");
+    common::nvidia_sysfs(&vm, &[("0000:17:00.0", "0x2321")]);
+    let one = fixture(&[gpu("17", 0, &peers)]);
+    assert_eq!(
+        node_health(&features(
+            &vm,
+            DELL,
+            &["--nvml-lib", &lib],
+            &[("FAKE_NVML_FIXTURE", &one)]
+        )),
+        attrs(&[("count", "1"), ("health", "ok"), ("healthy_count", "1")])
     );
 }
 

@@ -101,8 +101,8 @@ fn partition_shape(n: usize, board: usize) -> bool {
     n.is_power_of_two() && n * 2 <= board
 }
 
-/// The NVIDIA GPU functions present: every NVIDIA GPU function that is not a VF, whatever its
-/// driver.
+/// The GPU functions present (of `vendor`, or all): every GPU function that is not a VF,
+/// whatever its driver.
 fn present(features: &FeatureSet, vendor: Option<&str>) -> usize {
     features
         .instances(GPU_DEVICE)
@@ -110,6 +110,17 @@ fn present(features: &FeatureSet, vendor: Option<&str>) -> usize {
         .filter(|g| g.get("is_vf") != Some("true"))
         .filter(|g| vendor.is_none_or(|v| g.get("vendor") == Some(v)))
         .count()
+}
+
+/// Whether the NVIDIA GPUs present can be a whole host's short of some of `expected`: not a
+/// vGPU guest, at least one GPU, and not a shape a passthrough VM given part of the GPUs has.
+fn whole_host(features: &FeatureSet, expected: usize) -> bool {
+    let vgpu = features
+        .instances(GPU_DEVICE)
+        .iter()
+        .any(|g| g.get("vgpu") == Some("true"));
+    let nvidia = present(features, Some("nvidia"));
+    !vgpu && nvidia > 0 && !partition_shape(nvidia, expected)
 }
 
 /// The NVSwitch chips of an HGX baseboard: their generation's chips per board give the boards,
@@ -129,14 +140,9 @@ pub fn nvswitch(devices: &[PciDevice], features: &FeatureSet) -> Option<Expectat
     {
         return None;
     }
-    let vgpu = features
-        .instances(GPU_DEVICE)
-        .iter()
-        .any(|g| g.get("vgpu") == Some("true"));
-    let nvidia = present(features, Some("nvidia"));
     let boards = switches.len().div_ceil(first.per_board);
     let expected = boards * first.gpus_per_board;
-    if vgpu || nvidia == 0 || partition_shape(nvidia, expected) {
+    if !whole_host(features, expected) {
         return None;
     }
     let ids: BTreeSet<String> = switches
@@ -161,7 +167,7 @@ pub fn nvswitch(devices: &[PciDevice], features: &FeatureSet) -> Option<Expectat
 
 /// NVLink peers NVML reports (an active link whose remote end is a GPU) at an address where no
 /// PCI function is: a GPU the NVLink fabric sees and the host does not. `None` unless NVML
-/// answered this scan.
+/// answered this scan, and, as for NVSwitches, on a vGPU guest or a passthrough shape.
 pub fn nvlink(
     nvml: &NvmlScan,
     devices: &[PciDevice],
@@ -180,11 +186,16 @@ pub fn nvlink(
     if absent.is_empty() {
         return None;
     }
+    let expected = present(features, Some("nvidia")) + absent.len();
+    // A VM given one GPU of a bridged pair, or half a mesh, may see links to GPUs outside it.
+    if !whole_host(features, expected) {
+        return None;
+    }
     let names: Vec<String> = absent.iter().map(|a| address(*a)).collect();
     Some(Expectation {
         source: "nvlink",
         vendor: Some("nvidia"),
-        expected: present(features, Some("nvidia")) + absent.len(),
+        expected,
         detail: format!("peers not on PCI: {}", list(&names)),
     })
 }
