@@ -366,20 +366,31 @@ def check(where, text, expect_nvidia, expect_nodefeature, name="gpu-labeler", se
                      for v in p["spec"]["variables"] if v["name"] == "allowedConditionType"]
         status_rule = {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}
         node_rule = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}
-        need(rules == [node_rule, DRA_RULE]
-             or (rules == [node_rule, DRA_RULE, status_rule] and condition == ["'GPUHealthy'"]),
-             f"{where}: ClusterRole allows only get, watch and patch on nodes, reading the DRA objects "
-             f"(and patch on nodes/status with the health-condition policy), got {rules}")
-        need(roles == [], f"{where}: no Role, got {roles}")
+        # deploy/components/device-taints (Helm: health.deviceTaints.enabled) adds writing
+        # DeviceTaintRules, and only together with its own policy.
         vap = kinds.get("ValidatingAdmissionPolicy", [])
         binding = kinds.get("ValidatingAdmissionPolicyBinding", [])
-        need((len(vap) == 1 and len(binding) == 1
-              and binding[0]["spec"]["policyName"] == vap[0]["metadata"]["name"]
-              and binding[0]["spec"]["validationActions"] == ["Deny"]) if expect_policy else vap == binding == [],
+        device_vap = [p for p in vap if p["metadata"]["name"].endswith("-device-taints")]
+        rest = [r for r in rules if r != TAINT_RULE]
+        need(rest == [node_rule, DRA_RULE]
+             or (rest == [node_rule, DRA_RULE, status_rule] and condition == ["'GPUHealthy'"]),
+             f"{where}: ClusterRole allows only get, watch and patch on nodes, reading the DRA objects "
+             f"(and patch on nodes/status with the health-condition policy), got {rules}")
+        need((TAINT_RULE in rules) == (len(device_vap) == 1) and rules.count(TAINT_RULE) <= 1,
+             f"{where}: writing DeviceTaintRules only with the device-taints policy, got {rules}")
+        need(roles == [], f"{where}: no Role, got {roles}")
+        node_vap = [p for p in vap if p not in device_vap]
+        bindings = sorted(b["spec"]["policyName"] for b in binding if b["spec"]["validationActions"] == ["Deny"])
+        need((len(node_vap) == 1 and len(binding) == len(vap)
+              and bindings == sorted(p["metadata"]["name"] for p in vap)) if expect_policy else vap == binding == [],
              f"{where}: the admission policy and its Deny binding")
     ns = kinds.get("Namespace", [])
     need([n["metadata"]["name"] for n in ns] == ([namespace] if namespace else []), f"{where}: Namespace")
 
+
+# Device taints (deploy/components/device-taints) write DeviceTaintRules.
+TAINT_RULE = {"apiGroups": ["resource.k8s.io"], "resources": ["devicetaintrules"],
+              "verbs": ["get", "list", "create", "patch", "delete"]}
 
 # The DRA source reads its node's ResourceSlices and the DeviceClasses (docs/dra.md), nothing more.
 DRA_RULE = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "deviceclasses"],
@@ -521,6 +532,38 @@ def main():
             need(allowed == (["'GPUHealthy'"] if status else ["''"]),
                  f"{where}: allowedConditionType {allowed}")
             print(f"ok: {where}")
+        # DRA device taints (docs/taints.md#device-taints): opt-in; the option, writing
+        # DeviceTaintRules, and the policy that confines it (NoExecute only with its component).
+        for comps, no_execute in [(["device-taints"], "false"),
+                                  (["device-taints", "device-taints-noexecute"], "true")]:
+            where = f"deploy ({' + '.join(comps)} components)"
+            d = Path(tmp) / "-".join(comps)
+            d.mkdir()
+            (d / "kustomization.yaml").write_text(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                f"resources: [../../base]\ncomponents: [{', '.join('../../components/' + c for c in comps)}]\n")
+            text = render(d)
+            if text is None:
+                continue
+            validate(where, text)
+            docs = [x for x in yaml.safe_load_all(text) if x]
+            got_env = [e["name"] for x in docs if x["kind"] == "DaemonSet"
+                       for e in x["spec"]["template"]["spec"]["containers"][0].get("env", [])
+                       if e["name"].startswith("GPU_LABELER_PUBLISH_")]
+            need(got_env == ["GPU_LABELER_PUBLISH_DEVICE_TAINTS"], f"{where}: env {got_env}")
+            rules = [r for x in docs if x["kind"] == "ClusterRole" for r in x["rules"]]
+            need(rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]},
+                           DRA_RULE, TAINT_RULE], f"{where}: ClusterRole rules {rules}")
+            vaps = sorted(x["metadata"]["name"] for x in docs if x["kind"] == "ValidatingAdmissionPolicy")
+            bindings = sorted(x["spec"]["policyName"] for x in docs
+                              if x["kind"] == "ValidatingAdmissionPolicyBinding"
+                              and x["spec"]["validationActions"] == ["Deny"])
+            need(vaps == bindings == ["gpu-labeler-device-taints", "gpu-labeler-own-node"],
+                 f"{where}: policies {vaps}, Deny bindings {bindings}")
+            allow = [v["expression"] for x in docs if x["kind"] == "ValidatingAdmissionPolicy"
+                     for v in x["spec"]["variables"] if v["name"] == "allowNoExecute"]
+            need(allow == [no_execute], f"{where}: allowNoExecute {allow}")
+            print(f"ok: {where}")
         base = render(root)
         need("gpu-unhealthy" not in base and "GPU_LABELER_PUBLISH_" not in base,
              "deploy: the base ships the health taint or condition live")
@@ -552,10 +595,12 @@ def main():
             bindings = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
             match = "request.userInfo.username.matches('^system:serviceaccount:[^:]+:gpu-labeler-prune$')"
             need([(x["metadata"]["name"], [c["expression"] for c in x["spec"]["matchConditions"]], x["spec"]["failurePolicy"])
-                  for x in policies] == [("gpu-labeler-prune", [match], "Fail")],
-                 f"deploy/prune: one policy gpu-labeler-prune matching its service account, failing closed: {policies}")
-            need([(x["spec"]["policyName"], x["spec"]["validationActions"]) for x in bindings] == [("gpu-labeler-prune", ["Deny"])],
-                 f"deploy/prune: the policy bound with Deny: {bindings}")
+                  for x in policies] == [("gpu-labeler-prune", [match], "Fail"),
+                                         ("gpu-labeler-prune-device-taints", [match], "Fail")],
+                 f"deploy/prune: the policies gpu-labeler-prune and -device-taints matching its service account, failing closed: {policies}")
+            need([(x["spec"]["policyName"], x["spec"]["validationActions"]) for x in bindings]
+                 == [("gpu-labeler-prune", ["Deny"]), ("gpu-labeler-prune-device-taints", ["Deny"])],
+                 f"deploy/prune: the policies bound with Deny: {bindings}")
             print(f"ok: deploy/prune: {len(docs)} objects")
         # The validator is strict: an unknown field must fail.
         broken = render(root).replace("readOnlyRootFilesystem: true", "readOnlyRootFileSystem: true")

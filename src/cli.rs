@@ -14,6 +14,7 @@ use crate::daemon::{self, PublishOptions, SinkKind};
 use crate::discover::nvml_child;
 use crate::error::{self, Error, exit};
 use crate::labels;
+use crate::nodetemplate::{self, PerNode, formats};
 use crate::pipeline::{self, RuleFiles, Sources};
 use crate::publish::stdout::{LabelFormat, render};
 use crate::rules::RuleSet;
@@ -49,6 +50,44 @@ pub enum Command {
         node_name: Option<String>,
         #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
         output: LabelFormat,
+    },
+    /// What every node of this node's shape will carry, before it exists: the labels (as
+    /// `labels`), the GPU extended resources its device plugin advertises and the rules'
+    /// taints, for an autoscaler's scale-from-zero template (docs/autoscaling.md).
+    Template {
+        #[command(flatten)]
+        discovery: DiscoveryArgs,
+        #[command(flatten)]
+        rules: RulesArgs,
+        /// This node's name: picks its slices from `--dra`; labels carrying it are left out
+        /// (default: the one node the slices are for).
+        #[arg(long, env = "NODE_NAME", value_parser = node_name_arg)]
+        node_name: Option<String>,
+        /// `json` (labels, resources, taints), `cluster-autoscaler` (Auto Scaling group tags),
+        /// `cluster-autoscaler-gce` (kube-env AUTOSCALER_ENV_VARS), `cluster-api` (capacity
+        /// annotations), `karpenter` (NodePool and NodeOverlay), `resourceslice` (what the DRA
+        /// driver publishes).
+        #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
+        output: TemplateFormat,
+        /// Labels that differ from node to node: `healthy` (every GPU healthy; no timestamp,
+        /// nothing from the node's name or GPU UUIDs), `leave-out` (the health labels too), or
+        /// `keep` (exactly `labels`).
+        #[arg(long = "per-node", value_enum, default_value = "healthy")]
+        per_node: PerNode,
+        /// Only the labels in these namespaces (comma-separated; `*.x` for the sub-domains of
+        /// `x`): the ones the group's pods select on, where the autoscaler limits a template's
+        /// size (50 tags on an Auto Scaling group). The node still gets every label.
+        #[arg(long = "label-ns", value_name = "NS", value_delimiter = ',', value_parser = allowed_ns_arg)]
+        label_ns: Vec<String>,
+        /// `-o karpenter`: the NodePool's name (and its NodeOverlay's).
+        #[arg(long, default_value = "gpu", value_parser = node_name_arg)]
+        nodepool: String,
+        /// `-o karpenter`: the NodePool's NodeClass, GROUP/KIND/NAME.
+        #[arg(long, value_name = "GROUP/KIND/NAME", default_value = "karpenter.k8s.aws/EC2NodeClass/default", value_parser = node_class_arg)]
+        node_class: String,
+        /// `-o karpenter`: an instance type of this shape (repeatable, comma-separated).
+        #[arg(long = "instance-type", value_name = "TYPE", value_delimiter = ',')]
+        instance_types: Vec<String>,
     },
     /// Print the raw feature set (a snapshot that `--features` reads back).
     Features {
@@ -95,6 +134,23 @@ pub enum Command {
         /// kubeconfig file (else in-cluster config, else $KUBECONFIG).
         #[arg(long, env = "GPU_LABELER_KUBECONFIG", value_name = "FILE")]
         kubeconfig: Option<PathBuf>,
+        /// A template (`template -o json`): the nodes (`--nodes`, else the cluster's) against
+        /// it, each that differs named with what differs; exit 4 when any differs.
+        #[arg(long, value_name = "FILE", conflicts_with = "node")]
+        template: Option<PathBuf>,
+        /// With `--template`: `kubectl get nodes -o json` (or `-o yaml`) output instead of
+        /// asking the cluster.
+        #[arg(
+            long,
+            value_name = "FILE",
+            requires = "template",
+            conflicts_with = "kubeconfig"
+        )]
+        nodes: Option<PathBuf>,
+        /// With `--template`: only the nodes with these labels (`key=value` or `key`,
+        /// comma-separated), e.g. the node group's `karpenter.sh/nodepool=gpu`.
+        #[arg(short = 'l', long, value_name = "SELECTOR", requires = "template", value_parser = selector_arg)]
+        selector: Option<String>,
         #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
         output: ReportFormat,
     },
@@ -227,6 +283,27 @@ impl clap::ValueEnum for LabelFormat {
     }
 }
 
+impl clap::ValueEnum for PerNode {
+    fn value_variants<'a>() -> &'a [Self] {
+        &PerNode::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TemplateFormat {
+    Json,
+    ClusterAutoscaler,
+    ClusterAutoscalerGce,
+    ClusterApi,
+    Karpenter,
+    #[value(name = "resourceslice")]
+    Resourceslice,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct PublishArgs {
     /// The Node to label (this node).
@@ -279,6 +356,11 @@ pub struct PublishArgs {
     /// (docs/taints.md).
     #[arg(long, env = "GPU_LABELER_PUBLISH_CONDITION", value_parser = boolish())]
     pub publish_condition: bool,
+    /// A GPU with a held fault is taken out of DRA allocation by a DeviceTaintRule for its
+    /// slice devices, as the config's `publish.deviceTaints: true` (docs/taints.md); with
+    /// `--sink stdout` the rules are printed.
+    #[arg(long, env = "GPU_LABELER_PUBLISH_DEVICE_TAINTS", value_parser = boolish())]
+    pub publish_device_taints: bool,
     /// Read uevents from a Unix datagram socket bound here, not the kernel's (tests).
     #[arg(long, hide = true, value_name = "PATH")]
     pub uevent_socket: Option<PathBuf>,
@@ -446,6 +528,7 @@ impl PublishArgs {
             no_dra: self.no_dra,
             publish_taints: self.publish_taints,
             publish_condition: self.publish_condition,
+            publish_device_taints: self.publish_device_taints,
         }
     }
 }
@@ -459,6 +542,36 @@ pub fn run(cli: Cli) -> u8 {
             node_name,
             output,
         } => cmd_labels(&discovery.sources_for(node_name), &rules, output),
+        Command::Template {
+            discovery,
+            rules,
+            node_name,
+            output,
+            per_node,
+            label_ns,
+            nodepool,
+            node_class,
+            instance_types,
+        } => {
+            let mut class = node_class.splitn(3, '/').map(str::to_string);
+            let mut next = || class.next().unwrap_or_default();
+            let req = TemplateRequest {
+                node_name: node_name.clone(),
+                format: output,
+                per_node,
+                label_ns: label_ns
+                    .iter()
+                    .map(|n| n.trim().to_string())
+                    .filter(|n| !n.is_empty())
+                    .collect(),
+                karpenter: formats::KarpenterOptions {
+                    name: nodepool,
+                    node_class: (next(), next(), next()),
+                    instance_types,
+                },
+            };
+            cmd_template(&discovery.sources_for(node_name), &rules, &req)
+        }
         Command::Explain {
             discovery,
             rules,
@@ -472,12 +585,26 @@ pub fn run(cli: Cli) -> u8 {
             label.as_deref(),
         ),
         Command::Diff {
+            template: Some(template),
+            nodes,
+            selector,
+            kubeconfig,
+            output,
+            ..
+        } => cmd_diff_template(
+            &template,
+            &NodesArgs { nodes, kubeconfig },
+            selector.as_deref(),
+            output,
+        ),
+        Command::Diff {
             discovery,
             rules,
             node,
             node_name,
             kubeconfig,
             output,
+            ..
         } => cmd_diff(
             &discovery,
             &rules,
@@ -593,7 +720,17 @@ fn cmd_man(path: &[String]) -> Result<u8, Error> {
     Ok(exit::OK)
 }
 
-fn cmd_labels(sources: &Sources, rules: &RulesArgs, format: LabelFormat) -> Result<u8, Error> {
+/// What `labels` and `template` both evaluate: the same inputs, read the same way.
+struct NodeEvaluation {
+    config: config::Config,
+    features: crate::features::FeatureSet,
+    rule_set: RuleSet,
+    evaluated: labels::Evaluated,
+    rule_errors: Vec<String>,
+    required: Vec<String>,
+}
+
+fn evaluate_node(sources: &Sources, rules: &RulesArgs) -> Result<NodeEvaluation, Error> {
     let rules = rules.rule_files();
     let config = sources.load_config()?;
     // Rules parse while the node is discovered: measured 2-3 ms (6%) off `labels` on a
@@ -611,16 +748,90 @@ fn cmd_labels(sources: &Sources, rules: &RulesArgs, format: LabelFormat) -> Resu
     rule_errors.extend(sources.add_dra(&mut features));
     let evaluated = labels::evaluate_node(&features, &config, &rule_set);
     pipeline::report(&evaluated);
-    print(&render(&evaluated.output, format));
+    Ok(NodeEvaluation {
+        config,
+        features,
+        rule_set,
+        evaluated,
+        rule_errors,
+        required,
+    })
+}
+
+fn cmd_labels(sources: &Sources, rules: &RulesArgs, format: LabelFormat) -> Result<u8, Error> {
+    let e = evaluate_node(sources, rules)?;
+    print(&render(&e.evaluated.output, format));
     // The process ends here: freeing thousands of feature maps would only delay the exit
     // (part of the same measured 2-3 ms).
-    std::mem::forget(features);
+    let (rule_errors, required) = (e.rule_errors.clone(), e.required.clone());
+    std::mem::forget(e);
     // Labels from every good rule are printed; a rule file that did not load is still invalid
     // input, and a required source that failed a runtime failure.
     for e in rule_errors.iter().chain(&required) {
         error::print_error(&e);
     }
     Ok(exit_code(&rule_errors, &required))
+}
+
+/// What `template` needs beside the evaluation's inputs.
+struct TemplateRequest {
+    node_name: Option<String>,
+    format: TemplateFormat,
+    per_node: PerNode,
+    label_ns: Vec<String>,
+    karpenter: formats::KarpenterOptions,
+}
+
+fn cmd_template(sources: &Sources, rules: &RulesArgs, req: &TemplateRequest) -> Result<u8, Error> {
+    let e = evaluate_node(sources, rules)?;
+    let node = req.node_name.as_deref();
+    let mut t = nodetemplate::template(
+        &e.features,
+        &e.config,
+        &e.rule_set,
+        &e.evaluated.output,
+        node,
+        req.per_node,
+    );
+    if !req.label_ns.is_empty() {
+        nodetemplate::keep_namespaces(&mut t, &req.label_ns);
+    }
+    let rendered = match req.format {
+        TemplateFormat::Json => formats::Rendered {
+            text: nodetemplate::render_json(&t),
+            warnings: Vec::new(),
+        },
+        TemplateFormat::ClusterAutoscaler => formats::cluster_autoscaler(&t),
+        TemplateFormat::ClusterAutoscalerGce => formats::cluster_autoscaler_gce(&t),
+        TemplateFormat::ClusterApi => formats::cluster_api(&t),
+        TemplateFormat::Karpenter => {
+            formats::karpenter(&t, &req.karpenter).map_err(Error::InvalidInput)?
+        }
+        TemplateFormat::Resourceslice => {
+            let text = nodetemplate::slices::render(
+                &e.features,
+                node.unwrap_or(nodetemplate::slices::PLACEHOLDER_NODE),
+                req.per_node == PerNode::Keep,
+            );
+            let warnings = if text.is_empty() {
+                vec![
+                    "no GPU of a vendor with a DRA driver (NVIDIA, AMD, Intel): no ResourceSlice"
+                        .to_string(),
+                ]
+            } else {
+                Vec::new()
+            };
+            formats::Rendered { text, warnings }
+        }
+    };
+    print(&rendered.text);
+    for w in &rendered.warnings {
+        eprintln!("warning: {w}");
+    }
+    for err in e.rule_errors.iter().chain(&e.required) {
+        error::print_error(&err);
+    }
+    Ok(exit_code(&e.rule_errors, &e.required))
 }
 
 /// Invalid input wins over a failed required source; both over success.
@@ -794,6 +1005,37 @@ fn cmd_diff(
     })
 }
 
+fn cmd_diff_template(
+    template: &std::path::Path,
+    nodes: &NodesArgs,
+    selector: Option<&str>,
+    format: ReportFormat,
+) -> Result<u8, Error> {
+    use nodetemplate::diff;
+    let source = template.display().to_string();
+    let text = crate::sysfs::read_regular_text(template, crate::sysfs::MAX_INPUT_BYTES)
+        .map_err(|e| Error::InvalidInput(format!("cannot read {source}: {e}")))?;
+    let t = diff::read_template(&source, &text).map_err(Error::InvalidInput)?;
+    let selector = selector
+        .map(diff::Selector::parse)
+        .transpose()
+        .map_err(|e| Error::Usage(format!("--selector: {e}")))?;
+    let mut nodes = scheduling::load_nodes(&nodes.source())?;
+    if let Some(sel) = &selector {
+        nodes.retain(|n| sel.matches(&n.labels));
+    }
+    let diffs = diff::diff(&t, &nodes);
+    print(&match format {
+        ReportFormat::Text => diff::render_text(&diffs),
+        ReportFormat::Json => diff::render_json(&diffs),
+    });
+    Ok(if diffs.iter().any(|d| !d.differences.is_empty()) {
+        exit::DIFFERS
+    } else {
+        exit::OK
+    })
+}
+
 fn cmd_prune(
     node_name: Option<String>,
     all_nodes: bool,
@@ -911,6 +1153,21 @@ fn interval_arg(s: &str) -> Result<String, String> {
 /// no Node, so it is a usage error (exit 2), not a request the API server refuses.
 fn node_name_arg(s: &str) -> Result<String, String> {
     crate::validate::dns_subdomain(s).map(|()| s.to_string())
+}
+
+/// `diff --selector`: `key=value` or `key`, comma-separated.
+fn selector_arg(s: &str) -> Result<String, String> {
+    nodetemplate::diff::Selector::parse(s).map(|_| s.to_string())
+}
+
+/// `--node-class`: `GROUP/KIND/NAME`, none empty.
+fn node_class_arg(s: &str) -> Result<String, String> {
+    let parts: Vec<&str> = s.split('/').collect();
+    if parts.len() == 3 && parts.iter().all(|p| !p.is_empty()) {
+        Ok(s.to_string())
+    } else {
+        Err("expected GROUP/KIND/NAME, e.g. karpenter.k8s.aws/EC2NodeClass/default".to_string())
+    }
 }
 
 /// `--nodefeature-namespace`: a namespace's name is a DNS-1123 label.

@@ -1,6 +1,7 @@
 //! The configuration file (docs/catalog.md#config): YAML, every key optional, unknown keys rejected so that a
 //! typo is an error naming file, line and column instead of a silently ignored setting.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -401,6 +402,74 @@ pub struct Publish {
     /// The node sink sets a `GPUHealthy` condition on `nodes/status`. Off by default.
     #[serde(default)]
     pub condition: bool,
+    /// The node sink takes a GPU with a held fault out of DRA allocation: one
+    /// `DeviceTaintRule` per slice device of that GPU (docs/taints.md#device-taints). Off by
+    /// default.
+    #[serde(default)]
+    pub device_taints: bool,
+    /// The effect of a device taint, by fault kind, over the defaults (`dra::taints`).
+    #[serde(default, deserialize_with = "device_taint_effects")]
+    pub device_taint_effects: BTreeMap<String, DeviceTaintEffect>,
+}
+
+/// The effect of a device taint for each fault kind a GPU can have (`features::HEALTH_FAULTS`,
+/// docs/health.md), unless `publish.deviceTaintEffects` says otherwise: `NoSchedule` where the
+/// GPU cannot be trusted with new work (gone, off its driver, memory errors, a critical XID, its
+/// NVLink fabric failed, uncorrectable RAS errors); `None`, informational, where it still
+/// computes correctly but slower (a narrowed link, an NVLink down, thermal slowdown).
+/// `NoExecute` evicts running pods: only a site may choose it.
+pub const DEVICE_TAINT_DEFAULTS: [(&str, DeviceTaintEffect); 10] = [
+    ("lost", DeviceTaintEffect::NoSchedule),
+    ("unbound", DeviceTaintEffect::NoSchedule),
+    ("pcie-link", DeviceTaintEffect::None),
+    ("ecc", DeviceTaintEffect::NoSchedule),
+    ("remap", DeviceTaintEffect::NoSchedule),
+    ("xid", DeviceTaintEffect::NoSchedule),
+    ("nvlink", DeviceTaintEffect::None),
+    ("fabric", DeviceTaintEffect::NoSchedule),
+    ("thermal", DeviceTaintEffect::None),
+    ("ras", DeviceTaintEffect::NoSchedule),
+];
+
+fn device_taint_effects<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, DeviceTaintEffect>, D::Error> {
+    let map = BTreeMap::<String, DeviceTaintEffect>::deserialize(d)?;
+    let kinds = DEVICE_TAINT_DEFAULTS.iter().map(|(k, _)| *k);
+    for k in map.keys() {
+        if !kinds.clone().any(|x| x == k) {
+            let hint = crate::names::closest(k, kinds.clone())
+                .map(|c| format!(" (did you mean {c:?}?)"))
+                .unwrap_or_default();
+            return Err(serde::de::Error::custom(format!(
+                "unknown fault kind {k:?}{hint}, expected one of {}",
+                kinds.collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
+    Ok(map)
+}
+
+/// What a device taint does to claims that do not tolerate it (`resource.k8s.io`
+/// `DeviceTaint.effect`), weakest first: a rule for several faults takes the strongest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+pub enum DeviceTaintEffect {
+    /// Informational: allocation goes on.
+    None,
+    /// No new allocation of the device.
+    NoSchedule,
+    /// No new allocation, and the pods using it are evicted.
+    NoExecute,
+}
+
+impl DeviceTaintEffect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceTaintEffect::None => "None",
+            DeviceTaintEffect::NoSchedule => "NoSchedule",
+            DeviceTaintEffect::NoExecute => "NoExecute",
+        }
+    }
 }
 
 fn default_spread() -> Duration {
@@ -490,6 +559,8 @@ impl Default for Publish {
             spread: default_spread(),
             taints: false,
             condition: false,
+            device_taints: false,
+            device_taint_effects: BTreeMap::new(),
         }
     }
 }

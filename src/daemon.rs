@@ -29,6 +29,7 @@ use crate::metrics::{self, Health};
 use crate::output::NodeOutput;
 use crate::pipeline::{RuleFiles, Sources};
 use crate::publish::client;
+use crate::publish::device_taints::DeviceTaints;
 use crate::publish::features_file::{self, FeaturesFileSink};
 use crate::publish::node::{
     self, MAX_RESPONSE_BYTES, NodeSink, Outcome, OutcomeKind, PublishError,
@@ -108,6 +109,8 @@ pub struct PublishOptions {
     pub publish_taints: bool,
     /// The node sink sets the `GPUHealthy` condition, whatever `publish.condition` says.
     pub publish_condition: bool,
+    /// GPU faults as DRA device taints, whatever `publish.deviceTaints` says.
+    pub publish_device_taints: bool,
 }
 
 /// Peak memory of the daemon: a base plus a share per PCI function (`cargo bench --bench
@@ -584,6 +587,12 @@ struct Daemon {
     dra_watched: bool,
     /// What reading DRA last said went wrong (said once per change).
     last_dra_read: Option<String>,
+    /// This node's DeviceTaintRules (`publish.deviceTaints`, the node sink).
+    device_taint_state: Option<DeviceTaints>,
+    /// The rules the stdout sink last printed.
+    device_taints_printed: Option<Vec<crate::dra::taints::Wanted>>,
+    /// What device taints last said went wrong (said once per change).
+    last_device_taint_report: Vec<String>,
 }
 
 /// What wakes the loop before its interval (`watch`).
@@ -908,8 +917,72 @@ impl Daemon {
             OutcomeKind::Unchanged => tracing::debug!("{sink}: unchanged"),
         }
         metrics.published(outcome.kind.as_str());
+        self.device_taints(&features, dry_run).await?;
         self.health.set_ready();
         Ok(outcome)
+    }
+
+    /// GPU faults as DRA device taints (`publish.deviceTaints`): applied by the node sink,
+    /// printed by the stdout sink. Only where this cycle has DRA facts (`dra.node`): with none
+    /// (the API server did not answer, no DRA in the cluster) the rules stay as they are.
+    async fn device_taints(
+        &mut self,
+        features: &FeatureSet,
+        dry_run: bool,
+    ) -> Result<(), CycleError> {
+        let config = &self.inputs.config.publish;
+        if !(self.publish.publish_device_taints || config.device_taints) {
+            return Ok(());
+        }
+        let site = config.device_taint_effects.clone();
+        let Some(node) = self.publish.node_name.clone().filter(|n| !n.is_empty()) else {
+            return Ok(());
+        };
+        if features
+            .attribute(crate::dra::DRA_NODE, "coverage")
+            .is_none()
+        {
+            return Ok(());
+        }
+        let (wanted, mut report) = crate::dra::taints::wanted(features, &node, &site);
+        let result = match &mut self.sink {
+            Sink::Node(n) => {
+                let timeout = request_timeout(self.interval);
+                let client = n.client();
+                let state = self
+                    .device_taint_state
+                    .get_or_insert_with(|| DeviceTaints::new(&node));
+                let faulty = crate::dra::taints::faulty(features);
+                state
+                    .sync(&client, &wanted, &faulty, &site, dry_run, timeout)
+                    .await
+            }
+            Sink::Stdout(_) => {
+                if self.device_taints_printed.as_ref() != Some(&wanted) && !dry_run {
+                    let lines = crate::dra::taints::offline_lines(&wanted, &node);
+                    let mut out = std::io::stdout().lock();
+                    use std::io::Write;
+                    let _ = out.write_all(lines.as_bytes()).and_then(|_| out.flush());
+                    self.device_taints_printed = Some(wanted.clone());
+                }
+                Ok(Default::default())
+            }
+            _ => Ok(Default::default()),
+        };
+        let metrics = &self.health.metrics;
+        let synced = result.inspect_err(|e| metrics.publish_error(e.reason))?;
+        for c in &synced.changes {
+            tracing::info!("device taints: {c}");
+        }
+        metrics.device_taints.set(synced.rules as i64);
+        report.extend(synced.warnings);
+        if report != self.last_device_taint_report {
+            for w in &report {
+                tracing::warn!("device taints: {w}");
+            }
+            self.last_device_taint_report = report;
+        }
+        Ok(())
     }
 
     async fn oneshot(&mut self) -> Result<u8, Error> {
@@ -1157,6 +1230,9 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         dra: Arc::default(),
         dra_watched: false,
         last_dra_read: None,
+        device_taint_state: None,
+        device_taints_printed: None,
+        last_device_taint_report: Vec::new(),
     };
     daemon.set_interval();
     let Some(signals) = signals.as_mut() else {

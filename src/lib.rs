@@ -13,8 +13,9 @@
 //! 1. [`discover`]: one file per source
 //! 2. [`rules`], [`default_rules`]: NodeFeatureRule parsing and evaluation
 //! 3. [`labels`], [`pipeline`]: label assembly, and the inputs every command loads
-//! 4. [`publish`], [`metrics`], [`scheduling`], [`watch`]: the sinks, the health/metrics server,
-//!    `match`/`inventory`, and what wakes the daemon early
+//! 4. [`publish`], [`metrics`], [`scheduling`], [`nodetemplate`], [`watch`]: the sinks, the
+//!    health/metrics server, `match`/`inventory`, scale-from-zero templates, and what wakes the
+//!    daemon early
 //! 5. [`daemon`]: the `run` loop
 //! 6. [`fuzzing`], [`cli`]: entry points
 
@@ -42,6 +43,7 @@ pub mod labels;
 pub mod pipeline;
 // Floor 4
 pub mod metrics;
+pub mod nodetemplate;
 pub mod publish;
 pub mod scheduling;
 pub mod watch;

@@ -74,6 +74,8 @@ pub struct Metrics {
     /// Disagreements of the DRA driver's slices with the machine (`dra.mismatch`), every
     /// reason always (0 without DRA facts).
     pub dra_mismatches: Family<ReasonLabel, Gauge>,
+    /// This node's DeviceTaintRules in force (`publish.deviceTaints`).
+    pub device_taints: Gauge,
     pub nvml_status: Family<StatusLabel, Gauge>,
     /// NVML scans and light checks that failed in the child process, by reason: `timeout`, `crash`, `exit`,
     /// `protocol`, `spawn`.
@@ -174,6 +176,12 @@ impl Metrics {
             "GPUs with each fault kind on the last scan (gpu.device health, and gpu.node missing: the GPUs missing; held faults included)",
             gpu_faults.clone(),
         );
+        let device_taints = Gauge::default();
+        registry.register(
+            "device_taints",
+            "This node's DeviceTaintRules in force: GPUs (slice devices) taken out of DRA allocation for a fault (publish.deviceTaints)",
+            device_taints.clone(),
+        );
         let dra_mismatches = Family::<ReasonLabel, Gauge>::default();
         registry.register(
             "dra_mismatches",
@@ -233,6 +241,7 @@ impl Metrics {
             gpus,
             gpu_faults,
             dra_mismatches,
+            device_taints,
             nvml_status,
             nvml_failures,
             last_publish,

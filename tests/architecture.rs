@@ -31,7 +31,10 @@ const FLOORS: &[(u8, &[&str])] = &[
     (1, &["discover"]),
     (2, &["rules", "default_rules"]),
     (3, &["labels", "pipeline"]),
-    (4, &["publish", "metrics", "scheduling", "watch"]),
+    (
+        4,
+        &["publish", "metrics", "scheduling", "nodetemplate", "watch"],
+    ),
     (5, &["daemon"]),
     (6, &["fuzzing", "cli"]),
 ];

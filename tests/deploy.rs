@@ -1277,10 +1277,13 @@ fn the_tested_policies_are_every_policy_deploy_installs() {
         (
             vec![
                 "deploy/base/admission-policy.yaml".to_string(),
+                "deploy/components/device-taints/admission-policy.yaml".to_string(),
                 "deploy/components/nodefeature/admission-policy.yaml".to_string(),
+                "deploy/prune/admission-policy.yaml".to_string(),
                 "deploy/prune/admission-policy.yaml".to_string(),
             ],
             vec![
+                "deploy/components/device-taints-noexecute/kustomization.yaml".to_string(),
                 "deploy/components/health-condition/kustomization.yaml".to_string(),
                 "deploy/components/nvidia-gfd/kustomization.yaml".to_string()
             ]
@@ -1533,17 +1536,20 @@ fn the_helm_charts_policies_are_the_tested_ones() {
             .collect();
         assert_eq!(
             installed,
-            [(&json!(name), false), (&json!("gpu-labeler-prune"), true)],
+            [
+                (&json!(name), false),
+                (&json!("gpu-labeler-prune"), true),
+                (&json!("gpu-labeler-prune-device-taints"), true)
+            ],
             "{fixture}"
         );
-        assert_eq!(
-            unlabelled(policy_of(&rendered, "gpu-labeler-prune")),
-            unlabelled(policy_of(
-                &kube::shipped_prune_policy(),
-                "gpu-labeler-prune"
-            )),
-            "{fixture}"
-        );
+        for prune in ["gpu-labeler-prune", "gpu-labeler-prune-device-taints"] {
+            assert_eq!(
+                unlabelled(policy_of(&rendered, prune)),
+                unlabelled(policy_of(&kube::shipped_prune_policy(), prune)),
+                "{fixture}"
+            );
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::features::{FeatureSet, Instance};
 
 pub mod objects;
+pub mod taints;
 
 pub use objects::{Attr, Device, DraObjects, Slice};
 

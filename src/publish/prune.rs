@@ -2,8 +2,9 @@
 //! or a switch from the node sink to the nodefeature sink, and deletes the NodeFeature objects
 //! it published, for the switch back. With the labels go the taints the rules put there
 //! (`publish.taints`: those the tracking annotation lists, and the annotation) and the
-//! `GPUHealthy` condition gpu-labeler's field manager wrote (`publish.condition`): an uninstall
-//! must not leave a `NoSchedule` taint that nothing will ever clear.
+//! `GPUHealthy` condition gpu-labeler's field manager wrote (`publish.condition`), and the DRA
+//! device taints of the Node's GPUs (`publish.deviceTaints`): an uninstall must not leave a
+//! `NoSchedule` taint that nothing will ever clear.
 //!
 //! What goes is decided by ownership alone, as the sink reads it (`node::ownership`): a server-
 //! side apply of an empty configuration under gpu-labeler's field manager. The API server then
@@ -51,6 +52,10 @@ pub struct NodePrune {
     /// `namespace/name` of the NodeFeature gpu-labeler published for the Node, deleted.
     #[serde(rename = "nodeFeature")]
     pub node_feature: Option<String>,
+    /// The DRA device taints gpu-labeler wrote for the Node's GPUs (`publish.deviceTaints`),
+    /// deleted: `name (effect value)`.
+    #[serde(rename = "deviceTaintRules", skip_serializing_if = "Vec::is_empty")]
+    pub device_taint_rules: Vec<String>,
     /// Why the Node could not be pruned (the others still are).
     pub error: Option<String>,
 }
@@ -61,13 +66,14 @@ impl NodePrune {
             node: node.to_string(),
             keys: Vec::new(),
             node_feature: None,
+            device_taint_rules: Vec::new(),
             error: None,
         }
     }
 
     /// Whether there is anything of gpu-labeler's on this Node.
     pub fn has_work(&self) -> bool {
-        !self.keys.is_empty() || self.node_feature.is_some()
+        !self.keys.is_empty() || self.node_feature.is_some() || !self.device_taint_rules.is_empty()
     }
 }
 
@@ -253,6 +259,8 @@ async fn prune_node(client: &Client, req: &Request, p: &mut NodePrune) -> Result
                 .map_err(|e| e.message)?;
         }
     }
+    p.device_taint_rules =
+        super::device_taints::prune(client, &p.node, req.dry_run, req.timeout).await?;
     if let Some(ns) = &req.namespace {
         p.node_feature = prune_node_feature(client, ns, &p.node, req).await?;
     }
@@ -345,6 +353,9 @@ pub fn render_text(report: &[NodePrune], dry_run: bool) -> String {
                     let _ = writeln!(s, "= {} {}={h}: {kept}, also owned by {m:?}", k.kind, k.key);
                 }
             }
+        }
+        for r in &p.device_taint_rules {
+            let _ = writeln!(s, "- devicetaintrule {r}: {deleted}");
         }
         if let Some(nf) = &p.node_feature {
             let _ = writeln!(s, "- nodefeature {nf}: {deleted}");

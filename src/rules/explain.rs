@@ -323,6 +323,11 @@ fn explain_term(
                         && let Some(why) = crate::discover::health::node_because(features)
                     {
                         let _ = writeln!(out, "{inner}  ({}.{}: {why})", term.feature, expr.key);
+                        // Where a DRA driver publishes the faulty GPUs: the device taint that
+                        // takes each out of allocation (docs/taints.md#device-taints).
+                        for line in crate::dra::taints::explain_lines(features) {
+                            let _ = writeln!(out, "{inner}  ({line})");
+                        }
                     }
                 }
             }

@@ -1,5 +1,6 @@
 //! The nodes of a cluster, listed through the API server (read-only: `list nodes`), a page of
-//! 500 at a time as kubectl does, every request bounded by the timeout.
+//! 500 at a time as kubectl does, and the DeviceTaintRules on their devices, every request
+//! bounded by the timeout.
 
 use std::path::Path;
 use std::time::Duration;
@@ -8,7 +9,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
 
-use super::objects::{NodeInfo, nodes_of};
+use super::objects::{NodeInfo, attach_device_taint_rules, nodes_of};
 use crate::error::Error;
 use crate::publish::client::block_on_client;
 use crate::yaml::document::from_json;
@@ -21,7 +22,7 @@ const MAX_PAGE_BYTES: usize = 64 << 20;
 /// Lists every Node. Errors are runtime errors naming the server's answer.
 pub fn list_nodes(kubeconfig: Option<&Path>, timeout: Duration) -> Result<Vec<NodeInfo>, Error> {
     block_on_client(kubeconfig, timeout, MAX_PAGE_BYTES, |client| async move {
-        let api: Api<Node> = Api::all(client);
+        let api: Api<Node> = Api::all(client.clone());
         let mut out = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -56,8 +57,53 @@ pub fn list_nodes(kubeconfig: Option<&Path>, timeout: Duration) -> Result<Vec<No
             );
             token = page.metadata.continue_.filter(|t| !t.is_empty());
             if token.is_none() {
-                return Ok(out);
+                break;
             }
         }
+        // The DRA device taints on the nodes' devices (GPUs taken out of allocation): named by
+        // `match`; a cluster that serves none has none, one that does not answer costs only them.
+        match device_taint_rules(&client, timeout).await {
+            Ok(trees) => {
+                attach_device_taint_rules("the API server's DeviceTaintRules", &mut out, &trees)
+                    .map_err(|e| Error::Runtime(e.to_string()))?
+            }
+            Err(e) => eprintln!(
+                "warning: cannot list DeviceTaintRules ({e}); GPUs tainted out of DRA allocation \
+                 are not named"
+            ),
+        }
+        Ok(out)
     })
+}
+
+/// Every `DeviceTaintRule`, as `resource.k8s.io/v1` where served, else `v1beta2`; none where
+/// neither is.
+async fn device_taint_rules(
+    client: &kube::Client,
+    timeout: Duration,
+) -> Result<Vec<crate::yaml::document::Node>, String> {
+    for version in ["v1", "v1beta2"] {
+        let resource = kube::core::ApiResource {
+            group: "resource.k8s.io".into(),
+            version: version.into(),
+            api_version: format!("resource.k8s.io/{version}"),
+            kind: "DeviceTaintRule".into(),
+            plural: "devicetaintrules".into(),
+        };
+        let api: Api<kube::core::DynamicObject> = Api::all_with(client.clone(), &resource);
+        match tokio::time::timeout(timeout, api.list(&ListParams::default())).await {
+            Ok(Ok(list)) => {
+                return Ok(list
+                    .items
+                    .iter()
+                    .filter_map(|o| serde_json::to_value(o).ok())
+                    .map(|v| from_json(&v))
+                    .collect());
+            }
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
+            Ok(Err(e)) => return Err(crate::publish::node::error_chain(&e)),
+            Err(_) => return Err(format!("no answer within {timeout:?}")),
+        }
+    }
+    Ok(Vec::new())
 }

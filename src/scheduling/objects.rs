@@ -81,6 +81,43 @@ pub struct NodeInfo {
     pub taints: Vec<Taint>,
     pub unschedulable: bool,
     pub allocatable: BTreeMap<String, Quantity>,
+    /// The DRA device taints of the node's devices: the `DeviceTaintRule`s (beside the Nodes in
+    /// a file, or the cluster's) that select a device in the pool named for the node.
+    pub device_taints: Vec<DeviceTaintNote>,
+}
+
+/// One `DeviceTaintRule` on one of a node's devices.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceTaintNote {
+    pub rule: String,
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+    /// The GPU's PCI address, where gpu-labeler wrote the rule (its annotation).
+    pub gpu: Option<String>,
+    pub key: String,
+    pub value: String,
+    pub effect: String,
+}
+
+impl DeviceTaintNote {
+    /// `GPU 0000:3b:00.0 (gpu.nvidia.com n1/gpu-1) is tainted out of DRA allocation by
+    /// DeviceTaintRule gpu-labeler-n1-0000-3b-00-0 (NoSchedule: ecc)`.
+    pub fn describe(&self) -> String {
+        let what = match &self.gpu {
+            Some(g) => format!("GPU {g} ({} {}/{})", self.driver, self.pool, self.device),
+            None => format!("device {} {}/{}", self.driver, self.pool, self.device),
+        };
+        let how = if self.effect == "None" {
+            "carries the informational taint of"
+        } else {
+            "is tainted out of DRA allocation by"
+        };
+        format!(
+            "{what} {how} DeviceTaintRule {} ({}: {}={})",
+            self.rule, self.effect, self.key, self.value
+        )
+    }
 }
 
 /// The kinds with a pod template, and where it is.
@@ -401,14 +438,42 @@ pub fn read_nodes(source: &str, text: &str) -> Res<Vec<NodeInfo>> {
 pub fn nodes_of(source: &str, docs: &[Node]) -> Res<Vec<NodeInfo>> {
     let reader = Reader { source };
     let mut out = Vec::new();
+    let mut rules = Vec::new();
     for doc in docs {
-        reader.nodes(doc, "", &mut out)?;
+        reader.nodes(doc, "", &mut out, &mut rules)?;
     }
+    attach_device_taints(&mut out, rules);
     Ok(out)
 }
 
+/// DeviceTaintRules as trees (the API server's list), each to the node its pool is named for.
+pub fn attach_device_taint_rules(source: &str, nodes: &mut [NodeInfo], docs: &[Node]) -> Res<()> {
+    let reader = Reader { source };
+    let mut rules = Vec::new();
+    for (i, doc) in docs.iter().enumerate() {
+        if let Some(r) = reader.device_taint_rule(doc, &format!("items[{i}]"))? {
+            rules.push(r);
+        }
+    }
+    attach_device_taints(nodes, rules);
+    Ok(())
+}
+
+fn attach_device_taints(nodes: &mut [NodeInfo], mut rules: Vec<DeviceTaintNote>) {
+    rules.sort_by(|a, b| (&a.pool, &a.device, &a.rule).cmp(&(&b.pool, &b.device, &b.rule)));
+    for n in nodes.iter_mut() {
+        n.device_taints = rules.iter().filter(|r| r.pool == n.name).cloned().collect();
+    }
+}
+
 impl Reader<'_> {
-    fn nodes(&self, doc: &Node, path: &str, out: &mut Vec<NodeInfo>) -> Res<()> {
+    fn nodes(
+        &self,
+        doc: &Node,
+        path: &str,
+        out: &mut Vec<NodeInfo>,
+        rules: &mut Vec<DeviceTaintNote>,
+    ) -> Res<()> {
         let kind = self.kind(doc, path)?;
         match kind.as_str() {
             "List" | "NodeList" => {
@@ -416,17 +481,28 @@ impl Reader<'_> {
                 if let Some(items) = self.field(doc, path, "items")? {
                     for (i, item) in self.seq(items, &here)?.iter().enumerate() {
                         let at = format!("{here}[{i}]");
-                        if self.kind(item, &at)? != "Node" {
-                            let k = self.field(item, &at, "kind")?.unwrap_or(item);
-                            return Err(self.err(k, &join(&at, "kind"), "not a Node"));
+                        match self.kind(item, &at)?.as_str() {
+                            "Node" => out.push(self.node(item, &at)?),
+                            "DeviceTaintRule" => rules.extend(self.device_taint_rule(item, &at)?),
+                            _ => {
+                                let k = self.field(item, &at, "kind")?.unwrap_or(item);
+                                return Err(self.err(
+                                    k,
+                                    &join(&at, "kind"),
+                                    "not a Node or a DeviceTaintRule",
+                                ));
+                            }
                         }
-                        out.push(self.node(item, &at)?);
                     }
                 }
                 Ok(())
             }
             "Node" => {
                 out.push(self.node(doc, path)?);
+                Ok(())
+            }
+            "DeviceTaintRule" => {
+                rules.extend(self.device_taint_rule(doc, path)?);
                 Ok(())
             }
             other => {
@@ -438,6 +514,57 @@ impl Reader<'_> {
                 ))
             }
         }
+    }
+
+    /// A `DeviceTaintRule` that selects one device of a pool (`None`: one that selects
+    /// anything else, e.g. a whole driver, which names no node's device).
+    fn device_taint_rule(&self, doc: &Node, path: &str) -> Res<Option<DeviceTaintNote>> {
+        let meta_path = join(path, "metadata");
+        let meta = self.field(doc, path, "metadata")?;
+        let rule = match meta {
+            Some(m) => self.opt_string(m, &meta_path, "name")?.unwrap_or_default(),
+            None => String::new(),
+        };
+        let gpu = match meta
+            .map(|m| self.field(m, &meta_path, "annotations"))
+            .transpose()?
+        {
+            Some(Some(a)) => self
+                .string_map(a, &join(&meta_path, "annotations"))?
+                .into_iter()
+                .find(|(k, _)| k == "gpu-labeler.feature.node.kubernetes.io/gpu")
+                .map(|(_, v)| v),
+            _ => None,
+        };
+        let spec_path = join(path, "spec");
+        let Some(spec) = self.field(doc, path, "spec")? else {
+            return Ok(None);
+        };
+        let sel_path = join(&spec_path, "deviceSelector");
+        let taint_path = join(&spec_path, "taint");
+        let (Some(sel), Some(taint)) = (
+            self.field(spec, &spec_path, "deviceSelector")?,
+            self.field(spec, &spec_path, "taint")?,
+        ) else {
+            return Ok(None);
+        };
+        let text = |n: &Node, p: &str, k: &str| self.opt_string(n, p, k);
+        let (Some(pool), Some(device)) = (
+            text(sel, &sel_path, "pool")?,
+            text(sel, &sel_path, "device")?,
+        ) else {
+            return Ok(None);
+        };
+        Ok(Some(DeviceTaintNote {
+            rule,
+            driver: text(sel, &sel_path, "driver")?.unwrap_or_default(),
+            pool,
+            device,
+            gpu,
+            key: text(taint, &taint_path, "key")?.unwrap_or_default(),
+            value: text(taint, &taint_path, "value")?.unwrap_or_default(),
+            effect: text(taint, &taint_path, "effect")?.unwrap_or_default(),
+        }))
     }
 
     fn node(&self, doc: &Node, path: &str) -> Res<NodeInfo> {
@@ -583,6 +710,7 @@ spec:
                     ("nvidia.com/gpu".to_string(), Quantity { milli: 8000 }),
                 ]
                 .into(),
+                device_taints: Vec::new(),
             }]
         );
         let bad = "{\"kind\": \"List\", \"items\": [\n  {\"kind\": \"Node\", \"metadata\": {\"name\": \"n1\"},\n   \"status\": {\"allocatable\": {\"cpu\": \"lots\"}}}]}";

@@ -70,6 +70,8 @@ pub struct WorkloadReport {
     /// The nodes that fail only because of their GPUs' health (`gpu.health`,
     /// `gpu.healthy.count`, the health taint), each with what its labels say.
     pub health_only: Vec<(String, String)>,
+    /// The nodes with devices under a DRA device taint, each device in words.
+    pub device_taints: Vec<(String, Vec<String>)>,
 }
 
 impl WorkloadReport {
@@ -121,11 +123,20 @@ pub fn match_fleet(
                 .filter(|(_, (_, f))| only_health(f))
                 .map(|(n, _)| (n.name.clone(), health_words(n)))
                 .collect();
+            let device_taints = nodes
+                .iter()
+                .filter(|n| !n.device_taints.is_empty())
+                .map(|n| {
+                    let words = n.device_taints.iter().map(|t| t.describe()).collect();
+                    (n.name.clone(), words)
+                })
+                .collect();
             WorkloadReport {
                 workload: w,
                 nodes: fits,
                 hints,
                 health_only,
+                device_taints,
             }
         })
         .collect()
@@ -395,6 +406,11 @@ pub fn render_text(reports: &[WorkloadReport]) -> String {
                  they are healthy\n"
             ));
         }
+        for (node, devices) in &r.device_taints {
+            for d in devices {
+                out.push_str(&format!("dra: {node}: {d}\n"));
+            }
+        }
     }
     out
 }
@@ -425,7 +441,12 @@ pub fn render_json(reports: &[WorkloadReport]) -> String {
                 .iter()
                 .map(|h| json!({"label": h.label, "producers": h.producers, "near": h.near}))
                 .collect();
-            json!({
+            let tainted: serde_json::Map<String, Value> = r
+                .device_taints
+                .iter()
+                .map(|(n, d)| (n.clone(), json!(d)))
+                .collect();
+            let mut out = json!({
                 "kind": r.workload.kind,
                 "name": r.workload.name,
                 "namespace": r.workload.namespace,
@@ -435,7 +456,12 @@ pub fn render_json(reports: &[WorkloadReport]) -> String {
                 "summary": r.summary(),
                 "nodes": nodes,
                 "hints": hints,
-            })
+            });
+            // Only where a node has a device under a DRA device taint.
+            if !tainted.is_empty() {
+                out["deviceTaints"] = Value::Object(tainted);
+            }
+            out
         })
         .collect();
     serde_json::to_string_pretty(&json!({ "workloads": workloads })).unwrap_or_default() + "\n"

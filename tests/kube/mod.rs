@@ -830,18 +830,34 @@ pub fn shipped_node_policy(component: Option<&str>) -> Vec<Value> {
             .collect::<Vec<Value>>()
     };
     let mut docs = read("deploy/base/admission-policy.yaml");
-    let Some(component) = component else {
-        return docs;
-    };
-    let kustomization = read(&format!("deploy/components/{component}/kustomization.yaml"));
-    let patch = kustomization[0]["patches"]
+    if let Some(component) = component {
+        patch_policy(&mut docs, component);
+    }
+    docs
+}
+
+/// Applies deploy/components/COMPONENT's JSON patch of a policy among `docs` (a `test` of a
+/// variable's name and a `replace` of its expression), as kustomize applies it.
+fn patch_policy(docs: &mut [Value], component: &str) {
+    let rel = format!("deploy/components/{component}/kustomization.yaml");
+    let text = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(&rel)).unwrap();
+    let kustomization: Value =
+        serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let patch = kustomization["patches"]
         .as_array()
         .unwrap()
         .iter()
         .find(|p| p["target"]["kind"] == "ValidatingAdmissionPolicy")
         .unwrap_or_else(|| panic!("{component}: no patch of the policy"));
     let ops: Vec<Value> = serde_saphyr::from_str(patch["patch"].as_str().unwrap()).unwrap();
-    let variables = &mut docs[0]["spec"]["variables"];
+    let target = patch["target"]["name"]
+        .as_str()
+        .unwrap_or("gpu-labeler-own-node");
+    let at = docs
+        .iter()
+        .position(|d| d["metadata"]["name"] == target && d["kind"] == "ValidatingAdmissionPolicy")
+        .unwrap_or_else(|| panic!("{component}: no policy {target}"));
+    let variables = &mut docs[at]["spec"]["variables"];
     for op in ops {
         let path = op["path"].as_str().unwrap();
         let (i, field) = path
@@ -854,6 +870,21 @@ pub fn shipped_node_policy(component: Option<&str>) -> Vec<Value> {
             ("replace", "expression") => variables[i]["expression"] = op["value"].clone(),
             other => panic!("unexpected op {other:?}"),
         }
+    }
+}
+
+/// The shipped Node policy with deploy/components/device-taints' policy beside it, changed by
+/// deploy/components/device-taints-noexecute when `no_execute`.
+pub fn shipped_device_taint_policy(no_execute: bool) -> Vec<Value> {
+    let rel = "deploy/components/device-taints/admission-policy.yaml";
+    let text = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap();
+    let mut docs = shipped_node_policy(None);
+    docs.extend(
+        text.split("\n---\n")
+            .map(|d| serde_saphyr::from_str::<Value>(d).unwrap_or_else(|e| panic!("{rel}: {e}"))),
+    );
+    if no_execute {
+        patch_policy(&mut docs, "device-taints-noexecute");
     }
     docs
 }
