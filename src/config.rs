@@ -95,6 +95,14 @@ pub struct HealthConfig {
     /// The XIDs that count as critical (`xid` fault), NVIDIA's documented defaults unless set.
     #[serde(default = "default_critical_xids")]
     pub critical_xids: Vec<u32>,
+    /// The node's cloud instance type, for the expected-GPU table (`missing` fault); empty:
+    /// none given (on AWS the DMI product name says it).
+    #[serde(default)]
+    pub instance_type: String,
+    /// The site's rows of the expected-GPU table, looked up before the shipped ones
+    /// (data/expected-gpus.yaml).
+    #[serde(default)]
+    pub expected_gpus: Vec<ExpectedGpus>,
 }
 
 impl Default for HealthConfig {
@@ -103,7 +111,85 @@ impl Default for HealthConfig {
             pcie_link: true,
             clear_after: default_clear_after(),
             critical_xids: default_critical_xids(),
+            instance_type: String::new(),
+            expected_gpus: Vec::new(),
         }
+    }
+}
+
+/// One row of the expected-GPU table: the GPUs (`count`) of a board (`productName`, and
+/// `boardName` where one product covers several boards) or of a cloud instance type
+/// (`instanceType`), and where the count comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "RawExpectedGpus")]
+pub struct ExpectedGpus {
+    pub key: ExpectedKey,
+    pub count: usize,
+    pub source: String,
+}
+
+/// What an expected-GPU row is looked up by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExpectedKey {
+    Board {
+        product_name: String,
+        board_name: Option<String>,
+    },
+    InstanceType(String),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawExpectedGpus {
+    product_name: Option<String>,
+    board_name: Option<String>,
+    instance_type: Option<String>,
+    #[serde(deserialize_with = "count_number")]
+    count: u32,
+    #[serde(default)]
+    source: String,
+}
+
+/// A GPU count, as YAML's number or (the config's second reading keeps numbers as their text:
+/// `every_problem`) its text.
+fn count_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Count {
+        Number(u32),
+        Text(String),
+    }
+    match Count::deserialize(d)? {
+        Count::Number(n) => Ok(n),
+        Count::Text(t) => t
+            .parse()
+            .map_err(|_| serde::de::Error::custom(format!("count {t:?} is not a number"))),
+    }
+}
+
+impl TryFrom<RawExpectedGpus> for ExpectedGpus {
+    type Error = String;
+    fn try_from(r: RawExpectedGpus) -> Result<Self, String> {
+        let key = match (r.product_name, r.board_name, r.instance_type) {
+            (Some(p), b, None) if !p.is_empty() => ExpectedKey::Board {
+                product_name: p,
+                board_name: b,
+            },
+            (None, None, Some(t)) if !t.is_empty() => ExpectedKey::InstanceType(t),
+            _ => {
+                return Err(
+                    "an expected-GPU row names either a productName (with an optional boardName) or an instanceType".into(),
+                );
+            }
+        };
+        if r.count == 0 {
+            return Err("an expected-GPU row's count is at least 1".into());
+        }
+        Ok(ExpectedGpus {
+            key,
+            count: r.count as usize,
+            source: r.source,
+        })
     }
 }
 

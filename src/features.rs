@@ -383,6 +383,9 @@ pub const CATALOG: &[(&str, Option<&[&str]>)] = &[
             "virtual",
             "health",
             "healthy_count",
+            "expected_count",
+            "missing",
+            "health_missing",
             // and count_<vendor> for every vendor of the catalogue (`catalog_has`)
             "count_nvidia",
             "count_amd",
@@ -463,6 +466,10 @@ pub const HEALTH_FAULTS: [&str; 10] = [
     "thermal",
     "ras",
 ];
+
+/// The node faults `gpu.node` carries beside its GPUs' (`discover::missing`): each a count in
+/// `<kind>` and its detail in `health_<kind>`.
+pub const NODE_FAULTS: [&str; 1] = ["missing"];
 
 /// Whether the catalog feature `feature` can have the element `key`; `None` when its set is
 /// open. Beyond the fixed names: the per-vendor and per-model counts of `gpu.node` and

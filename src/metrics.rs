@@ -173,7 +173,7 @@ impl Metrics {
         let gpu_faults = Family::<KindLabel, Gauge>::default();
         registry.register(
             "gpu_faults",
-            "GPUs with each fault kind on the last scan (gpu.device health; held faults included)",
+            "GPUs with each fault kind on the last scan (gpu.device health, and gpu.node missing: the GPUs missing; held faults included)",
             gpu_faults.clone(),
         );
         let device_taints = Gauge::default();
@@ -288,6 +288,17 @@ impl Metrics {
             }
         }
         for (kind, n) in crate::features::HEALTH_FAULTS.iter().zip(faults) {
+            let label = KindLabel {
+                kind: kind.to_string(),
+            };
+            self.gpu_faults.get_or_create(&label).set(n);
+        }
+        // A node fault counts its GPUs: `missing` 1 for one GPU missing.
+        for kind in crate::features::NODE_FAULTS {
+            let n = features
+                .attribute(crate::discover::gpu::GPU_NODE, kind)
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or(0);
             let label = KindLabel {
                 kind: kind.to_string(),
             };
@@ -725,6 +736,7 @@ mod tests {
         let kinds = |with: &[&str]| -> std::collections::BTreeMap<String, String> {
             crate::features::HEALTH_FAULTS
                 .iter()
+                .chain(crate::features::NODE_FAULTS.iter())
                 .map(|k| {
                     let n = if with.contains(k) { "1" } else { "0" };
                     (

@@ -35,6 +35,8 @@ pub struct GpuHealth {
     pub health: String,
     pub healthy: Option<String>,
     pub count: Option<String>,
+    /// How many GPUs the node should have and does not show (`gpu.node` `missing`).
+    pub missing: Option<String>,
 }
 
 /// A taint as in a NodeFeatureRule (`key`, optional `value`, `effect`).

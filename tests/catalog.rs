@@ -184,6 +184,7 @@ fn example<'a>(row: &str, cell: &'a str) -> Option<(String, &'a str)> {
 const SCENARIOS: &[&str] = &[
     "h100",
     "h100-gpu-lost",
+    "h100-short",
     "h100-shared-gfd",
     "a100-mig-single",
     "a100-mig-mixed",
@@ -236,6 +237,21 @@ fn setup(id: &str, dir: &Path) -> (Vec<OsString>, Vec<(&'static str, OsString)>)
     match id {
         "h100" => nvml("h100-8x", dell, &[], ""),
         "h100-gpu-lost" => nvml("h100-8x-gpu3-lost", dell, &[], ""),
+        "h100-short" => {
+            // GPU 4 never came up on PCI: its function, its entry and its driver's back-link
+            // are not there (NVML, which would not see it either, is left out).
+            let root = dir.join("sys");
+            common::copy_tree(&sysfs_fixture("dell-xe9680-8xh100"), &root);
+            let gpu = "0000:9b:00.0";
+            let dev = std::fs::canonicalize(root.join("bus/pci/devices").join(gpu)).unwrap();
+            std::fs::remove_dir_all(dev).unwrap();
+            std::fs::remove_file(root.join("bus/pci/devices").join(gpu)).unwrap();
+            std::fs::remove_file(root.join("bus/pci/drivers/nvidia").join(gpu)).unwrap();
+            (
+                discovery_args(&root, &proc_fixture("dell-xe9680-8xh100")),
+                vec![],
+            )
+        }
         "h100-shared-gfd" => {
             let sharing = fixtures().join("sharing/time-slicing.yaml");
             let config = format!(

@@ -577,7 +577,7 @@ label feature.node.kubernetes.io/gpu.health=degraded: present
 NodeFeatureRule \"gpu-labeler-gpu\" (builtin:rules/gpu.yaml)
   rule \"gpu health\" (builtin:rules/gpu.yaml:{line}:7): MATCHED
     matchFeatures (all terms must match): matched
-      term 1 (line {term}): feature \"gpu.node\" (17 attribute(s)): matched
+      term 1 (line {term}): feature \"gpu.node\" (18 attribute(s)): matched
         gpu.node.health = \"degraded\": health Exists -> yes
           (gpu.node.health: 0000:3b:00.0: pcie-link (x8 of x16))
           (dra: GPU 0000:3b:00.0 (gpu.nvidia.com n1/gpu-1) is tainted out by DeviceTaintRule gpu-labeler-n1-0000-3b-00-0: None pcie-link)

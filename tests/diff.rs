@@ -126,6 +126,7 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
         vec![
             (fnk("gpu-nvidia.count"), "add".into()),
             (fnk("gpu.count"), "conflict".into()),
+            (fnk("gpu.count.expected"), "add".into()),
             (fnk("gpu.family"), "add".into()),
             (fnk("gpu.health"), "add".into()),
             (fnk("gpu.healthy.count"), "add".into()),
@@ -166,6 +167,7 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
             ("feature.node.kubernetes.io/gpu.health", "ok"),
             ("feature.node.kubernetes.io/gpu.healthy.count", "8"),
             ("feature.node.kubernetes.io/gpu.count", "4"),
+            ("feature.node.kubernetes.io/gpu.count.expected", "8"),
             ("feature.node.kubernetes.io/gpu.family", "hopper"),
             ("feature.node.kubernetes.io/gpu.interconnect", "nvlink"),
             ("feature.node.kubernetes.io/gpu.numa.gpus.max", "4"),
@@ -196,7 +198,7 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
         (code, stdout.as_str()),
         (
             4,
-            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 1 in conflict, 17 unchanged; 2 written only by other managers\n\
+            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 1 in conflict, 18 unchanged; 2 written only by other managers\n\
              ! label feature.node.kubernetes.io/gpu.count=4: wanted 8, but field manager \"nfd-master\" owns it: not applied\n\
              = label feature.node.kubernetes.io/pci-0302_10de.present=true: also owned by \"nfd-master\"; stays when it stops writing it\n\
              ? label feature.node.kubernetes.io/pci-10de.present=true: written only by \"nfd-master\"; goes when it stops writing it\n\
@@ -227,7 +229,7 @@ fn a_node_file_without_managed_fields_and_bad_files() {
         (code, stdout.as_str()),
         (
             0,
-            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 18 unchanged; 0 written only by other managers\n\
+            "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 19 unchanged; 0 written only by other managers\n\
              note: the Node has no managedFields (`kubectl get node NAME -o yaml --show-managed-fields`): no key is known to be owned, so none shows as removed or in conflict\n"
         )
     );

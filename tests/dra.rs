@@ -481,7 +481,7 @@ fn explain_names_the_mismatches_of_the_dra_labels() {
         "      term 1 (line 252): feature \"dra.node\" (3 attribute(s)): matched",
         "        dra.node.coverage = \"partial\": coverage Exists -> yes",
         "        flags/attributes: all expressions hold",
-        "      term 2 (line 255): feature \"gpu.node\" (29 attribute(s)): matched",
+        "      term 2 (line 255): feature \"gpu.node\" (30 attribute(s)): matched",
         "        gpu.node.count = \"8\": count Gt [\"0\"] -> yes",
         "        flags/attributes: all expressions hold",
         "    label feature.node.kubernetes.io/gpu.dra.coverage=@dra.node.coverage (published as feature.node.kubernetes.io/gpu.dra.coverage=partial)",

@@ -67,6 +67,7 @@ fn degraded() -> NodeOutput {
             health: "degraded".into(),
             healthy: Some("7".into()),
             count: Some("8".into()),
+            missing: None,
         }),
         ..NodeOutput::default()
     }

@@ -256,7 +256,7 @@ label feature.node.kubernetes.io/gpu.health=degraded: present
 NodeFeatureRule \"gpu-labeler-gpu\" (builtin:rules/gpu.yaml)
   rule \"gpu health\" (builtin:rules/gpu.yaml:LINE:7): MATCHED
     matchFeatures (all terms must match): matched
-      term 1 (line TERM): feature \"gpu.node\" (17 attribute(s)): matched
+      term 1 (line TERM): feature \"gpu.node\" (18 attribute(s)): matched
         gpu.node.health = \"degraded\": health Exists -> yes
           (gpu.node.health: 0000:3b:00.0: pcie-link (x8 of x16); 0000:9b:00.0: unbound (no driver; the others are bound to nvidia))
         flags/attributes: all expressions hold

@@ -397,6 +397,8 @@ fn dgx2h_labels(product: &str) -> BTreeMap<String, String> {
     label_map(&[
         ("gpu-nvidia.count", "16"),
         ("gpu.count", "16"),
+        // Its DMI product and its 11 NVSwitches (two HGX-2 boards) both say 16.
+        ("gpu.count.expected", "16"),
         ("gpu.health", "ok"),
         ("gpu.healthy.count", "16"),
         ("gpu.family", "volta"),

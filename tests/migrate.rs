@@ -130,7 +130,7 @@ fn from_the_gpu_operators_nfd_and_gfd() {
     want.extend(operator.iter().cloned());
     want.insert("kubernetes.io/hostname".into(), NODE.into());
     assert_eq!(server.labels(NODE), want);
-    let after: String = "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 57 unchanged; 10 written only by other managers\n".to_string()
+    let after: String = "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 58 unchanged; 10 written only by other managers\n".to_string()
         + &expected("gpu-operator.diff.txt")
             .lines()
             .filter(|l| l.starts_with("? ") || l.starts_with("= "))
@@ -146,7 +146,7 @@ fn from_the_gpu_operators_nfd_and_gfd() {
     let (code, _, stderr) = gpu_labeler(&run, &nvml_env());
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(server.labels(NODE), want);
-    let last: String = "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 57 unchanged; 10 written only by other managers\n".to_string()
+    let last: String = "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 58 unchanged; 10 written only by other managers\n".to_string()
         + &expected("gpu-operator.diff.txt")
             .lines()
             .filter(|l| l.starts_with("? "))

@@ -220,8 +220,8 @@ fn driver_not_loaded_is_unavailable_and_sysfs_still_labels() {
     assert_eq!(
         v["attributes"]["gpu.node"]["elements"],
         serde_json::json!({
-            "count": "8", "count_nvidia": "8", "family": "hopper", "health": "ok",
-            "healthy_count": "8", "homogeneous": "true", "interconnect": "nvlink",
+            "count": "8", "count_nvidia": "8", "expected_count": "8", "family": "hopper",
+            "health": "ok", "healthy_count": "8", "homogeneous": "true", "interconnect": "nvlink",
             "numa_gpus_max": "4", "numa_nodes": "2", "nvml": "unavailable", "pcie_roots": "8",
             "product": "NVIDIA-H100-80GB-HBM3", "rdma_nic_local": "true", "vendor": "nvidia",
             "vendors": "nvidia",

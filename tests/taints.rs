@@ -383,6 +383,7 @@ fn health(value: &str, healthy: &str) -> NodeOutput {
             health: value.into(),
             healthy: Some(healthy.into()),
             count: Some("8".into()),
+            missing: None,
         }),
         ..output(
             &[
@@ -496,6 +497,23 @@ fn the_condition_is_set_flipped_kept_and_removed() {
         ]
     );
     assert_eq!(same, flipped);
+    // Another reason, the same status (the faulty GPU fixed, another never came up: 7 of the
+    // 8 expected): the transition time stays, so that node repair's toleration counts on.
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut short = health("degraded", "7");
+    if let Some(h) = short.health.as_mut() {
+        h.missing = Some("1".into());
+    }
+    rt.block_on(sink.publish(&short, false)).unwrap();
+    let (shown, reasoned) = conditions(&s);
+    assert_eq!(
+        shown,
+        [
+            "GPUHealthy False GPUsMissing 7 of 8 GPUs healthy",
+            KUBELET_READY
+        ]
+    );
+    assert_eq!(reasoned, flipped);
 
     // No GPU health any more: our condition goes, the kubelet's stays.
     rt.block_on(sink.publish(&gpu(&[]), false)).unwrap();

@@ -657,7 +657,7 @@ fn limits_of_each_autoscaler_are_warned_about_or_refused() {
     };
     assert_eq!(
         stderr(&["template", "-o", "cluster-autoscaler"], &h100),
-        (0, "warning: 55 node-template tags: an Auto Scaling group holds at most 50 (with its other tags); keep the labels pods select on with --label-ns\n".to_string())
+        (0, "warning: 56 node-template tags: an Auto Scaling group holds at most 50 (with its other tags); keep the labels pods select on with --label-ns\n".to_string())
     );
     assert_eq!(
         stderr(

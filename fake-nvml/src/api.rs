@@ -405,6 +405,34 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
     })
 }
 
+/// `nvlink_remotes[link].pci_bus_id`, as `nvmlDeviceGetPciInfo_v3` fills a GPU's own.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkRemotePciInfo_v2(
+    device: Handle,
+    link: c_uint,
+    pci: *mut PciInfo,
+) -> Return {
+    runtime::device("nvmlDeviceGetNvLinkRemotePciInfo_v2", device, |_, t| {
+        runtime::non_null(pci)?;
+        let remotes = t.gpu().nvlink_remotes.as_ref().ok_or(ERROR_NOT_SUPPORTED)?;
+        let r = remotes.get(link as usize).ok_or(ERROR_INVALID_ARGUMENT)?;
+        let (domain, bus, dev) = parse_bus_id(&r.pci_bus_id).ok_or(ERROR_NOT_SUPPORTED)?;
+        let mut info = PciInfo {
+            bus_id_legacy: [0; 16],
+            domain,
+            bus,
+            device: dev,
+            pci_device_id: 0,
+            pci_sub_system_id: 0,
+            bus_id: [0; 32],
+        };
+        let legacy = format!("{domain:04X}:{bus:02X}:{dev:02X}.0");
+        fill_chars(&mut info.bus_id_legacy, &legacy);
+        fill_chars(&mut info.bus_id, &r.pci_bus_id);
+        unsafe { put(pci, info) }
+    })
+}
+
 /// `ecc_errors`: `error_type` 0 corrected, 1 uncorrected; `counter_type` 0 volatile, 1
 /// aggregate.
 #[unsafe(no_mangle)]

@@ -618,3 +618,18 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
         Ok(())
     })
 }
+
+/// `nvlink_remotes[link].device_type` (a MIG handle answers for its parent).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkRemoteDeviceType(
+    device: Handle,
+    link: c_uint,
+    device_type: *mut c_uint,
+) -> Return {
+    runtime::device("nvmlDeviceGetNvLinkRemoteDeviceType", device, |_, t| {
+        runtime::non_null(device_type)?;
+        let remotes = t.gpu().nvlink_remotes.as_ref().ok_or(ERROR_NOT_SUPPORTED)?;
+        let r = remotes.get(link as usize).ok_or(ERROR_INVALID_ARGUMENT)?;
+        unsafe { put(device_type, r.device_type as c_uint) }
+    })
+}

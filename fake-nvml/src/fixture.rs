@@ -53,6 +53,8 @@ pub const KNOWN_FUNCTIONS: &[&str] = &[
     "nvmlComputeInstanceGetInfo",
     "nvmlComputeInstanceGetInfo_v2",
     "nvmlDeviceGetNvLinkState",
+    "nvmlDeviceGetNvLinkRemoteDeviceType",
+    "nvmlDeviceGetNvLinkRemotePciInfo_v2",
     "nvmlDeviceGetGpuFabricInfo",
     "nvmlDeviceGetTotalEccErrors",
     "nvmlDeviceGetRetiredPages",
@@ -100,6 +102,8 @@ pub const SINCE_R450: &[&str] = &[
     "nvmlDeviceGetCurrentClocksEventReasons",
     "nvmlEventSetWait_v2",
     "nvmlDeviceGetGpuFabricInfoV",
+    // The remote end's device type of an NVLink came with R450's NVSwitch systems.
+    "nvmlDeviceGetNvLinkRemoteDeviceType",
 ];
 
 /// Handles are addresses in a fixed table, so a fixture may not describe more than this.
@@ -216,6 +220,24 @@ pub struct FaultRule {
     pub times: Option<u32>,
 }
 
+/// The far end of one NVLink.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvLinkRemote {
+    pub device_type: NvLinkDeviceType,
+    /// As nvidia-smi prints it: `00000000:19:00.0`.
+    pub pci_bus_id: String,
+}
+
+/// `nvmlIntNvLinkDeviceType_t`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NvLinkDeviceType {
+    Gpu = 0,
+    Ibmnpu = 1,
+    Switch = 2,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Device {
@@ -257,6 +279,11 @@ pub struct Device {
     /// index past the list is `NVML_ERROR_INVALID_ARGUMENT`, as NVML answers past the GPU's
     /// link count.
     pub nvlinks: Option<Vec<bool>>,
+    /// Per link index, what is at its far end (`nvidia-smi nvlink -R`):
+    /// `nvmlDeviceGetNvLinkRemoteDeviceType` answers its `device_type` and
+    /// `nvmlDeviceGetNvLinkRemotePciInfo_v2` its `pci_bus_id`. Absent: both answer
+    /// `NVML_ERROR_NOT_SUPPORTED`; an index past the list, `NVML_ERROR_INVALID_ARGUMENT`.
+    pub nvlink_remotes: Option<Vec<NvLinkRemote>>,
     /// `nvmlDeviceGetGpuFabricInfo`: the GPU's NVLink fabric (nvidia-smi's `Fabric` section);
     /// absent: `NVML_ERROR_NOT_SUPPORTED`.
     pub fabric: Option<Fabric>,
@@ -769,6 +796,17 @@ impl Fixture {
                 .is_some_and(|l| l.len() > NVLINK_MAX_LINKS)
             {
                 return bad(format!("device {i}: more than {NVLINK_MAX_LINKS} NVLinks"));
+            }
+            if let Some(r) = d
+                .nvlink_remotes
+                .iter()
+                .flatten()
+                .find(|r| parse_bus_id(&r.pci_bus_id).is_none())
+            {
+                return bad(format!(
+                    "device {i}: nvlink_remotes pci_bus_id {:?} is not a PCI bus id",
+                    r.pci_bus_id
+                ));
             }
             if d.fabric
                 .as_ref()

@@ -27,6 +27,8 @@ pub struct KfdNode {
     /// Its XGMI links to other GPUs (`io_links/*/properties` of `type 11`, CRAT's XGMI);
     /// `None` when the node lists no `io_links` (not known, rather than none).
     pub xgmi_links: Option<u64>,
+    /// The XGMI hive it belongs to (`hive_id`; 0: none).
+    pub hive_id: Option<u64>,
 }
 
 /// CRAT's io link type of XGMI (the kernel's `CRAT_IOLINK_TYPE_XGMI`).
@@ -112,6 +114,7 @@ pub struct KfdProperties {
     pub gfx_target_version: Option<u64>,
     /// `local_mem_size`, when not 0 ("not reported").
     pub local_mem_size: Option<u64>,
+    pub hive_id: Option<u64>,
 }
 
 /// Parses a KFD node's `properties` (`<name> <value>` lines; other lines are ignored).
@@ -131,6 +134,7 @@ impl KfdProperties {
             gfx_target_version: self.gfx_target_version,
             memory_bytes: banks.or(self.local_mem_size),
             xgmi_links: None,
+            hive_id: self.hive_id,
         }
     }
 }
@@ -173,6 +177,7 @@ pub fn parse_properties(text: &str) -> Result<Option<KfdProperties>, String> {
         cu_count,
         gfx_target_version: num("gfx_target_version")?,
         local_mem_size: num("local_mem_size")?.filter(|&m| m > 0),
+        hive_id: num("hive_id")?,
     }))
 }
 

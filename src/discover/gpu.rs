@@ -209,7 +209,8 @@ pub struct Pci<'a> {
     pub ids: &'a PciIds,
 }
 
-/// Fills `gpu.device`, `gpu.mig`, `gpu.node` and `gpu.driver`.
+/// Fills `gpu.device`, `gpu.mig`, `gpu.node` and `gpu.driver`. Returns the KFD topology it
+/// read (none without an AMD GPU), which the `missing` check reads too.
 pub fn discover(
     sysfs: &Sysfs,
     pci: Pci<'_>,
@@ -217,7 +218,7 @@ pub fn discover(
     health_config: &crate::config::HealthConfig,
     features: &mut FeatureSet,
     warnings: &mut Warnings,
-) {
+) -> Vec<amd::KfdNode> {
     let Pci {
         devices,
         classes,
@@ -408,6 +409,7 @@ pub fn discover(
     if !gpus.is_empty() && every_gpu_has_a_local_rdma_nic(devices, &gpus) {
         features.insert_attribute(GPU_NODE, "rdma_nic_local", "true");
     }
+    kfd
 }
 
 /// The kernel drivers of RDMA-capable NICs: NVIDIA/Mellanox ConnectX (`mlx5_core`,

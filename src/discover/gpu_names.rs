@@ -8,6 +8,11 @@ pub const GPU_MIGPROFILE: &str = "gpu.migprofile";
 pub const GPU_NODE: &str = "gpu.node";
 pub const GPU_DRIVER: &str = "gpu.driver";
 
+/// The value of `health` on a GPU (or the node) without a fault.
+pub const OK: &str = "ok";
+/// `gpu.node` `health` when a GPU has a fault or GPUs are missing (`health`, `missing`).
+pub const DEGRADED: &str = "degraded";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Vendor {
     Nvidia,

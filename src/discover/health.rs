@@ -27,10 +27,7 @@ use super::warnings::Warnings;
 /// Every fault kind, in the order `health` lists them.
 pub use crate::features::HEALTH_FAULTS as KINDS;
 
-/// The value of `health` on a GPU (or the node) without a fault.
-pub const OK: &str = "ok";
-/// `gpu.node` `health` when a GPU has a fault.
-pub const DEGRADED: &str = "degraded";
+pub use super::gpu_names::{DEGRADED, OK};
 
 /// Drivers that hold a GPU away from its vendor's driver on purpose (passthrough, stubs): a GPU
 /// bound to one is neither `unbound` nor `lost`.
@@ -352,10 +349,19 @@ pub fn faults_of(gpu: &Instance) -> Faults {
     out
 }
 
-/// Which GPU has which fault, in words: `0000:3b:00.0 pcie-link (x8 of x16); ...`; `None` when
-/// every GPU is healthy. What `explain` prints beside `gpu.node.health`.
+/// Which GPU has which fault, in words: `0000:3b:00.0 pcie-link (x8 of x16); ...`, after the
+/// GPUs missing (`missing 1 of 8 (nvswitch: ...)`); `None` when every GPU is healthy and none
+/// is missing. What `explain` prints beside `gpu.node.health`.
 pub fn node_because(features: &FeatureSet) -> Option<String> {
     let mut parts = Vec::new();
+    // GPUs the node should have and does not show come first: they have no address.
+    if let Some((n, detail)) = super::missing::fault_of(features) {
+        let of = features
+            .attribute(GPU_NODE, super::missing::EXPECTED_COUNT)
+            .map(|e| format!(" of {e}"))
+            .unwrap_or_default();
+        parts.push(format!("missing {n}{of} ({detail})"));
+    }
     for g in features.instances(GPU_DEVICE) {
         let faults = faults_of(g);
         if faults.is_empty() {
@@ -391,6 +397,9 @@ pub struct Hold {
     seen: BTreeMap<String, BTreeMap<String, (String, Instant)>>,
     /// GPU -> its last NVML answer's [`NVML_VALUES`] (those it had), and when.
     answered: BTreeMap<String, (Vec<(String, String)>, Instant)>,
+    /// The node fault `missing` (`discover::missing`): how many, its detail, the expected
+    /// count it was seen against, and when it was last seen.
+    missing: Option<(usize, String, Option<String>, Instant)>,
 }
 
 impl Hold {
@@ -407,9 +416,11 @@ impl Hold {
         now: Instant,
         clear_after: Duration,
     ) -> usize {
+        let node_held = self.hold_missing(features, now, clear_after);
         let Some(devices) = features.instances.get_mut(GPU_DEVICE) else {
             self.seen.clear();
             self.answered.clear();
+            self.missing = None;
             return 0;
         };
         let mut present = BTreeSet::new();
@@ -474,6 +485,10 @@ impl Hold {
             for (k, v) in summary.into_iter().flatten() {
                 features.insert_attribute(GPU_NODE, k, v);
             }
+            // The GPUs' summary says `ok` when they are: a node fault still makes it degraded.
+            if super::missing::fault_of(features).is_some() {
+                features.insert_attribute(GPU_NODE, "health", DEGRADED);
+            }
         }
         if let Some(values) = node_values {
             if let Some(node) = features.attributes.get_mut(GPU_NODE) {
@@ -485,7 +500,41 @@ impl Hold {
                 features.insert_attribute(GPU_NODE, k, v);
             }
         }
-        held_total
+        held_total + node_held
+    }
+
+    /// Records the node fault `missing` of this scan, or writes the held one back into
+    /// `gpu.node` (with the expected count it was seen against) when this scan does not see
+    /// it; returns 1 when it wrote a held one.
+    fn hold_missing(
+        &mut self,
+        features: &mut FeatureSet,
+        now: Instant,
+        clear_after: Duration,
+    ) -> usize {
+        if let Some((n, detail)) = super::missing::fault_of(features) {
+            let expected = features
+                .attribute(GPU_NODE, super::missing::EXPECTED_COUNT)
+                .map(str::to_string);
+            self.missing = Some((n, detail, expected, now));
+            return 0;
+        }
+        let Some((n, detail, expected, at)) = &self.missing else {
+            return 0;
+        };
+        if now.saturating_duration_since(*at) >= clear_after
+            || features
+                .attribute(GPU_NODE, "count")
+                .is_none_or(|c| c == "0")
+        {
+            self.missing = None;
+            return 0;
+        }
+        if let Some(e) = expected {
+            features.insert_attribute(GPU_NODE, super::missing::EXPECTED_COUNT, e.clone());
+        }
+        super::missing::write(features, *n, detail);
+        1
     }
 
     /// When what is held next changes unseen (`clear_after` after a fault was last seen, or
@@ -502,7 +551,12 @@ impl Hold {
             .iter()
             .filter(|(id, _)| self.seen.get(*id).is_some_and(|f| f.contains_key("lost")))
             .map(|(_, (_, at))| *at);
-        faults.chain(values).min().map(|at| at + clear_after)
+        let missing = self.missing.iter().map(|(_, _, _, at)| *at);
+        faults
+            .chain(values)
+            .chain(missing)
+            .min()
+            .map(|at| at + clear_after)
     }
 
     /// Records the [`NVML_VALUES`] of GPU `id` when NVML answered for it (`source` nvml);
@@ -818,6 +872,74 @@ mod tests {
         hold.apply(&mut f, t0 + s(78), clear);
         assert_eq!(node(&f), node(&nvml_scan(true)));
         assert_eq!(f.instances(GPU_DEVICE)[1].get("memory_mib"), None);
+    }
+
+    /// The node fault `missing` is held like a GPU's: a node whose GPU comes and goes stays
+    /// degraded, short of it, until it has been whole for `clear_after`; the daemon wakes then.
+    #[test]
+    fn the_missing_fault_is_held_and_cleared() {
+        let mut hold = Hold::new();
+        let t0 = Instant::now();
+        let clear = Duration::from_secs(60);
+        let s = Duration::from_secs;
+        let short = |f: &mut FeatureSet| {
+            f.insert_attribute(GPU_NODE, "count", "2");
+            f.insert_attribute(GPU_NODE, "expected_count", "3");
+            super::super::missing::write(f, 1, "nvswitch: 4 NVSwitch 22a3");
+        };
+        let whole = |f: &mut FeatureSet| {
+            f.insert_attribute(GPU_NODE, "count", "2");
+            f.insert_attribute(GPU_NODE, "expected_count", "2");
+        };
+        let mut f = scan(&[]);
+        short(&mut f);
+        assert_eq!(hold.apply(&mut f, t0, clear), 0);
+        let degraded = attrs(&[
+            ("count", "2"),
+            ("expected_count", "3"),
+            ("health", "degraded"),
+            ("health_missing", "nvswitch: 4 NVSwitch 22a3"),
+            ("healthy_count", "2"),
+            ("missing", "1"),
+        ]);
+        assert_eq!(node(&f), degraded);
+        assert_eq!(hold.next_clear(clear), Some(t0 + s(60)));
+        // Whole again, and a GPU fault held beside it: both held, the node degraded.
+        let mut f = scan(&[("xid", "79")]);
+        whole(&mut f);
+        assert_eq!(hold.apply(&mut f, t0 + s(10), clear), 1);
+        let mut f = scan(&[]);
+        whole(&mut f);
+        assert_eq!(hold.apply(&mut f, t0 + s(59), clear), 2);
+        let mut both = degraded.clone();
+        both.insert("healthy_count".into(), "1".into());
+        assert_eq!(node(&f), both);
+        // Whole for 60 s: cleared (the XID seen at 10 s still held until 70 s).
+        let mut f = scan(&[]);
+        whole(&mut f);
+        assert_eq!(hold.apply(&mut f, t0 + s(60), clear), 1);
+        assert_eq!(
+            node(&f),
+            attrs(&[
+                ("count", "2"),
+                ("expected_count", "2"),
+                ("health", "degraded"),
+                ("healthy_count", "1"),
+            ])
+        );
+        let mut f = scan(&[]);
+        whole(&mut f);
+        assert_eq!(hold.apply(&mut f, t0 + s(70), clear), 0);
+        assert_eq!(
+            node(&f),
+            attrs(&[
+                ("count", "2"),
+                ("expected_count", "2"),
+                ("health", "ok"),
+                ("healthy_count", "2"),
+            ])
+        );
+        assert_eq!(hold.next_clear(clear), None);
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod gpu_names;
 pub mod health;
 pub mod intel;
 pub mod kernel;
+pub mod missing;
 pub mod nvml;
 pub mod nvml_child;
 pub mod nvml_worker;
@@ -70,7 +71,7 @@ pub fn discover_with(
     let mut warnings = Warnings::new();
     let mut features = FeatureSet::default();
 
-    let devices = pci::scan(&sysfs, &mut warnings);
+    let (devices, unreadable) = pci::scan_counted(&sysfs, &mut warnings);
     let wanted = pci::vendors(&devices);
     let ids = PciIds::select(opts.pci_ids.as_deref(), &wanted).unwrap_or_else(|e| {
         warnings.push(format!(
@@ -118,7 +119,7 @@ pub fn discover_with(
         &mut features,
         &mut warnings,
     );
-    gpu::discover(
+    let kfd = gpu::discover(
         &sysfs,
         gpu::Pci {
             devices: &devices,
@@ -130,6 +131,17 @@ pub fn discover_with(
         &mut features,
         &mut warnings,
     );
+
+    // The hardware's evidence of GPUs missing, in order of trust (src/discover/missing.rs);
+    // the table's comes first, once DMI is read.
+    let hardware: Vec<missing::Expectation> = [
+        missing::nvswitch(&devices, &features),
+        missing::nvlink(&nvml_scan, &devices, &features),
+        missing::kfd(&kfd, &devices, &features),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
 
     // The feature exists even with no device, so that a snapshot says "scanned, found nothing".
     features
@@ -147,6 +159,14 @@ pub fn discover_with(
     );
     kernel::discover(&proc, &mut features, &mut warnings);
     dmi::discover(&sysfs, &mut features, &mut warnings);
+    let keys = missing::TableKeys::read(&sysfs, &opts.config.sources.health.instance_type);
+    let table = missing::table(
+        &opts.config.sources.health.expected_gpus,
+        missing::shipped_table(),
+        &keys,
+    );
+    let evidence: Vec<missing::Expectation> = table.into_iter().chain(hardware).collect();
+    missing::apply(&mut features, &evidence, unreadable);
 
     Discovery {
         features,

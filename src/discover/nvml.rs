@@ -105,6 +105,11 @@ pub struct NvmlGpu {
     pub nvlinks_active: Option<u32>,
     #[serde(default)]
     pub fabric: Option<NvmlFabric>,
+    /// The PCI addresses of the GPUs at the far end of its active NVLinks
+    /// (`nvmlDeviceGetNvLinkRemoteDeviceType` GPU, `nvmlDeviceGetNvLinkRemotePciInfo_v2`),
+    /// ascending, each once; empty without NVLink peers (an NVSwitch is no peer).
+    #[serde(default)]
+    pub nvlink_peers: Vec<PciAddress>,
     /// What NVML says is wrong with this GPU now (`gpu.device` `health`), in the order of
     /// [`NvmlFault::KINDS`]; empty when nothing is.
     #[serde(default)]
@@ -520,9 +525,12 @@ fn read_gpu(
             )
         }),
         mig_devices: Vec::new(),
-        nvlinks_active: links.map(|l| l.iter().filter(|up| **up).count() as u32),
+        nvlinks_active: links
+            .as_ref()
+            .map(|l| l.iter().filter(|up| **up).count() as u32),
         faults,
         fabric: fabric(nvml, dev, &mut w),
+        nvlink_peers: nvlink_peers(nvml, dev, links.as_deref()),
     };
     if mig_enabled == Some(true) {
         let max = optional("MIG device count", dev.mig_device_count(), &mut w).unwrap_or(0);
@@ -600,6 +608,49 @@ fn nvlink_states(dev: &nvml_wrapper::Device, w: &mut Vec<String>) -> Option<Vec<
         }
     }
     Some(links)
+}
+
+/// `NVML_NVLINK_DEVICE_TYPE_GPU` (`nvmlIntNvLinkDeviceType_t`).
+const NVLINK_DEVICE_TYPE_GPU: u32 = 0;
+
+/// The GPUs at the far end of the active links (`links`, as [`nvlink_states`] read them): a
+/// link whose remote device type NVML says is a GPU (not an NVSwitch or an NPU), by the remote
+/// PCI address. Quiet: a link NVML cannot say this of, or a library without
+/// `nvmlDeviceGetNvLinkRemoteDeviceType` (R450+), is no peer, and no peer is no fault by itself
+/// (the `missing` check reads them: docs/health.md).
+fn nvlink_peers(
+    nvml: &Nvml,
+    dev: &nvml_wrapper::Device,
+    links: Option<&[bool]>,
+) -> Vec<PciAddress> {
+    let Some(links) = links else {
+        return Vec::new();
+    };
+    let Ok(remote_type) = nvml.lib().nvmlDeviceGetNvLinkRemoteDeviceType.as_ref() else {
+        return Vec::new();
+    };
+    let mut peers = BTreeSet::new();
+    for (link, _) in links.iter().enumerate().filter(|(_, up)| **up) {
+        let link = link as u32;
+        // SAFETY: the symbol comes from the loaded library with nvml.h's signature (bindgen);
+        // the handle is live for the scan; the out-parameter is a local of the named type.
+        let kind = unsafe {
+            let mut kind: nvml_wrapper_sys::bindings::nvmlIntNvLinkDeviceType_t = 0;
+            nvml_wrapper::error::nvml_try(remote_type(dev.handle(), link, &mut kind)).map(|()| kind)
+        };
+        if kind.ok() != Some(NVLINK_DEVICE_TYPE_GPU) {
+            continue;
+        }
+        if let Some(a) = dev
+            .link_wrapper_for(link)
+            .remote_pci_info()
+            .ok()
+            .and_then(|p| parse_bus_id(&p.bus_id))
+        {
+            peers.insert(a);
+        }
+    }
+    peers.into_iter().collect()
 }
 
 /// `NVML_GPU_FABRIC_STATE_COMPLETED`.

@@ -132,6 +132,12 @@ impl PciDevice {
 /// Scans every PCI function. Problems are reported in `warnings`; a broken function never stops
 /// the others, and an unreadable `bus/pci/devices` yields no devices and one warning.
 pub fn scan(sysfs: &Sysfs, warnings: &mut Warnings) -> Vec<PciDevice> {
+    scan_counted(sysfs, warnings).0
+}
+
+/// As [`scan`], with how many listed functions could not be read (skipped): any of them may be
+/// a GPU, which the `missing` check must not count as gone.
+pub fn scan_counted(sysfs: &Sysfs, warnings: &mut Warnings) -> (Vec<PciDevice>, usize) {
     let dir = sysfs.path("bus/pci/devices");
     let listed = match sysfs.open_dir(&dir, &[]) {
         Ok(parent) => parent.names().map(|names| (parent, names)),
@@ -144,11 +150,11 @@ pub fn scan(sysfs: &Sysfs, warnings: &mut Warnings) -> Vec<PciDevice> {
                 "{}: does not exist; no PCI devices discovered",
                 dir.display()
             ));
-            return Vec::new();
+            return (Vec::new(), 0);
         }
         Err(e) => {
             warnings.push(format!("cannot list PCI devices: {e}"));
-            return Vec::new();
+            return (Vec::new(), 0);
         }
     };
     // Directory order is the filesystem's: sort, so that warnings come in the same order on
@@ -156,6 +162,7 @@ pub fn scan(sysfs: &Sysfs, warnings: &mut Warnings) -> Vec<PciDevice> {
     names.sort_unstable();
     // Consumed in place: on a big machine the devices are most of the scan's memory, and a
     // second vector of them would be its peak.
+    let mut skipped = 0;
     let mut devices: Vec<PciDevice> = read_all(&parent, &names)
         .into_iter()
         .filter_map(|result| match result {
@@ -167,13 +174,14 @@ pub fn scan(sysfs: &Sysfs, warnings: &mut Warnings) -> Vec<PciDevice> {
             }
             Err(e) => {
                 warnings.push(format!("{e}; PCI device skipped"));
+                skipped += 1;
                 None
             }
         })
         .collect();
     // Unstable: the keys are unique (one directory per address), and it needs no buffer.
     devices.sort_unstable_by_key(|d| d.sort_key);
-    devices
+    (devices, skipped)
 }
 
 type DeviceResult = Result<(PciDevice, Vec<SysfsError>), SysfsError>;

@@ -102,9 +102,15 @@ pub fn evaluate_node(features: &FeatureSet, config: &Config, rules: &RuleSet) ->
 pub fn gpu_health(features: &FeatureSet) -> Option<GpuHealth> {
     let node = crate::discover::gpu::GPU_NODE;
     let attr = |a: &str| features.attribute(node, a).map(str::to_string);
+    // With GPUs missing the condition counts the healthy ones of those expected: `7 of 8`.
+    let count = match crate::discover::missing::fault_of(features) {
+        Some(_) => attr(crate::discover::missing::EXPECTED_COUNT).or_else(|| attr("count")),
+        None => attr("count"),
+    };
     Some(GpuHealth {
         health: attr("health")?,
         healthy: attr("healthy_count"),
-        count: attr("count"),
+        count,
+        missing: attr(crate::discover::missing::MISSING),
     })
 }

@@ -212,16 +212,19 @@ pub fn merged(node: &[NodeTaint], before: &[Taint], want: &[Taint]) -> Vec<NodeT
 
 /// The `GPUHealthy` condition the node's GPU health calls for (`None`: no GPU health on this
 /// node, and no condition of ours): `True` when the `gpu.node` feature says `ok`, `False` when
-/// `degraded`, `Unknown` for any other value; the message counts the healthy GPUs. From the
+/// `degraded` (reason `GPUsMissing` when GPUs are missing), `Unknown` for any other value; the message counts the healthy GPUs. From the
 /// feature, not the labels: a site rule that writes `gpu.health: ok` does not hide a fault here.
 pub fn desired_condition(health: Option<&GpuHealth>) -> Option<NodeCondition> {
     let GpuHealth {
         health,
         healthy,
         count,
+        missing,
     } = health?;
     let (status, reason) = match health.as_str() {
         "ok" => ("True", "GPUsHealthy"),
+        // GPUs the node should have and does not show (docs/health.md#missing-gpus).
+        "degraded" if missing.is_some() => ("False", "GPUsMissing"),
         "degraded" => ("False", "GPUsDegraded"),
         _ => ("Unknown", "GPUHealthUnknown"),
     };
@@ -462,6 +465,7 @@ mod tests {
             health: health.into(),
             healthy: healthy.map(Into::into),
             count: count.map(Into::into),
+            missing: None,
         };
         let c = |s: &str, r: &str, m: &str| NodeCondition {
             type_: "GPUHealthy".into(),
@@ -475,6 +479,14 @@ mod tests {
         assert_eq!(
             desired_condition(Some(&h("degraded", Some("7"), Some("8")))),
             Some(c("False", "GPUsDegraded", "7 of 8 GPUs healthy"))
+        );
+        let short = GpuHealth {
+            missing: Some("1".into()),
+            ..h("degraded", Some("7"), Some("8"))
+        };
+        assert_eq!(
+            desired_condition(Some(&short)),
+            Some(c("False", "GPUsMissing", "7 of 8 GPUs healthy"))
         );
         assert_eq!(
             desired_condition(Some(&h("ok", None, None))),

@@ -40,6 +40,67 @@ pub struct Group {
 pub struct Inventory {
     pub groups: Vec<Group>,
     pub without_gpus: Vec<String>,
+    /// The nodes whose `gpu.count` is below the most common count of their instance type.
+    pub short: Vec<Short>,
+}
+
+/// A node with fewer GPUs than most nodes of its instance type: likely one that came up with
+/// a GPU missing (docs/health.md#missing-gpus).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Short {
+    pub node: String,
+    pub instance_type: String,
+    pub gpus: u64,
+    /// The most common `gpu.count` of the type.
+    pub usual: u64,
+    /// How many nodes of the type have it, of how many labelled with a count.
+    pub usual_nodes: usize,
+    pub type_nodes: usize,
+}
+
+/// The label that names a node's instance type (the cloud provider's, or the site's).
+pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+
+/// The nodes below their instance type's most common `gpu.count`. A type whose most common
+/// count is shared by two counts (two nodes, 8 and 7) has no consensus and names no node;
+/// nodes without the label, or without `gpu.count`, are not compared.
+pub fn short_nodes(nodes: &[NodeInfo]) -> Vec<Short> {
+    let mut by_type: BTreeMap<&str, Vec<(&str, u64)>> = BTreeMap::new();
+    for n in nodes {
+        if let (Some(t), Some(c)) = (n.labels.get(INSTANCE_TYPE), number(n, "gpu.count")) {
+            by_type.entry(t).or_default().push((&n.name, c));
+        }
+    }
+    let mut out = Vec::new();
+    for (t, members) in by_type {
+        let mut tally: BTreeMap<u64, usize> = BTreeMap::new();
+        for (_, c) in &members {
+            *tally.entry(*c).or_default() += 1;
+        }
+        let top = tally.values().copied().max().unwrap_or(0);
+        let modes: Vec<u64> = tally
+            .iter()
+            .filter(|(_, n)| **n == top)
+            .map(|(c, _)| *c)
+            .collect();
+        let [usual] = modes[..] else {
+            continue;
+        };
+        for (name, c) in &members {
+            if *c < usual {
+                out.push(Short {
+                    node: name.to_string(),
+                    instance_type: t.to_string(),
+                    gpus: *c,
+                    usual,
+                    usual_nodes: top,
+                    type_nodes: members.len(),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| (&a.instance_type, &a.node).cmp(&(&b.instance_type, &b.node)));
+    out
 }
 
 fn label<'a>(node: &'a NodeInfo, key: &str) -> Option<&'a str> {
@@ -147,6 +208,7 @@ pub fn inventory(nodes: &[NodeInfo]) -> Inventory {
     Inventory {
         groups: groups.into_values().collect(),
         without_gpus,
+        short: short_nodes(nodes),
     }
 }
 
@@ -194,6 +256,18 @@ pub fn render_text(inv: &Inventory) -> String {
         "{nodes} node(s) with GPUs, {} without; {memory} MiB of GPU memory on the nodes that label it (gpu.memory.total)\n",
         inv.without_gpus.len()
     ));
+    if !inv.short.is_empty() {
+        out.push_str(&format!(
+            "{} node(s) with fewer GPUs than most of their instance type:\n",
+            inv.short.len()
+        ));
+        for s in &inv.short {
+            out.push_str(&format!(
+                "  {} ({}): {} GPUs, {} on {} of its {} nodes\n",
+                s.node, s.instance_type, s.gpus, s.usual, s.usual_nodes, s.type_nodes
+            ));
+        }
+    }
     out
 }
 
@@ -218,6 +292,10 @@ pub fn render_json(inv: &Inventory) -> String {
             "memory_total_mib": inv.groups.iter().map(|g| g.memory_total_mib).sum::<u64>(),
         },
         "without_gpus": inv.without_gpus,
+        "short": inv.short.iter().map(|s| json!({
+            "node": s.node, "instance_type": s.instance_type, "gpus": s.gpus,
+            "usual": s.usual, "usual_nodes": s.usual_nodes, "type_nodes": s.type_nodes,
+        })).collect::<Vec<_>>(),
     });
     serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
 }

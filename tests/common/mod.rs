@@ -593,6 +593,7 @@ pub fn dell_sysfs_default_labels() -> std::collections::BTreeMap<String, String>
     label_map(&[
         ("gpu-nvidia.count", "8"),
         ("gpu.count", "8"),
+        ("gpu.count.expected", "8"),
         ("gpu.health", "ok"),
         ("gpu.healthy.count", "8"),
         ("gpu.family", "hopper"),
@@ -621,6 +622,7 @@ pub fn h100_default_labels() -> std::collections::BTreeMap<String, String> {
         ("gpu.compute.major", "9"),
         ("gpu.compute.minor", "0"),
         ("gpu.count", "8"),
+        ("gpu.count.expected", "8"),
         ("gpu.health", "ok"),
         ("gpu.healthy.count", "8"),
         ("gpu.cuda.major", "12"),
