@@ -587,6 +587,8 @@ struct Daemon {
     dra_watched: bool,
     /// What reading DRA last said went wrong (said once per change).
     last_dra_read: Option<String>,
+    /// The Node's instance type the last scan ran with (`None`: none known then).
+    scanned_instance_type: Option<String>,
     /// This node's DeviceTaintRules (`publish.deviceTaints`, the node sink).
     device_taint_state: Option<DeviceTaints>,
     /// The rules the stdout sink last printed.
@@ -713,7 +715,15 @@ impl Daemon {
         }
         let nvml = self.nvml_worker(&config);
         let mut sharing = std::mem::take(&mut self.sharing);
-        let opts = self.inputs.sources.discovery_options(&config);
+        let mut opts = self.inputs.sources.discovery_options(&config);
+        // The cloud's instance type from the Node's label (the node sink read it), where the
+        // config names none: the expected GPU count's table (docs/health.md).
+        if opts.config.sources.health.instance_type.is_empty()
+            && let Some(t) = self.node_instance_type()
+        {
+            opts.config.sources.health.instance_type = t.to_string();
+        }
+        self.scanned_instance_type = self.node_instance_type().map(str::to_string);
         // Discovery reads files and waits (briefly) for NVML's thread: off the async thread.
         let d = tokio::task::spawn_blocking(move || {
             let d = discover::discover_with(&opts, &mut WorkerProbe(&nvml), &mut sharing);
@@ -799,6 +809,21 @@ impl Daemon {
         let mut f = features.clone();
         crate::dra::add_features(&mut f, &objects, &node);
         Some(f)
+    }
+
+    /// The Node's instance type as the node sink last read it.
+    fn node_instance_type(&self) -> Option<&str> {
+        match &self.sink {
+            Sink::Node(n) => n.instance_type(),
+            _ => None,
+        }
+    }
+
+    /// The Node's instance type is known now and was not when the last scan ran (the first
+    /// cycle reads the Node after its scan): the scan should run again with it.
+    fn instance_type_unseen(&self) -> bool {
+        self.inputs.config.sources.health.instance_type.is_empty()
+            && self.node_instance_type() != self.scanned_instance_type.as_deref()
     }
 
     /// One cycle: reload, scan, evaluate, publish.
@@ -990,6 +1015,8 @@ impl Daemon {
         let mut attempt = 1;
         loop {
             match self.cycle(false).await {
+                // The Node's instance type, read after the scan: once more with it.
+                Ok(_) if self.instance_type_unseen() => continue,
                 Ok(_) => return Ok(exit::OK),
                 Err(e) if attempt >= ONESHOT_ATTEMPTS => {
                     return Err(Error::Runtime(format!(
@@ -1126,6 +1153,10 @@ impl Daemon {
                         self.interval
                     };
                     next = tokio::time::Instant::now() + wait;
+                    // The Node's instance type learnt by this cycle's read: scan again with it.
+                    if self.instance_type_unseen() {
+                        next = tokio::time::Instant::now();
+                    }
                     let clear_after = self.inputs.config.sources.health.clear_after;
                     if let Some(at) = self.faults.next_clear(clear_after) {
                         next = next.min(tokio::time::Instant::from_std(at));
@@ -1232,6 +1263,7 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         last_dra_read: None,
         device_taint_state: None,
         device_taints_printed: None,
+        scanned_instance_type: None,
         last_device_taint_report: Vec::new(),
     };
     daemon.set_interval();

@@ -817,3 +817,64 @@ fn the_daemon_holds_the_missing_fault_and_clears_it() {
     );
     agent.wait_log("GPU faults: none", wait);
 }
+
+/// On a cloud whose DMI is not the instance type (Azure), the Node's
+/// `node.kubernetes.io/instance-type` label is the table's key, as the config's
+/// `sources.health.instanceType` would be: `run` reads it with the Node and scans again with it,
+/// so even `--oneshot` publishes the short count (#47). The labels are what `labels` gives with
+/// the config naming the type, compared whole.
+#[test]
+fn the_nodes_instance_type_label_keys_the_table() {
+    const NODE: &str = "azure-mi300x-1";
+    let machine = "amd-mi300x-cpx";
+    let t = Tree::copy_of(machine);
+    remove_gpus(&t, &["0000:65:00.0"]);
+    remove_kfd_nodes(&t, &["0000:65:00.0"]);
+    let server = apiserver::FakeApiServer::start();
+    let kubelet = [
+        ("kubernetes.io/hostname", NODE),
+        (
+            "node.kubernetes.io/instance-type",
+            "Standard_ND96isr_MI300X_v5",
+        ),
+    ];
+    server.add_node(NODE, &kubelet);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = apiserver::write_kubeconfig(dir.path(), &server.url());
+    let (proc_root, ids) = (proc_fixture(machine), pci_ids());
+    let discovery = [
+        "--sysfs-root",
+        t.root().to_str().unwrap(),
+        "--proc-root",
+        proc_root.to_str().unwrap(),
+        "--pci-ids",
+        ids.to_str().unwrap(),
+        "--no-nvml",
+    ];
+    let mut args = vec!["run", "--oneshot", "--no-dra", "--kubeconfig"];
+    let k = kubeconfig.display().to_string();
+    args.push(&k);
+    args.extend(["--node-name", NODE, "--listen", ""]);
+    args.extend(discovery);
+    let r = run(&args);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // What `labels` gives with the config naming the type, and the kubelet's labels.
+    let cfg = config(
+        &t,
+        "sources:\n  health:\n    instanceType: Standard_ND96isr_MI300X_v5\n",
+    )
+    .display()
+    .to_string();
+    let mut labels = vec!["labels", "-o", "json", "--config", &cfg];
+    labels.extend(discovery);
+    let mut want = labels_of(run(&labels).ok());
+    assert_eq!(
+        (
+            want.get("feature.node.kubernetes.io/gpu.count.expected"),
+            want.get("feature.node.kubernetes.io/gpu.health")
+        ),
+        (Some(&"8".to_string()), Some(&"degraded".to_string()))
+    );
+    want.extend(kubelet.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    assert_eq!(server.labels(NODE), want);
+}

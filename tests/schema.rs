@@ -209,6 +209,7 @@ fn every_rule_fixture_is_valid_exactly_when_the_loader_takes_it() {
             // NFD's tests of the namespaces it refuses (extended resources, annotations).
             "tests/fixtures/rules/nfd/e2e-nodefeaturerule-4.yaml",
             "tests/fixtures/rules/nfd/e2e-nodefeaturerule-5.yaml",
+            "tests/fixtures/rules/typos/other-words.yaml",
             "tests/fixtures/rules/typos/typos.yaml",
             "fuzz/corpus/rules/nfd-e2e-nodefeaturerule-4.yaml",
             "fuzz/corpus/rules/nfd-e2e-nodefeaturerule-5.yaml",
@@ -267,7 +268,7 @@ fn invalid_cases() -> Vec<Case> {
             "unknown operator",
             expr("{op: Equals, value: [a]}"),
             &[
-                "matchFeatures[0].matchExpressions.class.op: unknown operator \"Equals\"; supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse",
+                "matchFeatures[0].matchExpressions.class.op: unknown operator \"Equals\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse",
             ],
             &[],
             &["0: /spec/rules/0/matchFeatures/0/matchExpressions/class/op"],

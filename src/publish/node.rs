@@ -633,6 +633,9 @@ pub struct NodeSink {
     condition_refused: Option<Option<NodeCondition>>,
     /// Our taints and condition as the last publish left them on the Node (for `guarded`).
     extras_placed: (Vec<String>, Option<String>),
+    /// The Node's `node.kubernetes.io/instance-type` as last read (the cloud's machine type:
+    /// the expected GPU count's table, docs/health.md).
+    instance_type: Option<String>,
 }
 
 /// Taints as kubectl shows them: `key=value:effect, ...`.
@@ -667,6 +670,7 @@ impl NodeSink {
             taints_refused: None,
             condition_refused: None,
             extras_placed: (Vec::new(), None),
+            instance_type: None,
         }
     }
 
@@ -775,7 +779,11 @@ impl NodeSink {
         for _ in 0..MAX_STALE_ROUNDS {
             let mut known = match self.known.take() {
                 Some(k) => k,
-                None => self.read(&want).await?,
+                None => {
+                    let (k, instance_type) = self.read(&want).await?;
+                    self.instance_type = instance_type;
+                    k
+                }
             };
             let result = self.reconcile(&mut known, want.clone(), dry_run).await;
             match result {
@@ -809,17 +817,35 @@ impl NodeSink {
         ))
     }
 
-    async fn read(&self, want: &Owned) -> Result<Known, PublishError> {
+    /// The Node as it is, and its instance type.
+    async fn read(&self, want: &Owned) -> Result<(Known, Option<String>), PublishError> {
         let node = self.get().await?;
         let own = ownership(&node);
-        Ok(Known {
-            excluded: predicted_conflicts(&node, &own, want),
-            ours: own.ours,
-            wanted: None,
-            read_at: Instant::now(),
-            version: version_of(&node),
-            extras: Extras::of(&node),
-        })
+        let labels = node.metadata.labels.as_ref();
+        let instance_type = [
+            "node.kubernetes.io/instance-type",
+            "beta.kubernetes.io/instance-type",
+        ]
+        .iter()
+        .find_map(|k| labels.and_then(|l| l.get(*k)))
+        .filter(|t| !t.is_empty())
+        .cloned();
+        Ok((
+            Known {
+                excluded: predicted_conflicts(&node, &own, want),
+                ours: own.ours,
+                wanted: None,
+                read_at: Instant::now(),
+                version: version_of(&node),
+                extras: Extras::of(&node),
+            },
+            instance_type,
+        ))
+    }
+
+    /// The Node's `node.kubernetes.io/instance-type` (or its beta name) as last read.
+    pub fn instance_type(&self) -> Option<&str> {
+        self.instance_type.as_deref()
     }
 
     /// After the labels: the taints and the condition, when the config asks for them (and our
@@ -975,7 +1001,7 @@ impl NodeSink {
                 return Ok(true);
             }
             let Some(version) = known.version else {
-                *known = self.read(want).await?;
+                *known = self.read(want).await?.0;
                 continue;
             };
             let body = taints::taints_patch(
@@ -1005,7 +1031,7 @@ impl NodeSink {
                 // The Node changed since it was read: read it again and merge again.
                 Ok(Err(kube::Error::Api(s))) if s.code == 409 => {
                     tracing::debug!("{what}: {}; reading the Node again", s.message);
-                    *known = self.read(want).await?;
+                    *known = self.read(want).await?.0;
                 }
                 Ok(Err(e)) => return Err(PublishError::from_kube(&what, &e)),
                 Err(_) => return Err(PublishError::timeout(&what, self.timeout)),
@@ -1025,7 +1051,7 @@ impl NodeSink {
     /// condition: `prune`, which has decided they are ours.
     pub async fn remove_extras(&mut self, condition: bool) -> Result<(), PublishError> {
         let want = Owned::default();
-        let mut known = self.read(&want).await?;
+        let mut known = self.read(&want).await?.0;
         if known.extras.tracked.is_some() && known.extras.annotation_ours() {
             self.sync_taints(&mut known, &want, &[], false).await?;
         }
