@@ -28,6 +28,119 @@ pub(super) fn zero_like(v: &Value) -> Value {
     }
 }
 
+/// text/template's `index` (funcs.go `index`, `indexArg`, `prepareArg`): each key in turn, a
+/// list or string by an integer, a map by a string. A key a map lacks gives the zero value of
+/// the map's element type, as Go's `MapIndex` misses do: `""` in NFD's matched elements, an
+/// empty map or list for a domain or feature the rule did not match, no value in a dict.
+pub(super) fn go_index(a: &[Value]) -> R {
+    let Some((first, keys)) = a.split_first() else {
+        return Err(FuncError::AtLeastXArgs("index".into(), 1));
+    };
+    if matches!(first, Value::Nil | Value::NoValue) {
+        return Err(fail("index of untyped nil"));
+    }
+    let mut cur = first.clone();
+    // When `cur` is a zero value standing for a missing key of the template data, a value of
+    // its type that the data has, whose members give the type of `cur`'s members.
+    let mut like: Option<Value> = None;
+    let mut byte = false;
+    for key in keys {
+        cur = match &cur {
+            Value::Map(m) | Value::Object(m) => {
+                let key = match key {
+                    Value::String(k) => k,
+                    Value::Nil | Value::NoValue => {
+                        return Err(fail("value is nil; should be of type string"));
+                    }
+                    other => {
+                        return Err(fail(format!(
+                            "value has type {}; should be string",
+                            type_name(other)
+                        )));
+                    }
+                };
+                if let Some(v) = m.get(key) {
+                    like = None;
+                    v.clone()
+                } else if let Value::Map(_) = cur {
+                    // A dict's element type is interface{}: its zero value is nil.
+                    like = None;
+                    Value::NoValue
+                } else {
+                    // The template data (objects) is typed as NFD's: domains map to
+                    // features, features to lists of elements, elements to strings.
+                    let sample = m
+                        .values()
+                        .next()
+                        .cloned()
+                        .or_else(|| like.as_ref().and_then(member));
+                    match sample {
+                        Some(sample) => {
+                            let zero = zero_like(&sample);
+                            like = Some(sample);
+                            zero
+                        }
+                        // An element without attributes: its values are strings.
+                        None => Value::from(""),
+                    }
+                }
+            }
+            Value::Array(items) => {
+                let n = index_arg(key, items.len())?;
+                like = None;
+                items
+                    .get(n)
+                    .cloned()
+                    .ok_or_else(|| fail("reflect: slice index out of range"))?
+            }
+            Value::String(text) => {
+                let n = index_arg(key, text.len())?;
+                like = None;
+                byte = true;
+                // A byte of a string is a uint8, which prints as a number.
+                let byte = text
+                    .as_bytes()
+                    .get(n)
+                    .ok_or_else(|| fail("reflect: string index out of range"))?;
+                Value::from(u64::from(*byte))
+            }
+            // A dict's missing key is a nil interface; Go's `indirect` finds nothing there.
+            Value::Nil | Value::NoValue => return Err(fail("index of nil pointer")),
+            other => {
+                // The byte of a string is Go's uint8.
+                let name = if byte { "uint8" } else { type_name(other) };
+                return Err(fail(format!("can't index item of type {name}")));
+            }
+        };
+    }
+    Ok(cur)
+}
+
+/// Go's `indexArg`: an integer key within `0..=len` (`len` itself fails afterwards, in
+/// `reflect.Value.Index`, as Go's does).
+fn index_arg(key: &Value, len: usize) -> Result<usize, FuncError> {
+    let x = match key {
+        Value::Number(n) => match n.kind() {
+            gtmpl_ng::NumberKind::Signed(x) => i128::from(x),
+            gtmpl_ng::NumberKind::Unsigned(x) => i128::from(x),
+            gtmpl_ng::NumberKind::Float(_) => {
+                return Err(fail("cannot index slice/array with type float64"));
+            }
+        },
+        Value::Nil | Value::NoValue => return Err(fail("cannot index slice/array with nil")),
+        other => {
+            return Err(fail(format!(
+                "cannot index slice/array with type {}",
+                type_name(other)
+            )));
+        }
+    };
+    if x < 0 || x > len as i128 {
+        return Err(fail(format!("index out of range: {x}")));
+    }
+    Ok(x as usize)
+}
+
 /// Go's `basicKind` of a value, for the comparison functions.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {

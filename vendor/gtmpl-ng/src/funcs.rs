@@ -286,7 +286,8 @@ fn sprint(args: &[Value]) -> String {
 fn sprint_printable(args: &[Value]) -> String {
     sprint_shown(args, |value| match value {
         Value::String(text) => Some(Cow::Borrowed(text.as_str())),
-        Value::Nil => Some(Cow::Borrowed("<no value>")),
+        // gpu-labeler: a missing value (a dict's absent key) is the same nil interface.
+        Value::Nil | Value::NoValue => Some(Cow::Borrowed("<no value>")),
         _ => None,
     })
 }
