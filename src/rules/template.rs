@@ -507,6 +507,100 @@ mod tests {
         assert!(classes.len() >= 18, "{classes:?}");
     }
 
+    /// The bounds a render runs under where Go has none (docs/rules.md, deliberate difference
+    /// 11), each exact: at the bound the template renders, one past it fails the rule with
+    /// the message named there. Go renders every one of them (NFD publishes the labels).
+    #[test]
+    fn the_render_bounds_are_the_documented_ones() {
+        let recurse = |n: usize| {
+            format!(
+                "{{{{ define \"r\" }}}}{{{{ if lt . {n} }}}}{{{{ template \"r\" (add1 .) }}}}{{{{ end }}}}{{{{ end }}}}{{{{ template \"r\" 0 }}}}x=ok"
+            )
+        };
+        let nest = |n: usize, f: &str| {
+            format!(
+                "{{{{ $v := list }}}}{{{{ range until {n} }}}}{{{{ $v = {f} $v }}}}{{{{ end }}}}x={{{{ len $v }}}}"
+            )
+        };
+        let ok = || Ok(vec![("x".to_string(), "ok".to_string())]);
+        let one = || Ok(vec![("x".to_string(), "1".to_string())]);
+        let err = |at: &str, m: &str| {
+            Err(format!(
+                "failed to expand template: line 1, column {at}: {m}"
+            ))
+        };
+        let cases: Vec<(String, Result<Vec<(String, String)>, String>)> = vec![
+            // 10,000 elements from until, untilStep, seq.
+            ("{{ $n := until 10000 | len }}x=ok".into(), ok()),
+            (
+                "{{ $n := until 10001 | len }}x=ok".into(),
+                err("4", "untilStep: more than 10000 elements"),
+            ),
+            (
+                "{{ $n := untilStep 0 20002 2 | len }}x=ok".into(),
+                err("4", "untilStep: more than 10000 elements"),
+            ),
+            (
+                "{{ $n := seq 10001 }}x=ok".into(),
+                err("4", "untilStep: more than 10000 elements"),
+            ),
+            // 10,000 iterations of a range over an integer.
+            ("{{ range 10000 }}{{ end }}x=ok".into(), ok()),
+            (
+                "{{ range 10001 }}{{ end }}x=ok".into(),
+                err(
+                    "10",
+                    "range over 10001 is more than the 10000 iterations allowed",
+                ),
+            ),
+            // 1,000,000 iterations in one render, all loops together.
+            (
+                "{{ range until 10000 }}{{ range until 99 }}{{ end }}{{ end }}x=ok".into(),
+                ok(),
+            ),
+            (
+                "{{ range until 10000 }}{{ range until 100 }}{{ end }}{{ end }}x=ok".into(),
+                err(
+                    "33",
+                    "the render would run more than the 1000000 iterations allowed",
+                ),
+            ),
+            // 100 bodies one inside another: a template calling itself from an `if` 50 times.
+            (recurse(49), ok()),
+            (
+                recurse(50),
+                err("45", "exceeded the maximum template nesting depth of 100"),
+            ),
+            // Values nested 128 deep.
+            (nest(127, "list"), one()),
+            (
+                nest(128, "list"),
+                err(
+                    "41",
+                    "a function produced a value nested deeper than the 128 levels allowed",
+                ),
+            ),
+            (nest(127, "dict \"k\""), one()),
+            (
+                nest(128, "dict \"k\""),
+                err(
+                    "41",
+                    "a function produced a value nested deeper than the 128 levels allowed",
+                ),
+            ),
+        ];
+        let got: Vec<_> = cases
+            .iter()
+            .map(|(source, _)| (source.clone(), expand_nil(source)))
+            .collect();
+        let want: Vec<_> = cases.into_iter().collect();
+        assert_eq!(got, want);
+    }
+
+    fn expand_nil(src: &str) -> Result<Vec<(String, String)>, String> {
+        RuleTemplate::parse(src, Pos::default()).expand(&Value::Nil)
+    }
+
     /// The table's escapes: `\\n` newline, `\\t` tab, `\\` before any other character keeps it.
     fn unescape(s: &str) -> String {
         let mut out = String::new();

@@ -131,20 +131,29 @@ pub fn go_syntax(val: &Value, top: bool) -> String {
             format!("&semver.Version{{{}}}", fields.join(", "))
         }
         Value::Map(entries) | Value::Object(entries) => {
+            // gpu-labeler: a typed map is named as Go names it (NFD's matchedFeatures,
+            // domainMatchedFeatures, MatchedElement; split's map[string]string); a domain's
+            // lists are []MatchedElement; an empty typed map is a domain's nil zero value.
+            let ty = match val {
+                Value::Object(m) => gtmpl_value_ng::object_type(m),
+                _ => "map[string]interface {}",
+            };
+            if matches!(val, Value::Object(_)) && entries.is_empty() {
+                return format!("{ty}(nil)");
+            }
             let mut keys: Vec<&String> = entries.keys().collect();
             keys.sort();
-            let strings = matches!(val, Value::Object(_))
-                && !entries.is_empty()
-                && entries.values().all(|v| matches!(v, Value::String(_)));
+            let member = |v: &Value| match v {
+                Value::Array(items) if ty == "nodefeaturerule.domainMatchedFeatures" => {
+                    let inner: Vec<String> = items.iter().map(|i| go_syntax(i, false)).collect();
+                    format!("[]{}{{{}}}", gtmpl_value_ng::ELEMENT_TYPE, inner.join(", "))
+                }
+                other => go_syntax(other, false),
+            };
             let inner: Vec<String> = keys
                 .into_iter()
-                .map(|k| format!("{}:{}", quote_string(&plain, k), go_syntax(&entries[k], false)))
+                .map(|k| format!("{}:{}", quote_string(&plain, k), member(&entries[k])))
                 .collect();
-            let ty = if strings {
-                "map[string]string"
-            } else {
-                "map[string]interface {}"
-            };
             format!("{ty}{{{}}}", inner.join(", "))
         }
         Value::Function(_) => val.to_string(),
