@@ -172,10 +172,11 @@ const VERSION_FIELDS: [(&str, &str); 6] = [
 ];
 
 /// gpu-labeler: a member of a list or map: a nil one is a nil interface, which fmt writes
-/// `<nil>` whatever the verb (`%d` of `[nil 1]` is `[<nil> 1]`).
+/// `<nil>` whatever the verb and width (`%d` of `[nil 1]` is `[<nil> 1]`).
 fn member(p: &FormatParams, verb: char, item: &Value) -> String {
     match item {
-        Value::Nil | Value::NoValue => pad_text(p, "<nil>"),
+        // Unpadded: fmt writes it straight into its buffer (`%-6s` of `[nil]` is `[<nil>]`).
+        Value::Nil | Value::NoValue => "<nil>".to_string(),
         other => print(p, verb, other),
     }
 }
