@@ -529,7 +529,8 @@ mod tests {
                 "failed to expand template: line 1, column {at}: {m}"
             ))
         };
-        let cases: Vec<(String, Result<Vec<(String, String)>, String>)> = vec![
+        type Expanded = Result<Vec<(String, String)>, String>;
+        let cases: Vec<(String, Expanded)> = vec![
             // 10,000 elements from until, untilStep, seq.
             ("{{ $n := until 10000 | len }}x=ok".into(), ok()),
             (
@@ -593,8 +594,7 @@ mod tests {
             .iter()
             .map(|(source, _)| (source.clone(), expand_nil(source)))
             .collect();
-        let want: Vec<_> = cases.into_iter().collect();
-        assert_eq!(got, want);
+        assert_eq!(got, cases);
     }
 
     fn expand_nil(src: &str) -> Result<Vec<(String, String)>, String> {
