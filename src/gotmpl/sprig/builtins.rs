@@ -7,27 +7,6 @@ use gtmpl_ng::{FuncError, Value};
 
 use super::args::{R, fail, number_f64, type_name, want};
 
-/// A member of a map or list of the template data (any one: they share a type).
-pub(super) fn member(v: &Value) -> Option<Value> {
-    match v {
-        Value::Object(m) | Value::Map(m) => m.values().next().cloned(),
-        Value::Array(items) => items.first().cloned(),
-        _ => None,
-    }
-}
-
-/// The zero value of `v`'s type, as the template data's types are: a map is an empty map, a
-/// list an empty list, a string "".
-pub(super) fn zero_like(v: &Value) -> Value {
-    match v {
-        Value::Object(_) => Value::Object(HashMap::new()),
-        Value::Map(_) => Value::Map(HashMap::new()),
-        Value::Array(_) => Value::Array(Vec::new()),
-        Value::String(_) => Value::from(""),
-        _ => Value::NoValue,
-    }
-}
-
 /// text/template's `index` (funcs.go `index`, `indexArg`, `prepareArg`): each key in turn, a
 /// list or string by an integer, a map by a string. A key a map lacks gives the zero value of
 /// the map's element type, as Go's `MapIndex` misses do: `""` in NFD's matched elements, an
@@ -40,12 +19,13 @@ pub(super) fn go_index(a: &[Value]) -> R {
         return Err(fail("index of untyped nil"));
     }
     let mut cur = first.clone();
-    // When `cur` is a zero value standing for a missing key of the template data, a value of
-    // its type that the data has, whose members give the type of `cur`'s members.
-    let mut like: Option<Value> = None;
     let mut byte = false;
     for key in keys {
         cur = match &cur {
+            // A version is a pointer to a struct in Go: no index.
+            Value::Object(m) if m.contains_key(gtmpl_ng::STRINGER_KEY) => {
+                return Err(fail("can't index item of type semver.Version"));
+            }
             Value::Map(m) | Value::Object(m) => {
                 let key = match key {
                     Value::String(k) => k,
@@ -59,35 +39,21 @@ pub(super) fn go_index(a: &[Value]) -> R {
                         )));
                     }
                 };
-                if let Some(v) = m.get(key) {
-                    like = None;
-                    v.clone()
-                } else if let Value::Map(_) = cur {
+                match (m.get(key), &cur) {
+                    (Some(v), _) => v.clone(),
                     // A dict's element type is interface{}: its zero value is nil.
-                    like = None;
-                    Value::NoValue
-                } else {
-                    // The template data (objects) is typed as NFD's: domains map to
-                    // features, features to lists of elements, elements to strings.
-                    let sample = m
-                        .values()
-                        .next()
-                        .cloned()
-                        .or_else(|| like.as_ref().and_then(member));
-                    match sample {
-                        Some(sample) => {
-                            let zero = zero_like(&sample);
-                            like = Some(sample);
-                            zero
-                        }
-                        // An element without attributes: its values are strings.
-                        None => Value::from(""),
-                    }
+                    (None, Value::Map(_)) => Value::NoValue,
+                    // The template data's maps are typed as NFD's (`object_type`): domains map
+                    // to features, features to lists of elements, elements to strings.
+                    (None, _) => match gtmpl_ng::object_type(m) {
+                        "nodefeaturerule.matchedFeatures" => Value::Object(HashMap::new()),
+                        "nodefeaturerule.domainMatchedFeatures" => Value::Array(Vec::new()),
+                        _ => Value::from(""),
+                    },
                 }
             }
             Value::Array(items) => {
                 let n = index_arg(key, items.len())?;
-                like = None;
                 items
                     .get(n)
                     .cloned()
@@ -95,7 +61,6 @@ pub(super) fn go_index(a: &[Value]) -> R {
             }
             Value::String(text) => {
                 let n = index_arg(key, text.len())?;
-                like = None;
                 byte = true;
                 // A byte of a string is a uint8, which prints as a number.
                 let byte = text
