@@ -44,6 +44,7 @@ pub fn parse(source: &str) -> Result<Template, Failure> {
         tmpl.add_func(name, func);
     }
     tmpl.set_arities(sprig::arities());
+    tmpl.set_float_params(sprig::FLOAT_PARAMS);
     tmpl.parse(source).map_err(|e| match &e {
         ParseError::WithContext(ctx, msg) => Failure {
             at: Some((ctx.line, ctx.col)),

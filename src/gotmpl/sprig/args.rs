@@ -21,10 +21,15 @@ pub(super) enum Go {
     I,
     /// `bool`
     B,
-    /// `map[string]interface{}` (also an element's map, which Go types `map[string]string`)
+    /// `map[string]interface{}`: a dict, nil (a nil map), and also a matched element, which Go
+    /// types `nodefeaturerule.MatchedElement` and refuses (docs/sprig.md: "accepts more (map)").
+    /// The template data's other maps and `split`'s `map[string]string` are refused, as in Go.
     M,
     /// `interface{}`
     A,
+    /// `float64`: a number of any kind (Go takes an integer constant there, and an int64
+    /// result is one kind with it here: docs/sprig.md, "accepts more (int)")
+    F,
 }
 
 impl Go {
@@ -35,6 +40,7 @@ impl Go {
             Go::B => "bool",
             Go::M => "map[string]interface {}",
             Go::A => "interface {}",
+            Go::F => "float64",
         }
     }
 
@@ -43,11 +49,13 @@ impl Go {
             Go::A => true,
             Go::S => matches!(v, Value::String(_)),
             Go::B => matches!(v, Value::Bool(_)),
+            Go::F => matches!(v, Value::Number(_)),
             // A map parameter can be nil (text/template: reflect.Zero of the map type).
-            Go::M => matches!(
-                v,
-                Value::Map(_) | Value::Object(_) | Value::Nil | Value::NoValue
-            ),
+            Go::M => match v {
+                Value::Map(_) | Value::Nil | Value::NoValue => true,
+                Value::Object(m) => gtmpl_ng::object_type(m) == gtmpl_ng::ELEMENT_TYPE,
+                _ => false,
+            },
             Go::I => match v {
                 Value::Number(n) => match n.kind() {
                     gtmpl_ng::NumberKind::Float(x) => x.is_finite() && x.fract() == 0.0,
@@ -386,12 +394,17 @@ pub(super) fn list_of<'a>(v: &'a Value, name: &str) -> Result<&'a [Value], FuncE
     }
 }
 
+/// A map argument's entries. Nil is a nil map (text/template passes a nil argument to a map
+/// parameter as the map type's zero value): it has no keys.
 pub(super) fn map_of<'a>(
     v: &'a Value,
     name: &str,
 ) -> Result<&'a HashMap<String, Value>, FuncError> {
+    static NIL: std::sync::LazyLock<HashMap<String, Value>> =
+        std::sync::LazyLock::new(HashMap::new);
     match v {
         Value::Map(m) | Value::Object(m) => Ok(m),
+        Value::Nil | Value::NoValue => Ok(&NIL),
         other => Err(fail(format!("{name}: {other} is not a dict"))),
     }
 }
@@ -430,12 +443,8 @@ pub(super) fn type_name(v: &Value) -> &'static str {
         Value::Bool(_) => "bool",
         Value::String(_) => "string",
         Value::Array(_) => "[]interface {}",
-        Value::Object(m) if m.contains_key(gtmpl_ng::STRINGER_KEY) => "*semver.Version",
-        // A matched element: NFD hands the template its attributes as a map[string]string.
-        Value::Object(m) if m.values().all(|v| matches!(v, Value::String(_))) => {
-            "map[string]string"
-        }
-        Value::Object(_) | Value::Map(_) => "map[string]interface {}",
+        Value::Object(m) => gtmpl_ng::object_type(m),
+        Value::Map(_) => "map[string]interface {}",
         Value::Function(_) => "func",
         Value::NoValue | Value::Nil => "<nil>",
         Value::Number(n) => match n.kind() {

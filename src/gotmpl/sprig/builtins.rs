@@ -7,25 +7,103 @@ use gtmpl_ng::{FuncError, Value};
 
 use super::args::{R, fail, number_f64, type_name, want};
 
-/// A member of a map or list of the template data (any one: they share a type).
-pub(super) fn member(v: &Value) -> Option<Value> {
-    match v {
-        Value::Object(m) | Value::Map(m) => m.values().next().cloned(),
-        Value::Array(items) => items.first().cloned(),
-        _ => None,
+/// text/template's `index` (funcs.go `index`, `indexArg`, `prepareArg`): each key in turn, a
+/// list or string by an integer, a map by a string. A key a map lacks gives the zero value of
+/// the map's element type, as Go's `MapIndex` misses do: `""` in NFD's matched elements, an
+/// empty map or list for a domain or feature the rule did not match, no value in a dict.
+pub(super) fn go_index(a: &[Value]) -> R {
+    let Some((first, keys)) = a.split_first() else {
+        return Err(FuncError::AtLeastXArgs("index".into(), 1));
+    };
+    if matches!(first, Value::Nil | Value::NoValue) {
+        return Err(fail("index of untyped nil"));
     }
+    let mut cur = first.clone();
+    let mut byte = false;
+    for key in keys {
+        cur = match &cur {
+            // A version is a pointer to a struct in Go: no index.
+            Value::Object(m) if m.contains_key(gtmpl_ng::STRINGER_KEY) => {
+                return Err(fail("can't index item of type semver.Version"));
+            }
+            Value::Map(m) | Value::Object(m) => {
+                let key = match key {
+                    Value::String(k) => k,
+                    Value::Nil | Value::NoValue => {
+                        return Err(fail("value is nil; should be of type string"));
+                    }
+                    other => {
+                        return Err(fail(format!(
+                            "value has type {}; should be string",
+                            type_name(other)
+                        )));
+                    }
+                };
+                match (m.get(key), &cur) {
+                    (Some(v), _) => v.clone(),
+                    // A dict's element type is interface{}: its zero value is nil.
+                    (None, Value::Map(_)) => Value::NoValue,
+                    // The template data's maps are typed as NFD's (`object_type`): domains map
+                    // to features, features to lists of elements, elements to strings.
+                    (None, _) => match gtmpl_ng::object_type(m) {
+                        "nodefeaturerule.matchedFeatures" => Value::Object(HashMap::new()),
+                        "nodefeaturerule.domainMatchedFeatures" => Value::Array(Vec::new()),
+                        _ => Value::from(""),
+                    },
+                }
+            }
+            Value::Array(items) => {
+                let n = index_arg(key, items.len())?;
+                items
+                    .get(n)
+                    .cloned()
+                    .ok_or_else(|| fail("reflect: slice index out of range"))?
+            }
+            Value::String(text) => {
+                let n = index_arg(key, text.len())?;
+                byte = true;
+                // A byte of a string is a uint8, which prints as a number.
+                let byte = text
+                    .as_bytes()
+                    .get(n)
+                    .ok_or_else(|| fail("reflect: string index out of range"))?;
+                Value::from(u64::from(*byte))
+            }
+            // A dict's missing key is a nil interface; Go's `indirect` finds nothing there.
+            Value::Nil | Value::NoValue => return Err(fail("index of nil pointer")),
+            other => {
+                // The byte of a string is Go's uint8.
+                let name = if byte { "uint8" } else { type_name(other) };
+                return Err(fail(format!("can't index item of type {name}")));
+            }
+        };
+    }
+    Ok(cur)
 }
 
-/// The zero value of `v`'s type, as the template data's types are: a map is an empty map, a
-/// list an empty list, a string "".
-pub(super) fn zero_like(v: &Value) -> Value {
-    match v {
-        Value::Object(_) => Value::Object(HashMap::new()),
-        Value::Map(_) => Value::Map(HashMap::new()),
-        Value::Array(_) => Value::Array(Vec::new()),
-        Value::String(_) => Value::from(""),
-        _ => Value::NoValue,
+/// Go's `indexArg`: an integer key within `0..=len` (`len` itself fails afterwards, in
+/// `reflect.Value.Index`, as Go's does).
+fn index_arg(key: &Value, len: usize) -> Result<usize, FuncError> {
+    let x = match key {
+        Value::Number(n) => match n.kind() {
+            gtmpl_ng::NumberKind::Signed(x) => i128::from(x),
+            gtmpl_ng::NumberKind::Unsigned(x) => i128::from(x),
+            gtmpl_ng::NumberKind::Float(_) => {
+                return Err(fail("cannot index slice/array with type float64"));
+            }
+        },
+        Value::Nil | Value::NoValue => return Err(fail("cannot index slice/array with nil")),
+        other => {
+            return Err(fail(format!(
+                "cannot index slice/array with type {}",
+                type_name(other)
+            )));
+        }
+    };
+    if x < 0 || x > len as i128 {
+        return Err(fail(format!("index out of range: {x}")));
     }
+    Ok(x as usize)
 }
 
 /// Go's `basicKind` of a value, for the comparison functions.

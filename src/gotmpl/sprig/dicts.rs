@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use gtmpl_ng::{FuncError, Value};
 
 use super::{
-    args::{R, fail, map_of, s, truthy, want, want_min},
+    args::{R, fail, map_of, s, truthy, type_name, want, want_min},
     types::strval,
 };
 
@@ -92,6 +92,9 @@ pub(super) fn get(a: &[Value]) -> R {
 
 pub(super) fn set(a: &[Value]) -> R {
     want(a, "set", 3)?;
+    if let Value::Nil | Value::NoValue = a[0] {
+        return Err(fail("assignment to entry in nil map"));
+    }
     let mut m = map_of(&a[0], "set")?.clone();
     m.insert(s(&a[1]), a[2].clone());
     Ok(Value::Map(m))
@@ -121,13 +124,17 @@ pub(super) fn pluck(a: &[Value]) -> R {
     Ok(Value::Array(out))
 }
 
+/// Sprig's `keys`: each dict's keys in turn, in Go's map order, which is random; here each
+/// dict's are sorted, one of the orders Go can give, the dicts staying in argument order
+/// (`keys (dict "b" 1) (dict "a" 2)` is `[b a]`, as in Go) and a key of two dicts listed twice.
 pub(super) fn keys(a: &[Value]) -> R {
     let mut out = Vec::new();
     for d in a {
-        out.extend(map_of(d, "keys")?.keys().cloned());
+        let mut these: Vec<&String> = map_of(d, "keys")?.keys().collect();
+        these.sort();
+        out.extend(these.into_iter().map(|k| Value::from(k.as_str())));
     }
-    out.sort();
-    Ok(Value::Array(out.into_iter().map(Value::from).collect()))
+    Ok(Value::Array(out))
 }
 
 pub(super) fn pick(a: &[Value]) -> R {
@@ -164,16 +171,37 @@ pub(super) fn values(a: &[Value]) -> R {
     ))
 }
 
+/// Sprig's `dig`: its keys and each map on the way are type-asserted (`ps[i].(string)`,
+/// `.(map[string]interface{})`), so anything else, a nil map or a typed map of the template
+/// data included, panics there, which text/template returns as the call's error.
 pub(super) fn dig(a: &[Value]) -> R {
     want_min(a, "dig", 3)?;
     let (path, rest) = a.split_at(a.len() - 2);
     let (default, mut cur) = (&rest[0], &rest[1]);
-    for key in path {
-        // Sprig asserts each key to a string: anything else panics.
-        let Value::String(key) = key else {
-            return Err(fail(format!("dig: key {key} is not a string")));
+    let assertion = |v: &Value, want: &str| {
+        let have = match v {
+            Value::Nil | Value::NoValue => "nil",
+            other => type_name(other),
         };
-        match map_of(cur, "dig")?.get(key) {
+        fail(format!(
+            "interface conversion: interface {{}} is {have}, not {want}"
+        ))
+    };
+    if !matches!(cur, Value::Map(_)) {
+        return Err(assertion(cur, "map[string]interface {}"));
+    }
+    let mut keys = Vec::with_capacity(path.len());
+    for key in path {
+        match key {
+            Value::String(key) => keys.push(key),
+            other => return Err(assertion(other, "string")),
+        }
+    }
+    for key in keys {
+        let Value::Map(m) = cur else {
+            return Err(assertion(cur, "map[string]interface {}"));
+        };
+        match m.get(key) {
             Some(v) => cur = v,
             None => return Ok(default.clone()),
         }

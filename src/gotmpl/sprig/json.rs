@@ -93,7 +93,8 @@ pub(super) fn must_to_pretty_json(a: &[Value]) -> R {
 /// it. A syntax error gives no value; a number beyond float64 is nil where it stands and the
 /// decoding goes on (`saveError`), its error returned at the end.
 fn go_unmarshal(text: &str) -> (Value, Option<String>) {
-    let (text, out_of_range) = nulls_for_huge_numbers(text);
+    let text = replace_lone_surrogates(text);
+    let (text, out_of_range) = nulls_for_huge_numbers(&text);
     match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(v) => (
             from_serde(&v),
@@ -102,6 +103,49 @@ fn go_unmarshal(text: &str) -> (Value, Option<String>) {
             }),
         ),
         Err(e) => (Value::NoValue, Some(e.to_string())),
+    }
+}
+
+/// `text` with each `\uXXXX` escape of a surrogate that is not the first half of a pair
+/// followed by its second written `\ufffd`: encoding/json's `unquote` decodes such a one as
+/// U+FFFD (`"\ud800"` is "\u{fffd}", `"\ud800\u0041"` is "\u{fffd}A"), where serde_json
+/// refuses the document. A backslash outside a string is a syntax error either way.
+fn replace_lone_surrogates(text: &str) -> std::borrow::Cow<'_, str> {
+    let b = text.as_bytes();
+    let unit = |at: usize| -> Option<u16> {
+        let hex = b.get(at..at + 6)?;
+        if hex[0] != b'\\' || hex[1] != b'u' {
+            return None;
+        }
+        u16::from_str_radix(std::str::from_utf8(&hex[2..]).ok()?, 16).ok()
+    };
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match unit(i) {
+            Some(0xd800..=0xdbff) if matches!(unit(i + 6), Some(0xdc00..=0xdfff)) => i += 12,
+            Some(0xd800..=0xdfff) => {
+                let o = out.get_or_insert_with(String::new);
+                o.push_str(&text[copied..i]);
+                o.push_str("\\ufffd");
+                i += 6;
+                copied = i;
+            }
+            // Any other escape: the backslash and the character it escapes.
+            _ => i += 2,
+        }
+    }
+    match out {
+        Some(mut o) => {
+            o.push_str(&text[copied..]);
+            std::borrow::Cow::Owned(o)
+        }
+        None => std::borrow::Cow::Borrowed(text),
     }
 }
 

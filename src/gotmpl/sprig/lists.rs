@@ -68,7 +68,8 @@ pub(super) fn until_step(a: &[Value]) -> R {
             return Err(fail(format!("untilStep: more than {MAX_LIST} elements")));
         }
         out.push(Value::from(x));
-        x = x.saturating_add(step);
+        // Go's int addition wraps: past MaxInt64 the count goes on from MinInt64.
+        x = x.wrapping_add(step);
     }
     Ok(Value::Array(out))
 }
@@ -216,16 +217,51 @@ pub(super) fn concat(a: &[Value]) -> R {
     Ok(Value::Array(out))
 }
 
+/// Sprig's `mustChunk`, step by step: `cs = floor((len-1)/size) + 1` chunks in float64, the
+/// last `floor(mod(len, size))` long (or `size` when that is 0). A size of 0 or below makes a
+/// negative length for most lists, which Go's `make` panics on and text/template returns as
+/// the call's error; for a few it gives no chunk (`chunk -1 (list 1 2)` is `[]`) or one
+/// (`chunk -3 (list 1)` is `[[1]]`), as Go's arithmetic does.
 pub(super) fn chunk(a: &[Value]) -> R {
     want(a, "chunk", 2)?;
-    let size = usize::try_from(i(&a[0])).unwrap_or(0);
-    if size == 0 {
-        return Err(fail("chunk: size must be positive"));
+    let items = list_of(&a[1], "chunk")?;
+    let size = i(&a[0]);
+    let len = items.len() as i64;
+    let negative = || fail("runtime error: makeslice: len out of range");
+    // Go's int() of a float64 on amd64: out of range or NaN (a size of 0) is MinInt64.
+    let go_int = |x: f64| -> i64 {
+        if x.is_nan() || x.abs() >= 9_223_372_036_854_775_808.0 {
+            i64::MIN
+        } else {
+            x as i64
+        }
+    };
+    let cs = go_int(((len - 1) as f64 / size as f64).floor()).wrapping_add(1);
+    if cs < 0 {
+        return Err(negative());
     }
-    Ok(Value::Array(
-        list_of(&a[1], "chunk")?
-            .chunks(size)
-            .map(|c| Value::Array(c.to_vec()))
-            .collect(),
-    ))
+    let mut out = Vec::new();
+    for c in 0..cs {
+        let mut clen = size;
+        if c == cs - 1 {
+            clen = go_int((len as f64 % size as f64).floor());
+            if clen == 0 {
+                clen = size;
+            }
+        }
+        if clen < 0 {
+            return Err(negative());
+        }
+        let mut part = Vec::new();
+        for j in 0..clen {
+            let ix = c.wrapping_mul(size).wrapping_add(j);
+            let item = usize::try_from(ix)
+                .ok()
+                .and_then(|ix| items.get(ix))
+                .ok_or_else(|| fail("reflect: slice index out of range"))?;
+            part.push(item.clone());
+        }
+        out.push(Value::Array(part));
+    }
+    Ok(Value::Array(out))
 }

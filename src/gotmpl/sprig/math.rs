@@ -21,20 +21,25 @@ pub(super) fn sub(a: &[Value]) -> R {
     Ok(i(&a[0]).wrapping_sub(i(&a[1])).into())
 }
 
+/// Go's `/` on int64: truncated, division by zero panics (the call's error), and MinInt64 / -1
+/// wraps to MinInt64 (the Go spec: "the quotient q = x / y is equal to x" there).
 pub(super) fn div(a: &[Value]) -> R {
     want(a, "div", 2)?;
-    i(&a[0])
-        .checked_div(i(&a[1]))
-        .map(Value::from)
-        .ok_or_else(|| fail("div: integer divide by zero"))
+    let (x, y) = (i(&a[0]), i(&a[1]));
+    if y == 0 {
+        return Err(fail("runtime error: integer divide by zero"));
+    }
+    Ok(x.wrapping_div(y).into())
 }
 
+/// Go's `%` on int64: the sign of the dividend, division by zero panics, MinInt64 % -1 is 0.
 pub(super) fn modulo(a: &[Value]) -> R {
     want(a, "mod", 2)?;
-    i(&a[0])
-        .checked_rem(i(&a[1]))
-        .map(Value::from)
-        .ok_or_else(|| fail("mod: integer divide by zero"))
+    let (x, y) = (i(&a[0]), i(&a[1]));
+    if y == 0 {
+        return Err(fail("runtime error: integer divide by zero"));
+    }
+    Ok(x.wrapping_rem(y).into())
 }
 
 pub(super) fn mul(a: &[Value]) -> R {
@@ -58,8 +63,7 @@ fn decimal_op(
     };
     let mut acc = dec(first)?;
     for x in rest {
-        acc =
-            op(&acc, &dec(x)?).ok_or_else(|| fail(format!("{name}: decimal division by zero")))?;
+        acc = op(&acc, &dec(x)?).ok_or_else(|| fail("decimal division by 0"))?; // shopspring's panic
     }
     Ok(num_f(acc.to_f64()))
 }
@@ -154,16 +158,136 @@ pub(super) fn floor(a: &[Value]) -> R {
 
 /// Sprig's `round`: `Ceil` when the fraction of `x × 10^places` (signed, as `math.Modf` gives
 /// it) reaches `roundOn` (0.5), else `Floor`, so -1.4 rounds to -2, as in Sprig.
+/// Sprig's `round(a interface{}, p int, rOpt ...float64)`: `pow := math.Pow(10, p)`, the
+/// digit `pow * a` rounded up when its fraction (`math.Modf`'s, of the sign of the digit)
+/// reaches `rOpt[0]` (0.5 without one), down otherwise, and divided by `pow` again. Go's
+/// `math.Pow` (`go_pow`), not the platform's: `round 1000 91` is 1000 in Go, where a correctly
+/// rounded 1e91 gives 999.9999999999999.
 pub(super) fn round(a: &[Value]) -> R {
     want_min(a, "round", 2)?;
     let x = f(&a[0]);
-    let pow = 10f64.powf(i(&a[1]) as f64);
+    let pow = go_pow(10.0, i(&a[1]) as f64);
     let round_on = a.get(2).map(f).unwrap_or(0.5);
     let digit = pow * x;
-    let r = if digit.fract() >= round_on {
+    // Go's Modf: the fraction of an infinity is NaN, which no threshold reaches.
+    let fraction = if digit.is_infinite() {
+        f64::NAN
+    } else {
+        digit.fract()
+    };
+    let r = if fraction >= round_on {
         digit.ceil()
     } else {
         digit.floor()
     };
     Ok(num_f(r / pow))
+}
+
+/// Go's `math.Pow` (src/math/pow.go) for what `round` asks of it, a whole exponent: the
+/// successive squarings of `x`'s mantissa, with the powers of two kept apart and applied last
+/// by `Ldexp`. Its result differs from a correctly rounded power in the last bit for many
+/// exponents (10^23, 10^30, 10^91), and `round` shows it.
+pub(crate) fn go_pow(x: f64, y: f64) -> f64 {
+    if y == 0.0 || x == 1.0 {
+        return 1.0;
+    }
+    if y == 1.0 {
+        return x;
+    }
+    if x.is_nan() || y.is_nan() {
+        return f64::NAN;
+    }
+    if x == 0.0 || y.is_infinite() || x.is_infinite() || y.fract() != 0.0 {
+        // Not reached by `round` (x is 10, y whole and finite); the platform's agrees with
+        // Go's special cases there.
+        return x.powf(y);
+    }
+    let yi = y.abs();
+    if yi >= 9_223_372_036_854_775_808.0 {
+        return if x == -1.0 {
+            1.0
+        } else if (x.abs() < 1.0) == (y > 0.0) {
+            0.0
+        } else {
+            f64::INFINITY
+        };
+    }
+    let mut a1 = 1.0f64;
+    let mut ae: i64 = 0;
+    let (mut x1, mut xe) = frexp(x);
+    let mut i = yi as i64;
+    while i != 0 {
+        if !(-(1 << 12)..=(1 << 12)).contains(&xe) {
+            // xe would overflow the shift: the result under- or overflows anyway.
+            ae += xe;
+            break;
+        }
+        if i & 1 == 1 {
+            a1 *= x1;
+            ae += xe;
+        }
+        x1 *= x1;
+        xe <<= 1;
+        if x1 < 0.5 {
+            x1 += x1;
+            xe -= 1;
+        }
+        i >>= 1;
+    }
+    if y < 0.0 {
+        a1 = 1.0 / a1;
+        ae = -ae;
+    }
+    ldexp(a1, ae)
+}
+
+/// Go's `math.Frexp`: `f = frac × 2^exp`, `frac` in [½, 1).
+fn frexp(f: f64) -> (f64, i64) {
+    if f == 0.0 || f.is_infinite() || f.is_nan() {
+        return (f, 0);
+    }
+    let (f, mut exp) = normalize(f);
+    let mut x = f.to_bits();
+    exp += ((x >> 52) & 0x7ff) as i64 - 1022;
+    x &= !(0x7ff << 52);
+    x |= 1022 << 52;
+    (f64::from_bits(x), exp)
+}
+
+/// Go's `math.normalize`: a subnormal scaled into the normal range.
+fn normalize(x: f64) -> (f64, i64) {
+    const SMALLEST_NORMAL: f64 = 2.2250738585072014e-308;
+    if x.abs() < SMALLEST_NORMAL {
+        return (x * (1u64 << 52) as f64, -52);
+    }
+    (x, 0)
+}
+
+/// Go's `math.Ldexp`: `frac × 2^exp`, rounded once where the result is subnormal.
+fn ldexp(frac: f64, exp: i64) -> f64 {
+    if frac == 0.0 || frac.is_infinite() || frac.is_nan() {
+        return frac;
+    }
+    let (frac, e) = normalize(frac);
+    let mut exp = exp + e;
+    let mut x = frac.to_bits();
+    exp += ((x >> 52) & 0x7ff) as i64 - 1023;
+    if exp < -1075 {
+        return 0.0f64.copysign(frac);
+    }
+    if exp > 1023 {
+        return if frac < 0.0 {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        };
+    }
+    let mut m = 1.0;
+    if exp < -1022 {
+        exp += 53;
+        m = 1.0 / (1u64 << 53) as f64;
+    }
+    x &= !(0x7ff << 52);
+    x |= ((exp + 1023) as u64) << 52;
+    m * f64::from_bits(x)
 }

@@ -124,7 +124,7 @@ go_typed! {
     t_until = until(I);
     t_until_step = until_step(I, I, I);
     t_join = join(S, A);
-    t_round = round(A, I);
+    t_round = round(A, I) ..F;
     t_ternary = ternary(A, A, B);
     t_fail_fn = fail_fn(S);
     t_from_json = from_json(S);
@@ -557,6 +557,10 @@ pub static ARITIES: &[(&str, usize, bool)] = &[
     ("mustRegexSplit", 3, false),
     ("regexQuoteMeta", 1, false),
 ];
+
+/// The functions with a `float64` parameter, and where the first is: Sprig's `round(a
+/// interface{}, p int, rOpt ...float64)`. An integer constant past int64 is a float there.
+pub static FLOAT_PARAMS: &[(&str, usize)] = &[("round", 2)];
 
 /// [`ARITIES`] by name, built once for every template.
 pub fn arities() -> &'static HashMap<&'static str, (usize, bool)> {

@@ -47,10 +47,86 @@ pub(super) fn regex_find_all(a: &[Value]) -> R {
 pub(super) fn regex_replace_all(a: &[Value]) -> R {
     want(a, "regexReplaceAll", 3)?;
     let text = s(&a[1]);
-    Ok(re(&a[0])?
-        .replace_all(&text, s(&a[2]).as_str())
-        .into_owned()
-        .into())
+    let template = s(&a[2]);
+    let r = re(&a[0])?;
+    Ok(r.replace_all(&text, |caps: &regex::Captures<'_>| {
+        go_expand(&template, caps, &r)
+    })
+    .into_owned()
+    .into())
+}
+
+/// Go's `Regexp.Expand` of a replacement template: `$$` is `$`; `$name` and `${name}` take
+/// the longest run of letters, digits (Unicode's, as Go's `unicode.IsLetter`/`IsDigit`) and
+/// `_` as the name, a group number when it is all ASCII digits without a leading zero and
+/// below 10^8, a group name otherwise (`$01`, `$1x` name groups that are not there: nothing);
+/// a `$` that no name follows (`${}`, `${1`, `$-`) is written as it is.
+fn go_expand(template: &str, caps: &regex::Captures<'_>, r: &regex::Regex) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some((before, after)) = rest.split_once('$') {
+        out.push_str(before);
+        rest = after;
+        if let Some(after) = rest.strip_prefix('$') {
+            out.push('$');
+            rest = after;
+            continue;
+        }
+        let Some((name, after)) = expand_name(rest) else {
+            out.push('$');
+            continue;
+        };
+        rest = after;
+        let digits = name.bytes().all(|b| b.is_ascii_digit());
+        let number = (digits && !(name.starts_with('0') && name.len() > 1))
+            .then(|| name.parse::<usize>().ok().filter(|&n| n < 100_000_000))
+            .flatten();
+        let group = match number {
+            Some(n) => caps.get(n),
+            None => r
+                .capture_names()
+                .position(|g| g == Some(name))
+                .and_then(|i| caps.get(i)),
+        };
+        if let Some(m) = group {
+            out.push_str(m.as_str());
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Go's `extract`: the name after a `$` (bare or in braces) and the text after it.
+fn expand_name(text: &str) -> Option<(&str, &str)> {
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
+    let (braced, body) = match text.strip_prefix('{') {
+        Some(body) => (true, body),
+        None => (false, text),
+    };
+    let end = body
+        .char_indices()
+        .find(|&(_, c)| {
+            let letter_or_digit = matches!(
+                get_general_category(c),
+                G::UppercaseLetter
+                    | G::LowercaseLetter
+                    | G::TitlecaseLetter
+                    | G::ModifierLetter
+                    | G::OtherLetter
+                    | G::DecimalNumber
+            );
+            !letter_or_digit && c != '_'
+        })
+        .map_or(body.len(), |(i, _)| i);
+    if end == 0 {
+        return None;
+    }
+    let name = &body[..end];
+    if braced {
+        let after = body[end..].strip_prefix('}')?;
+        return Some((name, after));
+    }
+    Some((name, &body[end..]))
 }
 
 pub(super) fn regex_replace_all_literal(a: &[Value]) -> R {

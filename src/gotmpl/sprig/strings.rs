@@ -7,7 +7,6 @@ use crate::gotmpl::limits::MAX_FUNCTION_OUTPUT;
 
 use super::{
     args::{R, fail, i, s, want},
-    builtins::{member, zero_like},
     types::strval,
 };
 
@@ -375,68 +374,6 @@ pub(super) fn plural(a: &[Value]) -> R {
     } else {
         a[1].clone()
     })
-}
-
-/// text/template's `index`, but a key a map lacks gives the map's zero value, as in Go, instead
-/// of an error: `""` in NFD's matched elements (string maps), no value in the others.
-pub(super) fn go_index(a: &[Value]) -> R {
-    if let [Value::Nil | Value::NoValue, ..] = a {
-        return Err(fail("index of untyped nil"));
-    }
-    if let [col, keys @ ..] = a
-        && !keys.is_empty()
-    {
-        let mut cur = col.clone();
-        // When `cur` is a zero value standing for a missing key of the template data, a value
-        // of its type that the data has, whose members give the type of `cur`'s members.
-        let mut like: Option<Value> = None;
-        for (n, k) in keys.iter().enumerate() {
-            let (Value::Map(m) | Value::Object(m), Value::String(key)) = (&cur, k) else {
-                // Arrays, strings, numbers: text/template's own rules.
-                let mut rest = vec![cur.clone()];
-                rest.extend_from_slice(&keys[n..]);
-                return gtmpl_ng::funcs::index(&rest);
-            };
-            if let Some(v) = m.get(key) {
-                cur = v.clone();
-                like = None;
-                continue;
-            }
-            // A missing key gives the zero value of the map's element type. The template
-            // data (objects) is typed as NFD's: domains map to features, features to lists of
-            // elements, elements to strings; so a domain or feature the rule did not match is
-            // an empty map or list (`len` 0), as in Go.
-            let sample = match &cur {
-                Value::Object(_) => m
-                    .values()
-                    .next()
-                    .cloned()
-                    .or_else(|| like.as_ref().and_then(member)),
-                _ => None,
-            };
-            match sample {
-                Some(sample) => {
-                    cur = zero_like(&sample);
-                    like = Some(sample);
-                }
-                None if n + 1 == keys.len() => {
-                    let strings = m.values().all(|v| matches!(v, Value::String(_)));
-                    return Ok(if strings {
-                        Value::from("")
-                    } else {
-                        Value::NoValue
-                    });
-                }
-                None => {
-                    return Err(fail(format!(
-                        "index of untyped nil: {key} is not in the map"
-                    )));
-                }
-            }
-        }
-        return Ok(cur);
-    }
-    gtmpl_ng::funcs::index(a)
 }
 
 /// goutils' `WrapCustom` (Apache commons' WordUtils.wrap), on bytes as Go slices strings: wraps at

@@ -217,7 +217,12 @@ fn the_rest_of_sprig() {
             vec![m(&[("class", v("0302"))]), v("class")],
             "0302",
         ),
-        (go_index, vec![m(&[("class", v("0302"))]), v("missing")], ""),
+        // A dict is a map[string]interface{} whatever it holds: a missing key is nil.
+        (
+            go_index,
+            vec![m(&[("class", v("0302"))]), v("missing")],
+            "<no value>",
+        ),
         (
             go_index,
             vec![m(&[("pci", m(&[("device", v("x"))]))]), v("cpu")],
@@ -392,7 +397,7 @@ fn conversion_math_and_lists() {
         (
             div,
             vec![Value::from(7), Value::from(0)],
-            "error: div: integer divide by zero",
+            "error: runtime error: integer divide by zero",
         ),
         (modulo, vec![Value::from(7), Value::from(2)], "1"),
         (

@@ -149,6 +149,9 @@ pub enum NodeError {
     /// Go's wording, which names the literal it could not read.
     #[error("illegal number syntax: {0:?}")]
     IllegalNumberSyntax(String),
+    /// gpu-labeler: Go's newNumber for an integer past 64 bits (`99999999999999999999`).
+    #[error("integer overflow: {0:?}")]
+    IntegerOverflow(String),
     #[error("not a tree node")]
     NaTN,
 }

@@ -214,6 +214,17 @@ impl Logic {
 /// what a function hands back is.
 const MAX_VALUE_DEPTH: usize = 128;
 
+/// gpu-labeler: Go's `idealConstant` for a number constant with no type to take: an integer
+/// that fits no int64 (`9223372036854775808`, `0xFFFFFFFFFFFFFFFF`) "overflows int".
+fn ideal_constant(n: &crate::node::NumberNode) -> Result<Value, ExecError> {
+    match n.value {
+        Value::Number(ref x) if x.as_i64().is_none() && x.as_u64().is_some() => Err(
+            crate::FuncError::Generic(format!("{} overflows int", n.text)).into(),
+        ),
+        _ => Ok(n.value.clone()),
+    }
+}
+
 /// Refuses a function result that would endanger the process by being *held*.
 ///
 /// [`Limits::function_output`] bounds what the generating functions produce, but a
@@ -636,8 +647,10 @@ impl<'a, 'b, 'c, T: Write> State<'a, 'b, 'c, T> {
         match *(*first_word) {
             Nodes::Bool(ref n) => Ok(n.value.clone()),
             Nodes::Dot(_) => Ok(ctx.dot.clone()),
-            Nodes::Number(ref n) => Ok(n.value.clone()),
+            Nodes::Number(ref n) => ideal_constant(n),
             Nodes::String(ref n) => Ok(n.value.clone()),
+            // gpu-labeler: Go's evalCommand words it so (`{{ nil | html }}`).
+            Nodes::Nil(_) => Err(crate::FuncError::Generic("nil is not a command".into()).into()),
             _ => Err(ExecError::CannotEvaluateCommand(first_word.to_string())),
         }
     }
@@ -693,20 +706,40 @@ impl<'a, 'b, 'c, T: Write> State<'a, 'b, 'c, T> {
         if let Some(logic) = lazy {
             return self.eval_lazy_logic(ctx, logic, function, args, fin);
         }
-        self.eval_call(ctx, function, args, fin)
+        self.eval_call(ctx, name, function, args, fin)
     }
 
     fn eval_call(
         &mut self,
         ctx: &Context,
+        name: &str,
         function: Func,
         args: &[Nodes],
         fin: &Option<Value>,
     ) -> Result<Value, ExecError> {
         let mut arg_vals = vec![];
         if !args.is_empty() {
-            for arg in &args[1..] {
-                let val = self.eval_arg(ctx, arg)?;
+            // gpu-labeler: Go's evalArg gives an integer constant past int64 to a float64
+            // parameter as a float, and fails it anywhere else (idealConstant).
+            let float_from = self
+                .template
+                .float_params
+                .iter()
+                .find(|(f, _)| *f == name)
+                .map(|&(_, at)| at);
+            for (position, arg) in args[1..].iter().enumerate() {
+                let val = match arg {
+                    Nodes::Number(n) if float_from.is_some_and(|at| position >= at) => {
+                        match n.value {
+                            Value::Number(ref x) if x.as_i64().is_none() && x.as_u64().is_some() => {
+                                Value::from(x.as_u64().unwrap_or(u64::MAX) as f64)
+                            }
+                            _ => n.value.clone(),
+                        }
+                    }
+                    Nodes::Number(n) => ideal_constant(n).map_err(|e| self.wrap_error(e, arg))?,
+                    _ => self.eval_arg(ctx, arg)?,
+                };
                 arg_vals.push(val);
             }
         }

@@ -208,9 +208,21 @@ pub fn len(args: &[Value]) -> Result<Value, FuncError> {
     let len = match *arg {
         Value::String(ref s) => s.len(),
         Value::Array(ref a) => a.len(),
+        // gpu-labeler: a version is a pointer to a struct in Go, which has no length.
+        Value::Object(ref o) if o.contains_key(gtmpl_value_ng::STRINGER_KEY) => {
+            return Err(FuncError::Generic("len of type semver.Version".into()));
+        }
         Value::Map(ref o) | Value::Object(ref o) => o.len(),
+        // gpu-labeler: Go's reflect on an untyped nil, in its words.
+        Value::Nil | Value::NoValue => {
+            return Err(FuncError::Generic(
+                "reflect: call of reflect.Value.Type on zero Value".into(),
+            ));
+        }
+        // gpu-labeler: Go's `len of type int`.
         _ => {
-            return Err(FuncError::Generic(format!("unable to call len on {}", arg)));
+            let name = crate::print_verb::type_name(arg).unwrap_or("<nil>");
+            return Err(FuncError::Generic(format!("len of type {name}")));
         }
     };
 
@@ -286,7 +298,8 @@ fn sprint(args: &[Value]) -> String {
 fn sprint_printable(args: &[Value]) -> String {
     sprint_shown(args, |value| match value {
         Value::String(text) => Some(Cow::Borrowed(text.as_str())),
-        Value::Nil => Some(Cow::Borrowed("<no value>")),
+        // gpu-labeler: a missing value (a dict's absent key) is the same nil interface.
+        Value::Nil | Value::NoValue => Some(Cow::Borrowed("<no value>")),
         _ => None,
     })
 }

@@ -44,6 +44,9 @@ pub use gtmpl_value_ng::{
     format_float, from_value, write_float, FloatFormat, FromValue, Func, FuncError, Function,
     Number, NumberKind, Value, STRINGER_KEY,
 };
+// gpu-labeler: the Go types of typed maps (src/gotmpl/sprig names them as %T does).
+#[doc(inline)]
+pub use gtmpl_value_ng::{object_type, ELEMENT_TYPE};
 
 /// Provides simple basic templating given just a template sting and context.
 ///

@@ -828,7 +828,8 @@ impl NumberNode {
                         }
                         if !is_i64 && !is_u64 {
                             // Too large for either, which Go reports as an overflow.
-                            return Err(NodeError::IllegalNumberSyntax(text));
+                            // gpu-labeler: in Go's words.
+                            return Err(NodeError::IntegerOverflow(text));
                         }
                     }
                     IntegerLiteral::NotInteger => {}

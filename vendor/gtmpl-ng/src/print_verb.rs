@@ -25,12 +25,10 @@ pub fn print(p: &FormatParams, verb: char, val: &Value) -> String {
         Value::Number(ref n) => match n.kind() {
             NumberKind::Unsigned(u) => integer(p, verb, i128::from(u), val),
             NumberKind::Signed(i) => integer(p, verb, i128::from(i), val),
+            // gpu-labeler: fmt's fmtFloat for every float verb, `%b`, `%x`, `%X` and the `#`
+            // flag included.
             NumberKind::Float(f) => match verb {
-                'e' => float(p, f, FloatFormat::Exponent),
-                'E' => float(p, f, FloatFormat::ExponentUpper),
-                'f' | 'F' => float(p, f, FloatFormat::Fixed),
-                'v' | 'g' => float(p, f, FloatFormat::General),
-                'G' => float(p, f, FloatFormat::GeneralUpper),
+                'v' | 'b' | 'g' | 'G' | 'x' | 'X' | 'f' | 'F' | 'e' | 'E' => go_float(p, f, verb),
                 _ => bad_verb(p, verb, val),
             },
         },
@@ -57,8 +55,23 @@ pub fn print(p: &FormatParams, verb: char, val: &Value) -> String {
         // Go applies the verb to each element rather than to the container, so a verb
         // that does not fit marks the offending element: `[1 %!d(string=a)]`.
         Value::Array(ref items) => {
-            let rendered: Vec<String> = items.iter().map(|item| print(p, verb, item)).collect();
+            let rendered: Vec<String> = items.iter().map(|item| member(p, verb, item)).collect();
             format!("[{}]", rendered.join(" "))
+        }
+        // gpu-labeler: a value with a String method (Sprig's *semver.Version) prints as its
+        // String() for %v %s %x %X %q (fmt's handleMethods); other verbs print the struct
+        // behind the pointer, field by field: `&{1 2 3 %!d(string=) ...}`.
+        Value::Object(ref entries) if entries.contains_key(gtmpl_value_ng::STRINGER_KEY) => {
+            match (verb, entries.get(gtmpl_value_ng::STRINGER_KEY)) {
+                ('v' | 's' | 'x' | 'X' | 'q', Some(text)) => print(p, verb, text),
+                _ => {
+                    let fields: Vec<String> = VERSION_FIELDS
+                        .iter()
+                        .map(|(key, _)| print(p, verb, entries.get(*key).unwrap_or(&Value::Nil)))
+                        .collect();
+                    format!("&{{{}}}", fields.join(" "))
+                }
+            }
         }
         Value::Map(ref entries) | Value::Object(ref entries) => {
             // Go has sorted map keys since 1.12, so the same data prints the same way
@@ -71,7 +84,7 @@ pub fn print(p: &FormatParams, verb: char, val: &Value) -> String {
                     format!(
                         "{}:{}",
                         print(p, verb, &Value::String(key.clone())),
-                        print(p, verb, &entries[key])
+                        member(p, verb, &entries[key])
                     )
                 })
                 .collect();
@@ -105,25 +118,255 @@ pub fn go_syntax(val: &Value, top: bool) -> String {
             let inner: Vec<String> = items.iter().map(|v| go_syntax(v, false)).collect();
             format!("[]interface {{}}{{{}}}", inner.join(", "))
         }
+        // gpu-labeler: `%#v` of a *semver.Version: its unexported fields, the numbers in hex.
+        Value::Object(entries) if entries.contains_key(gtmpl_value_ng::STRINGER_KEY) => {
+            let fields: Vec<String> = VERSION_FIELDS
+                .iter()
+                .map(|(key, name)| match entries.get(*key) {
+                    Some(Value::Number(n)) => format!("{name}:0x{:x}", n.as_u64().unwrap_or(0)),
+                    Some(Value::String(s)) => format!("{name}:{}", quote_string(&plain, s)),
+                    _ => format!("{name}:<nil>"),
+                })
+                .collect();
+            format!("&semver.Version{{{}}}", fields.join(", "))
+        }
         Value::Map(entries) | Value::Object(entries) => {
+            // gpu-labeler: a typed map is named as Go names it (NFD's matchedFeatures,
+            // domainMatchedFeatures, MatchedElement; split's map[string]string); a domain's
+            // lists are []MatchedElement; an empty typed map is a domain's nil zero value.
+            let ty = match val {
+                Value::Object(m) => gtmpl_value_ng::object_type(m),
+                _ => "map[string]interface {}",
+            };
+            if matches!(val, Value::Object(_)) && entries.is_empty() {
+                return format!("{ty}(nil)");
+            }
             let mut keys: Vec<&String> = entries.keys().collect();
             keys.sort();
-            let strings = matches!(val, Value::Object(_))
-                && !entries.is_empty()
-                && entries.values().all(|v| matches!(v, Value::String(_)));
+            let member = |v: &Value| match v {
+                Value::Array(items) if ty == "nodefeaturerule.domainMatchedFeatures" => {
+                    let inner: Vec<String> = items.iter().map(|i| go_syntax(i, false)).collect();
+                    format!("[]{}{{{}}}", gtmpl_value_ng::ELEMENT_TYPE, inner.join(", "))
+                }
+                other => go_syntax(other, false),
+            };
             let inner: Vec<String> = keys
                 .into_iter()
-                .map(|k| format!("{}:{}", quote_string(&plain, k), go_syntax(&entries[k], false)))
+                .map(|k| format!("{}:{}", quote_string(&plain, k), member(&entries[k])))
                 .collect();
-            let ty = if strings {
-                "map[string]string"
-            } else {
-                "map[string]interface {}"
-            };
             format!("{ty}{{{}}}", inner.join(", "))
         }
         Value::Function(_) => val.to_string(),
     }
+}
+
+/// gpu-labeler: the fields of Masterminds' `semver.Version`, in declaration order, as the
+/// version object holds them (`major uint64, minor, patch, pre string, metadata, original`).
+const VERSION_FIELDS: [(&str, &str); 6] = [
+    ("Major", "major"),
+    ("Minor", "minor"),
+    ("Patch", "patch"),
+    ("Prerelease", "pre"),
+    ("Metadata", "metadata"),
+    ("Original", "original"),
+];
+
+/// gpu-labeler: a member of a list or map: a nil one is a nil interface, which fmt writes
+/// `<nil>` whatever the verb and width (`%d` of `[nil 1]` is `[<nil> 1]`).
+fn member(p: &FormatParams, verb: char, item: &Value) -> String {
+    match item {
+        // Unpadded: fmt writes it straight into its buffer (`%-6s` of `[nil]` is `[<nil>]`).
+        Value::Nil | Value::NoValue => "<nil>".to_string(),
+        other => print(p, verb, other),
+    }
+}
+
+/// gpu-labeler: fmt's `fmtFloat` (print.go, format.go): the verb's strconv form (`%v` is
+/// `%g` shortest, `%e` `%f` default to 6 places), `+`/space for the sign, NaN and Inf never
+/// zero-padded, and `#`: a decimal point always, and for `%g` `%G` `%x` the trailing zeros up
+/// to the precision (6 without one); `%b` ignores it.
+fn go_float(p: &FormatParams, value: f64, verb: char) -> String {
+    let verb = if verb == 'v' { 'g' } else { verb };
+    let prec = p
+        .precision
+        .or(if matches!(verb, 'f' | 'F' | 'e' | 'E') { Some(6) } else { None });
+    let body = if value.is_nan() {
+        "NaN".to_string()
+    } else if value.is_infinite() {
+        if value > 0.0 { "+Inf" } else { "-Inf" }.to_string()
+    } else {
+        match verb {
+            'x' | 'X' => hex_float(value, prec, verb == 'X'),
+            'b' => binary_float(value),
+            'e' => format_float(value, FloatFormat::Exponent, prec),
+            'E' => format_float(value, FloatFormat::ExponentUpper, prec),
+            'f' | 'F' => format_float(value, FloatFormat::Fixed, prec),
+            'G' => format_float(value, FloatFormat::GeneralUpper, prec),
+            _ => format_float(value, FloatFormat::General, prec),
+        }
+    };
+    let mut num: Vec<char> = body.chars().collect();
+    if num[0] != '-' && num[0] != '+' {
+        num.insert(0, '+');
+    }
+    if p.space && num[0] == '+' && !p.plus {
+        num[0] = ' ';
+    }
+    if num[1] == 'I' || num[1] == 'N' {
+        if num[1] == 'N' && !p.space && !p.plus {
+            num.remove(0);
+        }
+        let text: String = num.into_iter().collect();
+        return pad_with(p, &text, ' ');
+    }
+    if p.sharp && verb != 'b' {
+        let mut digits: i64 = match verb {
+            'g' | 'G' | 'x' => prec.map_or(6, |v| v as i64),
+            _ => 0,
+        };
+        let mut tail: Vec<char> = Vec::new();
+        let mut has_point = false;
+        let mut nonzero = false;
+        let mut i = 1;
+        while i < num.len() {
+            match num[i] {
+                '.' => has_point = true,
+                'p' | 'P' => {
+                    tail = num.split_off(i);
+                    break;
+                }
+                'e' | 'E' if verb != 'x' && verb != 'X' => {
+                    tail = num.split_off(i);
+                    break;
+                }
+                c => {
+                    if c != '0' {
+                        nonzero = true;
+                    }
+                    if nonzero {
+                        digits -= 1;
+                    }
+                }
+            }
+            i += 1;
+        }
+        if !has_point {
+            if num.len() == 2 && num[1] == '0' {
+                digits -= 1;
+            }
+            num.push('.');
+        }
+        while digits > 0 {
+            num.push('0');
+            digits -= 1;
+        }
+        num.extend(tail);
+    }
+    let text: String = num.iter().collect();
+    if p.plus || num[0] != '+' {
+        if p.zero && !p.minus && p.width > num.len() {
+            let mut out = String::new();
+            out.push(num[0]);
+            out.extend(std::iter::repeat_n('0', p.width - num.len()));
+            out.extend(&num[1..]);
+            return out;
+        }
+        return pad_text(p, &text);
+    }
+    pad_text(p, &text[1..])
+}
+
+/// gpu-labeler: strconv's `%x` of a float (ftoa.go `fmtX`): `0x1.8p+00`, the mantissa in hex
+/// digits (as few as it needs, or `prec` of them rounded half to even), the binary exponent
+/// in at least two decimal digits.
+fn hex_float(value: f64, prec: Option<usize>, upper: bool) -> String {
+    let bits = value.to_bits();
+    let neg = bits >> 63 != 0;
+    let mut exp = ((bits >> 52) & 0x7ff) as i64;
+    let mut mant = bits & ((1 << 52) - 1);
+    if exp == 0 {
+        exp += 1;
+    } else {
+        mant |= 1 << 52;
+    }
+    exp -= 1023;
+    if mant == 0 {
+        exp = 0;
+    }
+    mant <<= 60 - 52;
+    while mant != 0 && mant & (1 << 60) == 0 {
+        mant <<= 1;
+        exp -= 1;
+    }
+    if let Some(prec) = prec.filter(|&p| p < 15) {
+        let shift = (prec * 4) as u32;
+        let extra = (mant << shift) & ((1 << 60) - 1);
+        mant >>= 60 - shift;
+        if extra | (mant & 1) > 1 << 59 {
+            mant += 1;
+        }
+        mant <<= 60 - shift;
+        if mant & (1 << 61) != 0 {
+            mant >>= 1;
+            exp += 1;
+        }
+    }
+    let hex: &[u8] = if upper {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
+    let mut out = String::new();
+    if neg {
+        out.push('-');
+    }
+    out.push('0');
+    out.push(if upper { 'X' } else { 'x' });
+    out.push(if (mant >> 60) & 1 == 1 { '1' } else { '0' });
+    mant <<= 4;
+    match prec {
+        None if mant != 0 => {
+            out.push('.');
+            while mant != 0 {
+                out.push(hex[((mant >> 60) & 15) as usize] as char);
+                mant <<= 4;
+            }
+        }
+        Some(prec) if prec > 0 => {
+            out.push('.');
+            for _ in 0..prec {
+                out.push(hex[((mant >> 60) & 15) as usize] as char);
+                mant <<= 4;
+            }
+        }
+        _ => {}
+    }
+    out.push(if upper { 'P' } else { 'p' });
+    out.push(if exp < 0 { '-' } else { '+' });
+    let _ = write!(out, "{:02}", exp.abs());
+    out
+}
+
+/// gpu-labeler: strconv's `%b` of a float (ftoa.go `fmtB`): the integer mantissa and the
+/// binary exponent, `6755399441055744p-52`.
+fn binary_float(value: f64) -> String {
+    let bits = value.to_bits();
+    let neg = bits >> 63 != 0;
+    let mut exp = ((bits >> 52) & 0x7ff) as i64;
+    let mut mant = bits & ((1 << 52) - 1);
+    if exp == 0 {
+        exp += 1;
+    } else {
+        mant |= 1 << 52;
+    }
+    exp -= 1023 + 52;
+    format!(
+        "{}{}p{}{}",
+        if neg { "-" } else { "" },
+        mant,
+        if exp >= 0 { "+" } else { "" },
+        exp
+    )
 }
 
 /// Pads `text` to the width of `p`, as a `%v` result.
@@ -151,7 +394,9 @@ pub fn type_name(val: &Value) -> Option<&'static str> {
         Value::String(_) => Some("string"),
         Value::Function(_) => Some("func"),
         Value::Array(_) => Some("[]interface {}"),
-        Value::Map(_) | Value::Object(_) => Some("map[string]interface {}"),
+        Value::Map(_) => Some("map[string]interface {}"),
+        // gpu-labeler: the template data's typed maps and Sprig's, by shape.
+        Value::Object(ref m) => Some(gtmpl_value_ng::object_type(m)),
         Value::Number(ref n) => Some(match n.kind() {
             NumberKind::Float(_) => "float64",
             NumberKind::Signed(_) => "int",

@@ -159,7 +159,10 @@ pub fn sprintf(format: &str, args: &[Value]) -> String {
                 params.plus = false;
                 params.sharp = false;
             }
-            if go_syntax {
+            // gpu-labeler: a float's `%#v` is its `%v` (`%g` shortest), precision and flags
+            // included (`%#.1v` of 2.5 is `2`).
+            let float = matches!(&args[arg_index], Value::Number(n) if n.as_f64().is_some());
+            if go_syntax && !float {
                 let text = crate::print_verb::go_syntax(&args[arg_index], true);
                 out.push_str(&crate::print_verb::pad(&params, &text));
             } else {

@@ -21,6 +21,10 @@ pub struct Template {
     /// args for toJson: want 1 got 0`). A function not named here is not checked. One table
     /// shared by every template (a template is parsed per rule).
     pub arities: Option<&'static HashMap<&'static str, (usize, bool)>>,
+    /// gpu-labeler: the functions with a `float64` parameter, by name and the position of the
+    /// first (the rest of the call being that too): the one place an integer constant past
+    /// int64 is a value (`round 1.5 0 9223372036854775808`); anywhere else it "overflows int".
+    pub float_params: &'static [(&'static str, usize)],
     /// What one render of this template may consume. See [`Limits`].
     pub limits: Limits,
     /// The parsed trees by template name, in the `parse` module's own types -- which
@@ -34,6 +38,7 @@ impl Default for Template {
             name: String::default(),
             funcs: BUILTINS.iter().map(|&(k, v)| (k.to_owned(), v)).collect(),
             arities: None,
+            float_params: &[],
             tree_set: HashMap::default(),
             limits: Limits::default(),
         }
@@ -100,6 +105,11 @@ impl Template {
     /// `fixed` parameters, then a variadic one when `variadic`.
     pub fn set_arities(&mut self, table: &'static HashMap<&'static str, (usize, bool)>) {
         self.arities = Some(table);
+    }
+
+    /// gpu-labeler: declares the functions' `float64` parameters (see `float_params`).
+    pub fn set_float_params(&mut self, table: &'static [(&'static str, usize)]) {
+        self.float_params = table;
     }
 
     /// Adds custom functions to the template.

@@ -112,6 +112,33 @@ impl Value {
 /// method: it prints as that string. No template can name the key (it is not an identifier).
 pub const STRINGER_KEY: &str = "\u{0}String";
 
+/// gpu-labeler: the Go type of NFD's matched element (`nodefeaturerule.MatchedElement`).
+pub const ELEMENT_TYPE: &str = "nodefeaturerule.MatchedElement";
+
+/// gpu-labeler: the Go type of a typed map (an object), for `%T` and `typeOf`: NFD hands a template its matched features as
+/// `matchedFeatures` (domain to `domainMatchedFeatures`, feature to `[]MatchedElement`, element
+/// to `MatchedElement`, a `map[string]string`); `split` returns a `map[string]string` of `_0`,
+/// `_1`, ...; a version is a `*semver.Version`. Told apart by their shapes, which no two share:
+/// an empty one is a domain's zero value (`index . "nosuch"`), the only empty typed map a
+/// template meets but for an instance without attributes.
+pub fn object_type(m: &HashMap<String, Value>) -> &'static str {
+    if m.contains_key(STRINGER_KEY) {
+        return "*semver.Version";
+    }
+    let mut values = m.values();
+    match values.next() {
+        None | Some(Value::Array(_)) => "nodefeaturerule.domainMatchedFeatures",
+        Some(Value::Object(_) | Value::Map(_)) => "nodefeaturerule.matchedFeatures",
+        Some(_) if is_split(m) => "map[string]string",
+        Some(_) => ELEMENT_TYPE,
+    }
+}
+
+/// `split`'s and `splitn`'s map: the keys `_0` to `_<n-1>`, strings all.
+fn is_split(m: &HashMap<String, Value>) -> bool {
+    (0..m.len()).all(|k| matches!(m.get(&format!("_{k}")), Some(Value::String(_))))
+}
+
 impl fmt::Display for Value {
     /// Renders the value the way Go's `fmt` prints it with `%v`.
     ///
@@ -133,7 +160,7 @@ impl fmt::Display for Value {
                     if index > 0 {
                         f.write_str(" ")?;
                     }
-                    write!(f, "{}", item)?;
+                    fmt_member(item, f)?;
                 }
                 f.write_str("]")
             }
@@ -150,11 +177,22 @@ impl fmt::Display for Value {
                     if index > 0 {
                         f.write_str(" ")?;
                     }
-                    write!(f, "{}:{}", key, entries[key])?;
+                    write!(f, "{}:", key)?;
+                    fmt_member(&entries[key], f)?;
                 }
                 f.write_str("]")
             }
         }
+    }
+}
+
+/// gpu-labeler: a member of a list or map. A missing value there is a nil interface, which fmt
+/// prints `<nil>` (`{{ list nil 1 }}` is `[<nil> 1]`); `<no value>` is text/template's word
+/// for a nil it prints itself.
+fn fmt_member(item: &Value, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match item {
+        Value::NoValue => f.write_str("<nil>"),
+        other => write!(f, "{}", other),
     }
 }
 
