@@ -1027,15 +1027,19 @@ fn cmd_diff_template(
         nodes.retain(|n| sel.matches(&n.labels));
     }
     let diffs = diff::diff(&t, &nodes);
+    // The fleet against itself too: a node with fewer GPUs than most of its instance type.
+    let short = scheduling::inventory::short_nodes(&nodes);
     print(&match format {
-        ReportFormat::Text => diff::render_text(&diffs),
-        ReportFormat::Json => diff::render_json(&diffs),
+        ReportFormat::Text => diff::render_text(&diffs, &short),
+        ReportFormat::Json => diff::render_json(&diffs, &short),
     });
-    Ok(if diffs.iter().any(|d| !d.differences.is_empty()) {
-        exit::DIFFERS
-    } else {
-        exit::OK
-    })
+    Ok(
+        if diffs.iter().any(|d| !d.differences.is_empty()) || !short.is_empty() {
+            exit::DIFFERS
+        } else {
+            exit::OK
+        },
+    )
 }
 
 fn cmd_prune(

@@ -595,6 +595,66 @@ fn diff_names_each_node_that_differs_with_what_differs() {
     );
 }
 
+/// `diff --template` holds the fleet against itself too (#47): a node of an instance type
+/// whose `gpu.count` is below most of its type's is named, with the usual count, whatever the
+/// template says (here the template does not name the type's count at all).
+#[test]
+fn diff_names_a_node_short_of_its_instance_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let template = dir.path().join("empty.json");
+    std::fs::write(
+        &template,
+        r#"{"labels": {}, "resources": {}, "taints": []}"#,
+    )
+    .unwrap();
+    let node_of = |name: &str, count: &str| {
+        let labels: BTreeMap<String, String> = [
+            ("node.kubernetes.io/instance-type", "p5.48xlarge"),
+            ("feature.node.kubernetes.io/gpu.count", count),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        node(name, &labels, &json!({}), &json!([]))
+    };
+    let nodes = json!({"apiVersion": "v1", "kind": "List", "items": [
+        node_of("p5-a", "8"), node_of("p5-b", "7"), node_of("p5-c", "8")]});
+    let nodes_file = write_json(dir.path(), "nodes.json", &nodes);
+    let args = |o: &str| {
+        vec![
+            os("diff"),
+            os("--template"),
+            template.clone().into_os_string(),
+            os("--nodes"),
+            nodes_file.clone().into_os_string(),
+            os("-o"),
+            os(o),
+        ]
+    };
+    let r = run(args("text"));
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            4,
+            "0 of 3 node(s) differ from the template\n\
+             1 node(s) with fewer GPUs than most of their instance type:\n\
+             \x20 p5-b (p5.48xlarge): 7 GPUs, 8 on 2 of its 3 nodes\n",
+            ""
+        )
+    );
+    let r = run(args("json"));
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        (r.code, v),
+        (
+            4,
+            json!({"nodes": 3, "differ": 0, "differences": [], "short": [
+                {"node": "p5-b", "instance_type": "p5.48xlarge", "gpus": 7, "usual": 8,
+                 "usual_nodes": 2, "type_nodes": 3}]})
+        )
+    );
+}
+
 #[test]
 fn diff_reports_a_missing_taint_and_a_bad_template_by_its_position() {
     let dir = tempfile::tempdir().unwrap();

@@ -7,6 +7,7 @@
 use serde::Serialize;
 
 use super::Template;
+use crate::scheduling::inventory::Short;
 use crate::scheduling::objects::NodeInfo;
 
 /// Where a difference is.
@@ -112,7 +113,9 @@ fn shown(v: &Option<String>) -> String {
 }
 
 /// One line per difference, `node NAME: label KEY: template "8", node "7"`, then a summary.
-pub fn render_text(diffs: &[NodeDiff]) -> String {
+/// The template's differences, then the fleet's own (`short`: the nodes with fewer GPUs than
+/// most of their instance type, `scheduling::inventory::short_nodes`), each node named.
+pub fn render_text(diffs: &[NodeDiff], short: &[Short]) -> String {
     let mut out = String::new();
     for n in diffs {
         for d in &n.differences {
@@ -135,18 +138,38 @@ pub fn render_text(diffs: &[NodeDiff]) -> String {
         "{differ} of {} node(s) differ from the template\n",
         diffs.len()
     ));
+    if !short.is_empty() {
+        out.push_str(&format!(
+            "{} node(s) with fewer GPUs than most of their instance type:\n",
+            short.len()
+        ));
+        for s in short {
+            out.push_str(&format!("  {}\n", s.describe()));
+        }
+    }
     out
 }
 
 /// `{"nodes": N, "differ": M, "differences": [{"node", "differences": [...]}]}`: only the nodes
 /// that differ are listed.
-pub fn render_json(diffs: &[NodeDiff]) -> String {
+pub fn render_json(diffs: &[NodeDiff], short: &[Short]) -> String {
     let differing: Vec<&NodeDiff> = diffs.iter().filter(|n| !n.differences.is_empty()).collect();
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "nodes": diffs.len(),
         "differ": differing.len(),
         "differences": differing,
     });
+    // Only where the fleet has a node short of its instance type.
+    if !short.is_empty() {
+        doc["short"] = short
+            .iter()
+            .map(|s| {
+                serde_json::json!({"node": s.node, "instance_type": s.instance_type,
+                    "gpus": s.gpus, "usual": s.usual, "usual_nodes": s.usual_nodes,
+                    "type_nodes": s.type_nodes})
+            })
+            .collect();
+    }
     serde_json::to_string_pretty(&doc).expect("a diff always serialises") + "\n"
 }
 

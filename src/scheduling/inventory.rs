@@ -58,6 +58,16 @@ pub struct Short {
     pub type_nodes: usize,
 }
 
+impl Short {
+    /// `gpu-7 (p5.48xlarge): 7 GPUs, 8 on 12 of its 13 nodes`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({}): {} GPUs, {} on {} of its {} nodes",
+            self.node, self.instance_type, self.gpus, self.usual, self.usual_nodes, self.type_nodes
+        )
+    }
+}
+
 /// The label that names a node's instance type (the cloud provider's, or the site's).
 pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 
@@ -262,10 +272,7 @@ pub fn render_text(inv: &Inventory) -> String {
             inv.short.len()
         ));
         for s in &inv.short {
-            out.push_str(&format!(
-                "  {} ({}): {} GPUs, {} on {} of its {} nodes\n",
-                s.node, s.instance_type, s.gpus, s.usual, s.usual_nodes, s.type_nodes
-            ));
+            out.push_str(&format!("  {}\n", s.describe()));
         }
     }
     out
