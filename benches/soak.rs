@@ -201,11 +201,13 @@ fn main() {
     agent.signal("TERM");
     let code = agent.wait_exit(Duration::from_secs(10));
 
-    // Steady state starts after the first sample that saw a cycle (the first publish).
+    // Steady state starts after the first sample that saw the first publish's write: a cycle
+    // counted but its write still in flight (a loaded machine, the smoke's sample at 0 s) is not
+    // yet steady.
     let first = rows
         .iter()
-        .position(|r| r.cycles > 0)
-        .expect("the agent never completed a cycle");
+        .position(|r| r.cycles > 0 && r.writes > 0)
+        .unwrap_or_else(|| panic!("the agent never published:\n{}", agent.log_text()));
     let last = rows.last().expect("rows");
     let base = &rows[first];
     let steady_cycles = last.cycles - base.cycles;
