@@ -1028,3 +1028,30 @@ fn the_cli_page_names_the_binarys_commands_flags_and_env_vars() {
         "the option table lists every flag of `run`"
     );
 }
+
+/// The features-file sink's default path, as docs/cli.md and docs/catalog.md give it, is the
+/// one the binary writes (#49: it was undocumented).
+#[test]
+fn the_features_file_default_is_the_documented_one() {
+    let default = gpu_labeler::publish::features_file::DEFAULT_PATH;
+    let mut said = Vec::new();
+    for doc in ["docs/cli.md", "docs/catalog.md"] {
+        let text = std::fs::read_to_string(common::repo().join(doc)).unwrap();
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let at = flat
+            .find("`features-file`")
+            .and_then(|i| flat[i..].find("features.d/gpu-labeler`").map(|j| i + j))
+            .map(|end| {
+                let start = flat[..end].rfind('`').unwrap() + 1;
+                flat[start..end + "features.d/gpu-labeler".len()].to_string()
+            });
+        said.push((doc, at));
+    }
+    assert_eq!(
+        said,
+        [
+            ("docs/cli.md", Some(default.to_string())),
+            ("docs/catalog.md", Some(default.to_string()))
+        ]
+    );
+}
