@@ -669,3 +669,30 @@ fn operators_from_other_languages_are_named_and_gt_with_two_values_is_one_error(
         )
     );
 }
+
+/// A rule file more than 8 directories below the rules directory is not read, and that is said,
+/// naming the directory; the files above it are read (#49: they were left out silently).
+#[test]
+fn a_rule_tree_too_deep_is_said_and_the_rest_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("a/b/c/d/e/f/g/h/i");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::copy("rules/gpu.yaml", deep.join("gpu.yaml")).unwrap();
+    std::fs::copy(
+        "rules/gpu.yaml",
+        dir.path().join("a/b/c/d/e/f/g/h/gpu.yaml"),
+    )
+    .unwrap();
+    let root = dir.path().to_str().unwrap();
+    let (code, stdout, _) = run(&["rules", "check", root]);
+    assert_eq!(
+        (code, stdout),
+        (
+            1,
+            format!(
+                "error: {root}/a/b/c/d/e/f/g/h/i: not read: more than 8 directories below {root}\n\
+                 1 file(s) checked: 1 error(s), 0 warning(s)\n"
+            )
+        )
+    );
+}

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use super::eval::{self, CompiledRule, Index, RuleOutput, RuleTrace, Term, View};
 use super::expression::{Compiler, Expr};
 use super::model;
-use super::source::{RuleLoadError, RuleSource, read_objects, rule_files};
+use super::source::{
+    RULE_DIR_DEPTH, RuleLoadError, RuleSource, read_objects, rule_files_and_skipped,
+};
 use super::template::RuleTemplate;
 use crate::config::LabelPolicy;
 use crate::features::FeatureSet;
@@ -204,17 +206,33 @@ impl RuleSet {
         };
         for path in paths {
             let files = if path.is_dir() {
-                match rule_files(path) {
+                match rule_files_and_skipped(path) {
+                    Ok((files, skipped)) if !skipped.is_empty() => {
+                        // Said, not left out quietly; the files above them are read.
+                        for dir in skipped {
+                            errors.push(RuleLoadError {
+                                message: format!(
+                                    "not read: more than {RULE_DIR_DEPTH} directories below {}",
+                                    path.display()
+                                ),
+                                ..read_err(&dir, "", std::io::Error::other(""))
+                            });
+                        }
+                        if files.is_empty() {
+                            continue;
+                        }
+                        files
+                    }
                     // A directory that names no rule file is a mistake, or a ConfigMap caught
                     // half-way through an update: either way not "no rules".
-                    Ok(files) if files.is_empty() => {
+                    Ok((files, _)) if files.is_empty() => {
                         errors.push(RuleLoadError {
                             message: "no rule files here (*.yaml, *.yml, *.json)".into(),
                             ..read_err(path, "", std::io::Error::other(""))
                         });
                         continue;
                     }
-                    Ok(files) => files,
+                    Ok((files, _)) => files,
                     Err(e) => {
                         errors.push(read_err(path, "read directory", e));
                         continue;

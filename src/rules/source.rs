@@ -56,13 +56,29 @@ const MAX_RULE_DIR_DEPTH: usize = 8;
 /// listed whatever they are, and reading one that is not a regular file is the reader's error
 /// to report. A subdirectory that cannot be read is an error, as the directory itself is.
 pub fn rule_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    collect_rule_files(dir, 0, &mut files)?;
-    files.sort();
-    Ok(files)
+    Ok(rule_files_and_skipped(dir)?.0)
 }
 
-fn collect_rule_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+/// [`rule_files`], and the subdirectories left out for being deeper than
+/// `MAX_RULE_DIR_DEPTH` (the loader says each, so that no file is left out unsaid).
+pub fn rule_files_and_skipped(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let mut files = Vec::new();
+    let mut skipped = Vec::new();
+    collect_rule_files(dir, 0, &mut files, &mut skipped)?;
+    files.sort();
+    skipped.sort();
+    Ok((files, skipped))
+}
+
+/// How deep rule files are looked for, for the loader's message.
+pub const RULE_DIR_DEPTH: usize = MAX_RULE_DIR_DEPTH;
+
+fn collect_rule_files(
+    dir: &Path,
+    depth: usize,
+    out: &mut Vec<PathBuf>,
+    skipped: &mut Vec<PathBuf>,
+) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let Ok(entry) = entry else { continue };
         let path = entry.path();
@@ -71,9 +87,11 @@ fn collect_rule_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> std::
         }
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
             if depth < MAX_RULE_DIR_DEPTH {
-                collect_rule_files(&path, depth + 1, out).map_err(|e| {
+                collect_rule_files(&path, depth + 1, out, skipped).map_err(|e| {
                     std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
                 })?;
+            } else {
+                skipped.push(path);
             }
             continue;
         }
