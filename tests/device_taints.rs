@@ -26,34 +26,59 @@ const RULES: &str = "/apis/resource.k8s.io/v1beta2/devicetaintrules";
 const GPU: &str = "0000:3b:00.0";
 const RULE: &str = "gpu-labeler-n1-0000-3b-00-0";
 
-/// The agent's arguments: the writable tree, DRA read from the cluster, device taints on.
-fn args(tree: &Tree, kubeconfig: &std::path::Path, config: &std::path::Path) -> Vec<String> {
-    [
-        "run",
+/// `cmd` on the writable Dell tree with NVML off, then `extra`.
+fn on_tree(cmd: &[&str], tree: &Tree, extra: &[&str]) -> Vec<String> {
+    let (proc_root, ids) = (proc_fixture("dell-xe9680-8xh100"), pci_ids());
+    let mut a: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+    for x in [
         "--sysfs-root",
         tree.root().to_str().unwrap(),
         "--proc-root",
-        proc_fixture("dell-xe9680-8xh100").to_str().unwrap(),
+        proc_root.to_str().unwrap(),
         "--pci-ids",
-        pci_ids().to_str().unwrap(),
+        ids.to_str().unwrap(),
         "--no-nvml",
-        "--no-default-rules",
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--node-name",
-        NODE,
-        "--config",
-        config.to_str().unwrap(),
-        "--interval",
-        "1s",
-        "--no-events",
-        "--listen",
-        "127.0.0.1:0",
-        "--publish-device-taints",
     ]
     .iter()
-    .map(|s| s.to_string())
-    .collect()
+    .chain(extra)
+    {
+        a.push(x.to_string());
+    }
+    a
+}
+
+/// NVIDIA's slice of node n1 as a `--dra` file in `dir`.
+fn dra_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let dra = dir.join("dra.json");
+    std::fs::write(
+        &dra,
+        json!({"kind": "List", "items": [common::dell_dra_slice(NODE)]}).to_string(),
+    )
+    .unwrap();
+    dra
+}
+
+/// The agent's arguments: the writable tree, DRA read from the cluster, device taints on.
+fn args(tree: &Tree, kubeconfig: &std::path::Path, config: &std::path::Path) -> Vec<String> {
+    on_tree(
+        &["run"],
+        tree,
+        &[
+            "--no-default-rules",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--node-name",
+            NODE,
+            "--config",
+            config.to_str().unwrap(),
+            "--interval",
+            "1s",
+            "--no-events",
+            "--listen",
+            "127.0.0.1:0",
+            "--publish-device-taints",
+        ],
+    )
 }
 
 fn config(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
@@ -383,33 +408,9 @@ fn the_stdout_sink_prints_the_rules_it_would_apply() {
     let tree = Tree::copy_of("dell-xe9680-8xh100");
     tree.write_attr(GPU, "current_link_width", b"8\n");
     let dir = tempfile::tempdir().unwrap();
-    let dra = dir.path().join("dra.json");
-    std::fs::write(
-        &dra,
-        json!({"kind": "List", "items": [common::dell_dra_slice(NODE)]}).to_string(),
-    )
-    .unwrap();
-    let discovery = |cmd: &str| -> Vec<String> {
-        let mut a: Vec<String> = vec![cmd.into()];
-        a.extend(
-            [
-                "--sysfs-root",
-                tree.root().to_str().unwrap(),
-                "--proc-root",
-                proc_fixture("dell-xe9680-8xh100").to_str().unwrap(),
-                "--pci-ids",
-                pci_ids().to_str().unwrap(),
-                "--no-nvml",
-                "--dra",
-                dra.to_str().unwrap(),
-                "--node-name",
-                NODE,
-            ]
-            .iter()
-            .map(|s| s.to_string()),
-        );
-        a
-    };
+    let dra = dra_file(dir.path());
+    let dra = dra.to_str().unwrap();
+    let discovery = |cmd: &str| on_tree(&[cmd], &tree, &["--dra", dra, "--node-name", NODE]);
     let mut run = discovery("run");
     run.extend(
         ["--oneshot", "--sink", "stdout", "--publish-device-taints"]
@@ -529,31 +530,12 @@ fn explain_names_the_device_taint_of_a_faulty_gpu() {
     let tree = Tree::copy_of("dell-xe9680-8xh100");
     tree.write_attr(GPU, "current_link_width", b"8\n");
     let dir = tempfile::tempdir().unwrap();
-    let dra = dir.path().join("dra.json");
-    std::fs::write(
-        &dra,
-        json!({"kind": "List", "items": [common::dell_dra_slice(NODE)]}).to_string(),
-    )
-    .unwrap();
-    let args: Vec<String> = [
-        "explain",
-        "--label",
-        "gpu.health",
-        "--sysfs-root",
-        tree.root().to_str().unwrap(),
-        "--proc-root",
-        proc_fixture("dell-xe9680-8xh100").to_str().unwrap(),
-        "--pci-ids",
-        pci_ids().to_str().unwrap(),
-        "--no-nvml",
-        "--dra",
-        dra.to_str().unwrap(),
-        "--node-name",
-        NODE,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let dra = dra_file(dir.path());
+    let args = on_tree(
+        &["explain", "--label", "gpu.health"],
+        &tree,
+        &["--dra", dra.to_str().unwrap(), "--node-name", NODE],
+    );
     let ran = common::run(&args);
     let rules = std::fs::read_to_string(common::repo().join("rules/gpu.yaml")).unwrap();
     let line = rules

@@ -114,6 +114,34 @@ pub fn rule_name(node: &str, bus_id: &str, device: Option<&str>) -> String {
     name
 }
 
+impl Wanted {
+    /// The rule for one device of GPU `gpu` with `faults` (kind, detail), in `HEALTH_FAULTS`
+    /// order: the kinds joined as its value, the strongest of their effects.
+    pub fn for_faults(
+        name: String,
+        (driver, pool, device): (&str, &str, &str),
+        gpu: &str,
+        faults: &[(String, String)],
+        site: &BTreeMap<String, DeviceTaintEffect>,
+    ) -> Wanted {
+        let kinds: Vec<&str> = faults.iter().map(|(k, _)| k.as_str()).collect();
+        Wanted {
+            name,
+            driver: driver.to_string(),
+            pool: pool.to_string(),
+            device: device.to_string(),
+            value: kinds.join("."),
+            effect: kinds
+                .iter()
+                .map(|k| effect_of(k, site))
+                .max()
+                .unwrap_or(DeviceTaintEffect::NoSchedule),
+            gpu: gpu.to_string(),
+            because: because(faults),
+        }
+    }
+}
+
 /// The effect of one fault kind: the site's, else the default (`NoSchedule` for a kind this
 /// release does not know).
 pub fn effect_of(kind: &str, site: &BTreeMap<String, DeviceTaintEffect>) -> DeviceTaintEffect {
@@ -153,13 +181,6 @@ pub fn wanted(
         let Some(devices) = by_gpu.get(address) else {
             continue;
         };
-        let kinds: Vec<&str> = faults.iter().map(|(k, _)| k.as_str()).collect();
-        let effect = kinds
-            .iter()
-            .map(|k| effect_of(k, site))
-            .max()
-            .unwrap_or(DeviceTaintEffect::NoSchedule);
-        let because = because(&faults);
         // The whole GPU's device keeps the short name; each further device adds its own.
         let mut devices = devices.clone();
         devices.sort_by_key(|d| (d.get("device").map(str::len), d.get("device")));
@@ -186,16 +207,13 @@ pub fn wanted(
                 ));
                 continue;
             }
-            out.push(Wanted {
+            out.push(Wanted::for_faults(
                 name,
-                driver: driver.to_string(),
-                pool: pool.to_string(),
-                device: device.to_string(),
-                value: kinds.join("."),
-                effect,
-                gpu: address.to_string(),
-                because: because.clone(),
-            });
+                (driver, pool, device),
+                address,
+                &faults,
+                site,
+            ));
         }
     }
     out.sort();

@@ -211,24 +211,14 @@ impl DeviceTaints {
                 && let Some(faults) = faulty.get(&e.gpu)
                 && !faults.is_empty()
             {
-                let kinds: Vec<&str> = faults.iter().map(|(k, _)| k.as_str()).collect();
-                wanted.insert(
+                let rule = Wanted::for_faults(
                     name.clone(),
-                    Wanted {
-                        name: name.clone(),
-                        driver: e.driver.clone(),
-                        pool: e.pool.clone(),
-                        device: e.device.clone(),
-                        value: kinds.join("."),
-                        effect: kinds
-                            .iter()
-                            .map(|k| taints::effect_of(k, site))
-                            .max()
-                            .unwrap_or(crate::config::DeviceTaintEffect::NoSchedule),
-                        gpu: e.gpu.clone(),
-                        because: taints::because(faults),
-                    },
+                    (&e.driver, &e.pool, &e.device),
+                    &e.gpu,
+                    faults,
+                    site,
                 );
+                wanted.insert(name.clone(), rule);
             }
         }
         self.refused
