@@ -1309,18 +1309,22 @@ fn the_column_path_and_the_traced_path_give_the_same_outcome() {
             prop_assert!(errors.is_empty(), "rules load: {errors:?}");
             let fast = set.evaluate(&f, &policy);
             let traced = set.evaluate_traced(&f, &policy);
-            matched.set(matched.get() + fast.output.labels.len());
-            erred.set(erred.get() + fast.errors.len());
+            // Cases, not labels: one case with many matches must not carry the count.
+            matched.set(matched.get() + usize::from(!fast.output.labels.is_empty()));
+            erred.set(erred.get() + usize::from(!fast.errors.is_empty()));
             prop_assert_eq!(&fast.output, &traced.output);
             prop_assert_eq!(&fast.errors, &traced.errors);
             prop_assert_eq!(&fast.rejected, &traced.rejected);
             Ok(())
         })
         .unwrap();
-    // The generator reaches both outcomes often enough to mean something.
+    // The generator reaches both outcomes often enough to mean something: counted over 400
+    // random cases (no fixed seed), each outcome is seen in roughly a tenth of the cases or
+    // more, so a bound of 20 cases is far below what any run gives and far above zero.
     let (matched, erred) = (matched.get(), erred.get());
+    eprintln!("cases that matched: {matched}, cases that erred: {erred}");
     assert!(
-        matched > 60 && erred > 60,
+        matched >= 20 && erred >= 20,
         "matched {matched}, erred {erred}"
     );
 }
