@@ -30,12 +30,13 @@ use std::time::{Duration, Instant};
 
 use apiserver::{FakeApiServer, Recorded};
 use gpu_labeler::config::Config;
-use gpu_labeler::daemon::{BACKOFF_BASE, BACKOFF_CAP, Backoff, random_fraction, request_timeout};
+use gpu_labeler::daemon::{BACKOFF_BASE, BACKOFF_CAP, Backoff, random_fraction};
 use gpu_labeler::discover::nvml::{NvmlChoice, NvmlLibrary};
 use gpu_labeler::discover::{DiscoveryOptions, discover};
 use gpu_labeler::features::FeatureSet;
 use gpu_labeler::labels::evaluate_node;
 use gpu_labeler::publish::node::NodeSink;
+use gpu_labeler::publish::sink::request_timeout;
 use gpu_labeler::rules::{RuleSet, RuleSource};
 use gpu_labeler::watch::{Coalescer, Event, Source};
 

@@ -10,8 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
+use gpu_labeler::discover::nvml::child::IsolatedNvml;
 use gpu_labeler::discover::nvml::{NvmlChoice, NvmlLibrary, NvmlProbe};
-use gpu_labeler::discover::nvml_child::IsolatedNvml;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -10,12 +10,13 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use clap::builder::PossibleValue;
 
 use crate::config;
-use crate::daemon::{self, PublishOptions, SinkKind};
-use crate::discover::nvml_child;
+use crate::daemon::{self, PublishOptions};
+use crate::discover::nvml::child as nvml_child;
 use crate::error::{self, Error, exit};
 use crate::labels;
 use crate::nodetemplate::{self, PerNode, formats};
 use crate::pipeline::{self, RuleFiles, Sources};
+use crate::publish::sink::SinkKind;
 use crate::publish::stdout::{LabelFormat, render};
 use crate::rules::RuleSet;
 use crate::scheduling::{self, NodeSource, inventory, report};

@@ -11,7 +11,7 @@ use serde::Deserialize;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
-    pub sources: Sources,
+    pub sources: SourcesConfig,
     #[serde(default)]
     pub labels: LabelPolicy,
     /// Compatibility profiles; an unknown name is an error, not a silently missing label set.
@@ -68,7 +68,7 @@ pub fn parse_profile(s: &str) -> Result<Profile, String> {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Sources {
+pub struct SourcesConfig {
     #[serde(default)]
     pub pci: PciConfig,
     #[serde(default)]

@@ -30,6 +30,7 @@ pub mod kobject;
 pub mod names;
 pub mod output;
 pub mod pciids;
+pub mod said;
 pub mod sysfs;
 pub mod validate;
 pub mod yaml;

@@ -20,7 +20,10 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::discover::nvml::child::FailureReason;
 use crate::features::FeatureSet;
+use crate::publish::error::Reason;
+use crate::publish::outcome::OutcomeKind;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
@@ -47,6 +50,10 @@ pub struct KindLabel {
 pub struct StatusLabel {
     pub status: String,
 }
+
+/// The sources of `gpu_labeler_events_total` (`watch::Source`, whose test holds the two lists
+/// equal).
+pub const EVENT_SOURCES: [&str; 5] = ["files", "uevent", "nvml", "node", "dra"];
 
 /// The NVML states `gpu.node.nvml` can take; each is a series, 1 for the current one.
 const NVML_STATES: [&str; 4] = ["ok", "unavailable", "error", "stale"];
@@ -227,6 +234,26 @@ impl Metrics {
             Unit::Seconds,
             event_to_publish.clone(),
         );
+        // Every series of a counter family from the first scrape, at 0: a rate or an alert over
+        // `publish_errors_total` needs the series before its first increment.
+        for r in OutcomeKind::ALL {
+            let _ = publishes.get_or_create(&ResultLabel {
+                result: r.as_str().into(),
+            });
+        }
+        for r in Reason::ALL {
+            let _ = publish_errors.get_or_create(&ReasonLabel {
+                reason: r.as_str().into(),
+            });
+        }
+        for r in FailureReason::ALL {
+            let _ = nvml_failures.get_or_create(&ReasonLabel {
+                reason: r.as_str().into(),
+            });
+        }
+        for s in EVENT_SOURCES {
+            let _ = events.get_or_create(&SourceLabel { source: s.into() });
+        }
         Metrics {
             registry,
             scan_duration,
@@ -327,26 +354,26 @@ impl Metrics {
         }
     }
 
-    pub fn nvml_failure(&self, reason: &str) {
+    pub fn nvml_failure(&self, reason: FailureReason) {
         self.nvml_failures
             .get_or_create(&ReasonLabel {
-                reason: reason.into(),
+                reason: reason.as_str().into(),
             })
             .inc();
     }
 
-    pub fn publish_error(&self, reason: &str) {
+    pub fn publish_error(&self, reason: Reason) {
         self.publish_errors
             .get_or_create(&ReasonLabel {
-                reason: reason.into(),
+                reason: reason.as_str().into(),
             })
             .inc();
     }
 
-    pub fn published(&self, result: &str) {
+    pub fn published(&self, result: OutcomeKind) {
         self.publishes
             .get_or_create(&ResultLabel {
-                result: result.into(),
+                result: result.as_str().into(),
             })
             .inc();
         self.last_publish.set(unix_now_f64());
@@ -681,8 +708,8 @@ mod tests {
     #[test]
     fn names_are_prefixed_and_build_info_is_there() {
         let m = Metrics::new();
-        m.published("written");
-        m.publish_error("server");
+        m.published(OutcomeKind::Written);
+        m.publish_error(Reason::Server);
         let text = m.encode();
         let version = env!("CARGO_PKG_VERSION");
         assert_eq!(
@@ -693,16 +720,70 @@ mod tests {
             )])
         );
         assert_eq!(
-            samples(&text, "gpu_labeler_publishes_total"),
+            samples(&text, "gpu_labeler_publishes_total{result=\"written\"}"),
             map(&[("gpu_labeler_publishes_total{result=\"written\"}", "1")])
         );
         assert_eq!(
-            samples(&text, "gpu_labeler_publish_errors_total"),
+            samples(&text, "gpu_labeler_publish_errors_total{reason=\"server\"}"),
             map(&[("gpu_labeler_publish_errors_total{reason=\"server\"}", "1")])
         );
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             assert!(line.starts_with("gpu_labeler_"), "{line}");
         }
+    }
+
+    /// A rate or an absent-series alert needs each counter's series before its first
+    /// increment: the first scrape has every one, at 0.
+    #[test]
+    fn every_counter_series_is_exported_at_zero_from_the_first_scrape() {
+        let text = Metrics::new().encode();
+        let zeros = |metric: &str, label: &str, values: &[&str]| {
+            values
+                .iter()
+                .map(|v| {
+                    (
+                        format!("gpu_labeler_{metric}_total{{{label}=\"{v}\"}}"),
+                        "0".into(),
+                    )
+                })
+                .collect::<std::collections::BTreeMap<String, String>>()
+        };
+        assert_eq!(
+            samples(&text, "gpu_labeler_publishes_total"),
+            zeros("publishes", "result", &["dry_run", "unchanged", "written"])
+        );
+        let reasons = [
+            "client",
+            "conflict",
+            "decode",
+            "io",
+            "network",
+            "not_found",
+            "server",
+            "throttled",
+            "timeout",
+            "too_large",
+        ];
+        assert_eq!(
+            samples(&text, "gpu_labeler_publish_errors_total"),
+            zeros("publish_errors", "reason", &reasons)
+        );
+        assert_eq!(
+            samples(&text, "gpu_labeler_nvml_failures_total"),
+            zeros(
+                "nvml_failures",
+                "reason",
+                &["crash", "exit", "protocol", "spawn", "timeout"]
+            )
+        );
+        assert_eq!(
+            samples(&text, "gpu_labeler_events_total"),
+            zeros(
+                "events",
+                "source",
+                &["dra", "files", "node", "nvml", "uevent"]
+            )
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::config::{Config, NvmlEnabled, Profile};
 use crate::default_rules;
+use crate::discover::nvml::child::IsolatedNvml;
 use crate::discover::nvml::{self, NvmlChoice};
-use crate::discover::nvml_child::IsolatedNvml;
 use crate::discover::{self, DiscoveryOptions};
 use crate::dra;
 use crate::error::Error;

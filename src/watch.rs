@@ -28,6 +28,14 @@ pub enum Source {
 }
 
 impl Source {
+    pub const ALL: [Source; 5] = [
+        Source::Files,
+        Source::Uevent,
+        Source::Nvml,
+        Source::Node,
+        Source::Dra,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Files => "files",
@@ -708,6 +716,12 @@ async fn watch_once(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_event_source_is_a_series_of_the_events_metric() {
+        let names = super::Source::ALL.map(super::Source::as_str);
+        assert_eq!(names, crate::metrics::EVENT_SOURCES);
+    }
+
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> Guarded {

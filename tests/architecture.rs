@@ -14,6 +14,7 @@ const FLOORS: &[(u8, &[&str])] = &[
         0,
         &[
             "names",
+            "said",
             "sysfs",
             "pciids",
             "yaml",

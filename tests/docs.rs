@@ -772,7 +772,7 @@ fn the_figure_check_reads_sections_and_figures() {
 }
 
 /// The memory a node's PCI functions need (docs/troubleshooting.md) is the agent's own estimate
-/// (`src/daemon.rs`) and the shipped limit (`deploy/base/agent/daemonset.yaml`).
+/// (`src/daemon/memory.rs`) and the shipped limit (`deploy/base/agent/daemonset.yaml`).
 #[test]
 fn the_memory_estimate_in_the_docs_is_the_agents() {
     use gpu_labeler::daemon::{MEMORY_BASE, MEMORY_PER_FUNCTION, memory_need};

@@ -12,7 +12,8 @@ mod node_extras;
 use std::time::{Duration, Instant};
 
 use gpu_labeler::output::{GpuHealth, NodeOutput, Taint};
-use gpu_labeler::publish::node::{NodeWrites, OutcomeKind};
+use gpu_labeler::publish::node::NodeWrites;
+use gpu_labeler::publish::outcome::OutcomeKind;
 use gpu_labeler::publish::taints::TAINTS_ANNOTATION;
 use kube::{KubeApiServer, Who};
 use node_extras::{

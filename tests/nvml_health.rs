@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use gpu_labeler::discover::nvml::child::IsolatedNvml;
 use gpu_labeler::discover::nvml::{
     NvmlChoice, NvmlFault, NvmlHealth, NvmlLostGpu, NvmlProbe, NvmlScan, NvmlStatus,
 };
-use gpu_labeler::discover::nvml_child::IsolatedNvml;
 use gpu_labeler::discover::pci::PciAddress;
 
 mod common;

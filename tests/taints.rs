@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use gpu_labeler::output::{GpuHealth, NodeOutput, Taint};
-use gpu_labeler::publish::node::{NodeWrites, OutcomeKind};
+use gpu_labeler::publish::node::NodeWrites;
+use gpu_labeler::publish::outcome::OutcomeKind;
 use kube::{KubeApiServer, Who};
 use serde_json::{Value, json};
 

@@ -239,7 +239,7 @@ pub fn discover(
         .zip(classes)
         .filter_map(|(d, c)| gpu_class(d, c.as_ref()).map(|(v, e)| (d, v, e)))
         .collect();
-    let view = health::NodeView::new(
+    let view = health::SysfsContext::new(
         &found.iter().map(|(d, v, _)| (*d, *v)).collect::<Vec<_>>(),
         nvml,
     );

@@ -84,7 +84,7 @@ pub fn detail_key(kind: &str) -> String {
 pub type Faults = BTreeMap<String, String>;
 
 /// What the sysfs checks need to know of the node beyond one function.
-pub struct NodeView<'a> {
+pub struct SysfsContext<'a> {
     /// Per vendor, the drivers its GPU functions (not VFs) are bound to, holding drivers aside.
     bound: BTreeMap<Vendor, BTreeSet<&'a str>>,
     /// The PCI addresses NVML listed, when it answered this scan (`None`: it did not, and a
@@ -94,8 +94,8 @@ pub struct NodeView<'a> {
     nvml_lost: BTreeSet<PciAddress>,
 }
 
-impl<'a> NodeView<'a> {
-    pub fn new(gpus: &[(&'a PciDevice, Vendor)], nvml: &NvmlScan) -> NodeView<'a> {
+impl<'a> SysfsContext<'a> {
+    pub fn new(gpus: &[(&'a PciDevice, Vendor)], nvml: &NvmlScan) -> SysfsContext<'a> {
         let mut bound: BTreeMap<Vendor, BTreeSet<&str>> = BTreeMap::new();
         for (d, v) in gpus {
             if let Some(drv) = d.driver()
@@ -108,7 +108,7 @@ impl<'a> NodeView<'a> {
         let nvml_listed = (nvml.status == NvmlStatus::Ok)
             .then(|| nvml.gpus.iter().filter_map(|g| g.address).collect());
         let nvml_lost = nvml.lost.iter().filter_map(|l| l.address).collect();
-        NodeView {
+        SysfsContext {
             bound,
             nvml_listed,
             nvml_lost,
@@ -121,7 +121,7 @@ pub fn sysfs_faults(
     sysfs: &Sysfs,
     dev: &PciDevice,
     vendor: Vendor,
-    node: &NodeView,
+    node: &SysfsContext,
     config: &HealthConfig,
     warnings: &mut Warnings,
 ) -> Faults {

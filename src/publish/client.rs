@@ -90,7 +90,7 @@ async fn build(
     let invalid = |e: &dyn std::error::Error| {
         Error::InvalidInput(format!(
             "Kubernetes client configuration: {}",
-            super::node::error_chain(e)
+            super::error::error_chain(e)
         ))
     };
     let mut config = if let Some(path) = kubeconfig {
@@ -98,7 +98,7 @@ async fn build(
             Error::InvalidInput(format!(
                 "cannot read kubeconfig {}: {}",
                 path.display(),
-                super::node::error_chain(&e)
+                super::error::error_chain(&e)
             ))
         })?;
         kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())

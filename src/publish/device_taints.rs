@@ -18,7 +18,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions
 use kube::core::{ApiResource, DynamicObject};
 use serde_json::Value;
 
-use super::node::{FIELD_MANAGER, PublishError};
+use super::error::{PublishError, Reason, bounded};
+use super::node::FIELD_MANAGER;
 use crate::dra::taints::{self, GROUP, NAME_PREFIX, NODE_LABEL, Wanted};
 
 /// How often the rules are listed again while nothing changes (one that someone deleted comes
@@ -165,7 +166,7 @@ impl DeviceTaints {
         let Some(version) = self
             .version(client, timeout)
             .await
-            .map_err(|m| PublishError::new("network", format!("device taints: {m}")))?
+            .map_err(|m| PublishError::new(Reason::Network, format!("device taints: {m}")))?
         else {
             out.warnings.push(NOT_SERVED.to_string());
             return Ok(out);
@@ -285,7 +286,7 @@ impl DeviceTaints {
                     known.insert(name.clone(), existing(&o));
                     out.changes.push(change);
                 }
-                Err(e) if e.reason == "client" => {
+                Err(e) if e.reason == Reason::Client => {
                     out.warnings
                         .push(format!("{}; not asked again until it changes", e.message));
                     self.refused.insert(name.clone(), spec);
@@ -319,7 +320,7 @@ impl DeviceTaints {
                     known.remove(&name);
                     out.changes.push(format!("-{name}"));
                 }
-                Err(e) if e.reason == "not_found" => {
+                Err(e) if e.is_not_found() => {
                     known.remove(&name);
                 }
                 Err(e) => {
@@ -340,18 +341,6 @@ impl DeviceTaints {
 /// Said once when the cluster serves no `DeviceTaintRule`.
 pub const NOT_SERVED: &str = "this cluster serves no resource.k8s.io DeviceTaintRule (v1 or \
     v1beta2): GPU faults stay node-level (the taint and condition); asked again every 10 minutes";
-
-async fn bounded<T>(
-    what: &str,
-    timeout: Duration,
-    call: impl Future<Output = Result<T, kube::Error>>,
-) -> Result<T, PublishError> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(PublishError::from_kube(what, &e)),
-        Err(_) => Err(PublishError::timeout(what, timeout)),
-    }
-}
 
 /// A rule as the API server gave it.
 fn existing(o: &DynamicObject) -> Existing {
@@ -492,7 +481,7 @@ pub async fn prune(
             let what = format!("delete DeviceTaintRule {name}");
             match bounded(&what, timeout, api.delete(name, &dp)).await {
                 Ok(_) => {}
-                Err(e) if e.reason == "not_found" => continue,
+                Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e.message),
             }
         }

@@ -15,7 +15,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use serde::Serialize;
 
-use super::node::{FIELD_MANAGER, FieldKind, Owned, ownership};
+use super::node::{FIELD_MANAGER, Owned, ownership};
+use super::outcome::FieldKind;
 use crate::error::Error;
 
 /// What applying the wanted output would do to one key.
@@ -265,7 +266,7 @@ pub fn fetch_node(kubeconfig: Option<&Path>, name: &str, timeout: Duration) -> R
             })?
             .map_err(|e| {
                 Error::Runtime(
-                    super::node::PublishError::from_kube(&format!("reading Node {name}"), &e)
+                    super::error::PublishError::from_kube(&format!("reading Node {name}"), &e)
                         .message,
                 )
             })

@@ -9,7 +9,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::node::{LabelDiff, Outcome, OutcomeKind, PublishError};
+use super::error::{PublishError, Reason};
+use super::outcome::{LabelDiff, Outcome, OutcomeKind};
 use crate::output::{LabelMap, NodeOutput};
 use crate::publish::stdout::{LabelFormat, render};
 
@@ -77,7 +78,7 @@ impl FeaturesFileSink {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
                 return Err(PublishError::new(
-                    "io",
+                    Reason::Io,
                     format!("cannot read {}: {e}", self.path.display()),
                 ));
             }
@@ -99,7 +100,10 @@ impl FeaturesFileSink {
             });
         }
         write_atomically(&self.path, &content).map_err(|e| {
-            PublishError::new("io", format!("cannot write {}: {e}", self.path.display()))
+            PublishError::new(
+                Reason::Io,
+                format!("cannot write {}: {e}", self.path.display()),
+            )
         })?;
         Ok(Outcome {
             kind: OutcomeKind::Written,
@@ -164,7 +168,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut sink = FeaturesFileSink::new(dir.path().join("no/such/dir/f"));
         let e = sink.publish(&output(&[("a", "1")]), false).unwrap_err();
-        assert_eq!(e.reason, "io");
+        assert_eq!(e.reason, Reason::Io);
         assert!(e.message.contains("no/such/dir/f"), "{e}");
     }
 

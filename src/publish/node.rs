@@ -7,11 +7,10 @@
 //!
 //! No write when nothing changed: the sink remembers what it applied. After a start (and once an
 //! hour, to notice keys that someone else removed) it reads the Node once and compares the keys
-//! our manager owns there with what it wants, instead of applying blindly. This module also holds
-//! what every sink shares: `Outcome`, `LabelDiff` and `PublishError`.
+//! our manager owns there with what it wants, instead of applying blindly. What every sink
+//! shares (the outcome of a publish, its errors) lives in `outcome` and `error`.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint as NodeTaint};
@@ -21,6 +20,8 @@ use serde_json::{Value, json};
 
 use crate::output::{LabelMap, NodeOutput, Taint};
 
+use super::error::{PublishError, Reason};
+use super::outcome::{Conflict, FieldKind, LabelDiff, Outcome, OutcomeKind, Refused};
 use super::taints;
 
 /// Our field manager on every object we apply.
@@ -61,177 +62,6 @@ impl Owned {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FieldKind {
-    Label,
-    Annotation,
-    Taint,
-    /// The `GPUHealthy` condition.
-    Condition,
-}
-
-impl FieldKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FieldKind::Label => "label",
-            FieldKind::Annotation => "annotation",
-            FieldKind::Taint => "taint",
-            FieldKind::Condition => "condition",
-        }
-    }
-}
-
-/// A key we want that another field manager owns with another value. Reported and left alone.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Conflict {
-    pub kind: FieldKind,
-    pub key: String,
-    pub manager: String,
-}
-
-impl fmt::Display for Conflict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} {} is owned by field manager {:?} with another value; not applied",
-            self.kind.as_str(),
-            self.key,
-            self.manager
-        )
-    }
-}
-
-/// How labels change from one published state to the next.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LabelDiff {
-    pub added: LabelMap,
-    /// key -> (old, new)
-    pub changed: BTreeMap<String, (String, String)>,
-    pub removed: Vec<String>,
-}
-
-impl LabelDiff {
-    pub fn between(old: &LabelMap, new: &LabelMap) -> LabelDiff {
-        let mut d = LabelDiff::default();
-        for (k, v) in new {
-            match old.get(k) {
-                None => {
-                    d.added.insert(k.clone(), v.clone());
-                }
-                Some(o) if o != v => {
-                    d.changed.insert(k.clone(), (o.clone(), v.clone()));
-                }
-                Some(_) => {}
-            }
-        }
-        d.removed = old
-            .keys()
-            .filter(|k| !new.contains_key(*k))
-            .cloned()
-            .collect();
-        d
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty()
-    }
-}
-
-impl fmt::Display for LabelDiff {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_empty() {
-            return f.write_str("no label changes");
-        }
-        let mut parts = Vec::new();
-        parts.extend(self.added.iter().map(|(k, v)| format!("+{k}={v}")));
-        parts.extend(
-            self.changed
-                .iter()
-                .map(|(k, (o, n))| format!("~{k}={o}->{n}")),
-        );
-        parts.extend(self.removed.iter().map(|k| format!("-{k}")));
-        f.write_str(&parts.join(" "))
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutcomeKind {
-    /// Nothing to write: the destination already holds what we want.
-    Unchanged,
-    Written,
-    /// `--dry-run`: this would have been written.
-    DryRun,
-}
-
-impl OutcomeKind {
-    /// The `result` label of `gpu_labeler_publishes_total`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutcomeKind::Unchanged => "unchanged",
-            OutcomeKind::Written => "written",
-            OutcomeKind::DryRun => "dry_run",
-        }
-    }
-}
-
-/// What one successful publish did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    pub kind: OutcomeKind,
-    pub diff: LabelDiff,
-    /// Conflicts found by this publish (each reported once, when found).
-    pub conflicts: Vec<Conflict>,
-    /// Keys left out because the admission policy refused the apply that carried them, with
-    /// the policy's message (reported once per change, when found).
-    pub refused: Vec<Refused>,
-    /// What is wrong on the Node besides (a tracking annotation not to be trusted), each said
-    /// once per change.
-    pub warnings: Vec<String>,
-}
-
-impl Outcome {
-    pub fn unchanged() -> Outcome {
-        Outcome {
-            kind: OutcomeKind::Unchanged,
-            diff: LabelDiff::default(),
-            conflicts: Vec::new(),
-            refused: Vec::new(),
-            warnings: Vec::new(),
-        }
-    }
-}
-
-/// A key the admission policy refused: the apply that carried it was denied, and the one
-/// without it (and the other keys outside what the shipped policy admits) went through.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Refused {
-    pub kind: FieldKind,
-    pub key: String,
-    /// The policy's denial.
-    pub message: String,
-}
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if matches!(self.kind, FieldKind::Taint | FieldKind::Condition) {
-            return write!(
-                f,
-                "{} {} left out: {}",
-                self.kind.as_str(),
-                self.key,
-                self.message
-            );
-        }
-        write!(
-            f,
-            "{} {} left out: the API server's admission policy refused the apply that carried it ({}); the other keys are published",
-            self.kind.as_str(),
-            self.key,
-            self.message
-        )
-    }
-}
-
 /// The policy's words in a denial by a ValidatingAdmissionPolicy (kube-apiserver's
 /// `... is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: <why>`).
 pub fn policy_denial(status: &Status) -> Option<String> {
@@ -242,106 +72,6 @@ pub fn policy_denial(status: &Status) -> Option<String> {
         .message
         .split_once(" denied request: ")
         .map(|(_, why)| why.to_string())
-}
-
-/// The most an API answer may be: a Node (or NodeFeature) is a few KiB, a few MiB with huge
-/// annotations. A larger body is a failed attempt, not something to buffer.
-pub const MAX_RESPONSE_BYTES: usize = 4 << 20;
-
-/// A publish that failed; the daemon retries it with backoff. `reason` is the metrics label.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct PublishError {
-    /// `conflict`, `server`, `throttled`, `not_found`, `client`, `timeout`, `network`,
-    /// `too_large`, `decode`, `io`.
-    pub reason: &'static str,
-    pub message: String,
-    /// The API server asked to wait this long (a 429's `Retry-After`, as its Status body's
-    /// `details.retryAfterSeconds` carries it).
-    pub retry_after: Option<Duration>,
-}
-
-impl PublishError {
-    pub fn new(reason: &'static str, message: impl Into<String>) -> PublishError {
-        PublishError {
-            reason,
-            message: message.into(),
-            retry_after: None,
-        }
-    }
-
-    /// Classifies a client error: what kind of failure, for logs and metrics.
-    pub fn from_kube(what: &str, e: &kube::Error) -> PublishError {
-        let reason = match e {
-            kube::Error::Api(s) => match s.code {
-                409 => "conflict",
-                429 => "throttled",
-                404 => "not_found",
-                500..=599 => "server",
-                _ => "client",
-            },
-            kube::Error::SerdeError(_) => "decode",
-            other => {
-                let chain = error_chain(other);
-                if chain.contains("length limit exceeded") {
-                    "too_large"
-                } else if chain.contains("invalid HTTP")
-                    || chain.contains(" parsed")
-                    || chain.contains("message head is too large")
-                {
-                    // The other end answered, but not in HTTP (a port that is not the API
-                    // server, a proxy's garbage): not the network's fault.
-                    "decode"
-                } else if chain.contains("timed out") || chain.contains("deadline") {
-                    "timeout"
-                } else {
-                    "network"
-                }
-            }
-        };
-        let detail = match e {
-            kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
-            _ if reason == "too_large" => format!(
-                "the answer is larger than {} MiB; not read",
-                MAX_RESPONSE_BYTES >> 20
-            ),
-            other => error_chain(other),
-        };
-        let retry_after = match e {
-            kube::Error::Api(s) if s.code == 429 => Some(Duration::from_secs(
-                s.details
-                    .as_ref()
-                    .map(|d| d.retry_after_seconds)
-                    .filter(|&n| n > 0)
-                    .unwrap_or(1)
-                    .into(),
-            )),
-            _ => None,
-        };
-        PublishError {
-            retry_after,
-            ..PublishError::new(reason, format!("{what}: {detail}"))
-        }
-    }
-
-    pub fn timeout(what: &str, after: Duration) -> PublishError {
-        PublishError::new("timeout", format!("{what}: no answer in {after:?}"))
-    }
-}
-
-/// An error and its sources on one line: "connection refused" is usually three levels down.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(inner) = cur {
-        let t = inner.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = inner.source();
-    }
-    s
 }
 
 /// The conflicting keys of a server-side apply 409, from `details.causes`: `field` is
@@ -599,7 +329,7 @@ impl Guarded {
 /// is wrong (invalid, too large, forbidden), which is refused and not retried until what is
 /// wanted changes.
 fn retryable(e: &PublishError) -> bool {
-    e.reason != "client"
+    e.reason != Reason::Client
 }
 
 /// What the node sink writes besides labels and annotations (`publish.taints` and
@@ -809,7 +539,7 @@ impl NodeSink {
             }
         }
         Err(PublishError::new(
-            "conflict",
+            Reason::Conflict,
             format!(
                 "apply to node {}: the Node kept changing under {MAX_STALE_ROUNDS} reads",
                 self.node
@@ -1038,7 +768,7 @@ impl NodeSink {
             }
         }
         Err(PublishError::new(
-            "conflict",
+            Reason::Conflict,
             format!(
                 "write the taints of node {}: the Node kept changing under {MAX_TAINT_ROUNDS} reads",
                 self.node
@@ -1200,7 +930,7 @@ impl NodeSink {
             }
         }
         Err(ApplyError::Failed(PublishError::new(
-            "conflict",
+            Reason::Conflict,
             format!(
                 "apply to node {}: still conflicting after {MAX_CONFLICT_ROUNDS} rounds",
                 self.node
@@ -1456,7 +1186,7 @@ mod tests {
         })
         .await;
         let e = out.unwrap_err();
-        assert_eq!(e.reason, "server");
+        assert_eq!(e.reason, Reason::Server);
         assert!(e.message.contains("leader changed"), "{e}");
     }
 

@@ -15,7 +15,9 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::node::{FIELD_MANAGER, LabelDiff, Outcome, OutcomeKind, PublishError};
+use super::error::PublishError;
+use super::node::FIELD_MANAGER;
+use super::outcome::{LabelDiff, Outcome, OutcomeKind};
 use crate::features::FeatureSet;
 use crate::output::{LabelMap, NodeOutput};
 
@@ -147,7 +149,7 @@ impl NodeFeatureSink {
             Ok(Ok(n)) => n.metadata.uid,
             Ok(Err(e)) => {
                 let e = PublishError::from_kube(&what, &e);
-                if matches!(e.reason, "server" | "throttled" | "network" | "timeout") {
+                if e.reason.transient() {
                     return Err(e);
                 }
                 tracing::warn!("{e}; the NodeFeature is published without an owner");

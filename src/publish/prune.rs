@@ -23,10 +23,10 @@ use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, Client};
 use serde::Serialize;
 
-use super::node::{
-    Extras, FIELD_MANAGER, FieldKind, NodeSink, Ownership, PublishError, apply_body, ownership,
-};
+use super::error::{PublishError, bounded};
+use super::node::{Extras, FIELD_MANAGER, NodeSink, Ownership, apply_body, ownership};
 use super::nodefeature::{GROUP, KIND, VERSION};
+use super::outcome::FieldKind;
 use super::taints;
 use crate::error::Error;
 
@@ -196,20 +196,6 @@ pub fn run(kubeconfig: Option<&Path>, req: &Request) -> Result<Vec<NodePrune>, E
     })
 }
 
-/// `call` bounded by `timeout`; its error in the sink's words (`404 NotFound: nodes "x" not
-/// found`).
-pub(crate) async fn bounded<T>(
-    what: &str,
-    timeout: Duration,
-    call: impl Future<Output = Result<T, kube::Error>>,
-) -> Result<T, String> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(PublishError::from_kube(what, &e).message),
-        Err(_) => Err(format!("{what}: no answer within {timeout:?}")),
-    }
-}
-
 /// Every Node's name, 500 at a time.
 async fn list_nodes(client: &Client, timeout: Duration) -> Result<Vec<String>, Error> {
     let api: Api<Node> = Api::all(client.clone());
@@ -222,7 +208,7 @@ async fn list_nodes(client: &Client, timeout: Duration) -> Result<Vec<String>, E
         }
         let page = bounded("listing Nodes", timeout, api.list(&lp))
             .await
-            .map_err(Error::Runtime)?;
+            .map_err(|e| Error::Runtime(e.message))?;
         names.extend(page.items.into_iter().filter_map(|n| n.metadata.name));
         token = page.metadata.continue_.filter(|t| !t.is_empty());
         if token.is_none() {

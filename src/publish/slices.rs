@@ -11,7 +11,7 @@ use kube::api::{Api, ListParams};
 use kube::core::{ApiResource, DynamicObject};
 use serde_json::{Value, json};
 
-use super::prune::bounded;
+use super::error::bounded;
 use crate::dra::DraObjects;
 
 /// The API group of DRA.
@@ -25,7 +25,7 @@ pub async fn version(client: &Client, timeout: Duration) -> Result<Option<&'stat
     let groups = match tokio::time::timeout(timeout, client.list_api_groups()).await {
         Ok(Ok(g)) => g,
         Ok(Err(kube::Error::Api(s))) if s.code == 404 => return Ok(None),
-        Ok(Err(e)) => return Err(super::node::PublishError::from_kube(what, &e).message),
+        Ok(Err(e)) => return Err(super::error::PublishError::from_kube(what, &e).message),
         Err(_) => return Err(format!("{what}: no answer within {timeout:?}")),
     };
     let Some(g) = groups.groups.iter().find(|g| g.name == GROUP) else {

@@ -38,7 +38,7 @@ pub fn list_nodes(kubeconfig: Option<&Path>, timeout: Duration) -> Result<Vec<No
                 .map_err(|e| {
                     Error::Runtime(format!(
                         "listing nodes: {}",
-                        crate::publish::node::error_chain(&e)
+                        crate::publish::error::error_chain(&e)
                     ))
                 })?;
             let trees: Vec<_> = page
@@ -101,7 +101,7 @@ async fn device_taint_rules(
                     .collect());
             }
             Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
-            Ok(Err(e)) => return Err(crate::publish::node::error_chain(&e)),
+            Ok(Err(e)) => return Err(crate::publish::error::error_chain(&e)),
             Err(_) => return Err(format!("no answer within {timeout:?}")),
         }
     }

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use gpu_labeler::publish::client::kube_client;
-use gpu_labeler::publish::node::{MAX_RESPONSE_BYTES, NodeSink, NodeWrites};
+use gpu_labeler::publish::error::MAX_RESPONSE_BYTES;
+use gpu_labeler::publish::node::{NodeSink, NodeWrites};
 use gpu_labeler::publish::taints::TAINTS_ANNOTATION;
 use serde_json::{Value, json};
 

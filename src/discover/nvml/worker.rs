@@ -18,8 +18,9 @@
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::nvml::{NvmlProbe, NvmlScan, NvmlStatus};
-use super::nvml_child::{FailureReason, IsolatedNvml};
+use super::child::{FailureReason, IsolatedNvml};
+use super::{NvmlProbe, NvmlScan, NvmlStatus};
+use crate::said::SaidOnce;
 
 /// How long a cycle waits for the scan it asked for once NVML has answered before: a healthy
 /// driver answers a persistent child in milliseconds.
@@ -205,7 +206,7 @@ enum Turn {
 fn work(shared: &Shared, mut probe: IsolatedNvml) {
     let mut next_check: Option<Instant> = None;
     // The light check's last failure as logged, so that a steady one is said once.
-    let mut check_failure: Option<String> = None;
+    let mut check_failure = SaidOnce::starting_at(None);
     loop {
         let turn = {
             let mut st = shared.lock();
@@ -247,7 +248,7 @@ fn work(shared: &Shared, mut probe: IsolatedNvml) {
             Turn::Replace(p) => {
                 probe = *p;
                 next_check = None;
-                check_failure = None;
+                check_failure.changed(None);
             }
             Turn::Scan { checking } => {
                 let scan = probe.scan();
@@ -294,7 +295,7 @@ fn work(shared: &Shared, mut probe: IsolatedNvml) {
                 next_check = Some(Instant::now() + st.check_interval);
                 match state {
                     Some(Ok(state)) => {
-                        check_failure = None;
+                        check_failure.changed(None);
                         let changed = st.baseline.as_ref().is_some_and(|b| *b != state);
                         st.baseline = Some(state);
                         drop(st);
@@ -316,26 +317,25 @@ fn work(shared: &Shared, mut probe: IsolatedNvml) {
 
 fn report_check_failure(
     shared: &Shared,
-    last: &mut Option<String>,
-    f: &super::nvml_child::Failure,
+    last: &mut SaidOnce<Option<String>>,
+    f: &super::child::Failure,
 ) {
     (shared.notify)(Notice::Failed {
         during: "check",
         reason: f.reason,
     });
-    if last.as_deref() != Some(f.message.as_str()) {
+    if last.changed(Some(f.message.clone())).is_some() {
         tracing::warn!("NVML's light check failed: {}", f.message);
-        *last = Some(f.message.clone());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discover::nvml_child::tests::{OK_ANSWER as OK, probe};
+    use crate::discover::nvml::child::tests::{OK_ANSWER as OK, probe};
     use std::sync::mpsc;
 
-    /// A worker whose "child" is `sh -c SCRIPT` (as nvml_child's tests), and what it notified.
+    /// A worker whose "child" is `sh -c SCRIPT` (as the child module's tests), and what it notified.
     fn worker(script: &str, timeout_ms: u64) -> (NvmlWorker, mpsc::Receiver<Notice>) {
         let (tx, rx) = mpsc::channel();
         let tx = Mutex::new(tx);

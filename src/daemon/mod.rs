@@ -9,34 +9,39 @@
 //! place), SIGHUP re-reads the config and rules at once. The first cycle starts at a random
 //! offset within the interval so that a fleet started together does not publish together.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
+mod backoff;
+mod inputs;
+mod memory;
+
+pub use backoff::{BACKOFF_BASE, BACKOFF_CAP, Backoff, random_fraction};
+pub use inputs::{digest, with_defaults};
+pub use memory::{MEMORY_BASE, MEMORY_PER_FUNCTION, memory_limit, memory_need, memory_warning};
+
 use crate::config::{self, Config};
 use crate::discover;
-use crate::discover::nvml_child::IsolatedNvml;
-use crate::discover::nvml_worker::{Notice, NvmlWorker, WorkerProbe};
+use crate::discover::nvml::child::IsolatedNvml;
+use crate::discover::nvml::worker::{Notice, NvmlWorker, WorkerProbe};
 use crate::discover::sharing::SharingSource;
 use crate::error::{Error, exit};
 use crate::features::{self, FeatureSet};
 use crate::labels::evaluate_node;
 use crate::metrics::{self, Health};
-use crate::output::NodeOutput;
 use crate::pipeline::{RuleFiles, Sources};
 use crate::publish::client;
 use crate::publish::device_taints::DeviceTaints;
-use crate::publish::features_file::{self, FeaturesFileSink};
-use crate::publish::node::{
-    self, MAX_RESPONSE_BYTES, NodeSink, Outcome, OutcomeKind, PublishError,
-};
-use crate::publish::nodefeature::{self, NodeFeatureSink};
-use crate::rules::RuleSet;
+use crate::publish::error::{MAX_RESPONSE_BYTES, PublishError};
+use crate::publish::node;
+use crate::publish::outcome::{Outcome, OutcomeKind};
+use crate::publish::sink::{Sink, SinkKind, SinkTarget, request_timeout, sink_kind};
+use crate::said::SaidOnce;
 use crate::watch::{self, Coalescer, Event, FileWatch, Source};
+use inputs::Inputs;
 
 /// Everything `run` is told: where inputs come from and how to publish. Built by the command
 /// line from its flags and environment.
@@ -45,35 +50,6 @@ pub struct Options {
     pub sources: Sources,
     pub rules: RuleFiles,
     pub publish: PublishOptions,
-}
-
-/// Where labels go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SinkKind {
-    Node,
-    Nodefeature,
-    FeaturesFile,
-    Stdout,
-}
-
-impl SinkKind {
-    /// Every sink, in the order `--sink` lists them.
-    pub const ALL: [SinkKind; 4] = [
-        SinkKind::Node,
-        SinkKind::Nodefeature,
-        SinkKind::FeaturesFile,
-        SinkKind::Stdout,
-    ];
-
-    /// The name `--sink` and `publish.sink` use.
-    pub fn name(self) -> &'static str {
-        match self {
-            SinkKind::Node => "node",
-            SinkKind::Nodefeature => "nodefeature",
-            SinkKind::FeaturesFile => "features-file",
-            SinkKind::Stdout => "stdout",
-        }
-    }
 }
 
 /// How and where to publish (docs/catalog.md#publishing).
@@ -113,349 +89,12 @@ pub struct PublishOptions {
     pub publish_device_taints: bool,
 }
 
-/// Peak memory of the daemon: a base plus a share per PCI function (`cargo bench --bench
-/// memory`, release build: 13.3 MiB + 1.18 KiB a function on 2026-12-06, was 11.3 MiB + 1.13
-/// KiB; rounded up here).
-pub const MEMORY_BASE: u64 = 14 << 20;
-pub const MEMORY_PER_FUNCTION: u64 = 1_250;
-
-/// What the daemon needs on a node with `functions` PCI functions, in bytes.
-pub fn memory_need(functions: usize) -> u64 {
-    MEMORY_BASE + MEMORY_PER_FUNCTION * functions as u64
-}
-
-/// The memory limit of the cgroup at `root` (cgroup v2 `memory.max`, else v1
-/// `memory/memory.limit_in_bytes`) and the file it came from; `None` when there is none, it is
-/// unlimited, or it cannot be read.
-pub fn memory_limit(root: &Path) -> Option<(u64, PathBuf)> {
-    for file in ["memory.max", "memory/memory.limit_in_bytes"] {
-        let path = root.join(file);
-        let Ok(text) = crate::sysfs::read_regular_text(&path, 64) else {
-            continue;
-        };
-        // "max" (v2) or a page-rounded 2^63 (v1) is no limit.
-        return text
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .filter(|&b| b < 1 << 60)
-            .map(|b| (b, path));
-    }
-    None
-}
-
-/// A warning when the node's PCI functions need more memory than the agent's limit allows.
-pub fn memory_warning(functions: usize, cgroup_root: &Path) -> Option<String> {
-    let (limit, file) = memory_limit(cgroup_root)?;
-    let need = memory_need(functions);
-    let mib = |b: u64| b.div_ceil(1 << 20);
-    (need > limit).then(|| {
-        format!(
-            "this node has {functions} PCI functions: the agent needs about {} MiB, more than its memory limit of {} MiB ({}); raise resources.limits.memory to at least {}Mi",
-            mib(need),
-            mib(limit),
-            file.display(),
-            mib(need + need / 4)
-        )
-    })
-}
-
-/// How often the loop says it is alive while it waits.
-const HEARTBEAT: Duration = Duration::from_secs(1);
-
-/// Backoff after a failed cycle: 1 s doubling to 5 min (never more than the interval), full
-/// jitter.
-pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
-pub const BACKOFF_CAP: Duration = Duration::from_secs(300);
 /// `--oneshot` tries this many times (backoff capped at 8 s) before exiting 3.
 const ONESHOT_ATTEMPTS: u32 = 4;
 const ONESHOT_BACKOFF_CAP: Duration = Duration::from_secs(8);
 
-/// A uniformly random number in [0, 1): std's randomly keyed hasher is random enough for jitter.
-pub use crate::watch::random_fraction;
-
-/// Capped exponential backoff with full jitter: the n-th delay is uniform in
-/// [0, min(cap, base * 2^n)], with a small floor so that a retry never spins.
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    base: Duration,
-    cap: Duration,
-    attempt: u32,
-}
-
-impl Backoff {
-    pub fn new(base: Duration, cap: Duration) -> Backoff {
-        Backoff {
-            base,
-            cap,
-            attempt: 0,
-        }
-    }
-
-    pub fn reset(&mut self) {
-        self.attempt = 0;
-    }
-
-    pub fn set_cap(&mut self, cap: Duration) {
-        self.cap = cap;
-    }
-
-    /// The ceiling of the next delay.
-    pub fn ceiling(&self) -> Duration {
-        let factor = 2u32.saturating_pow(self.attempt.min(30));
-        self.base.saturating_mul(factor).min(self.cap)
-    }
-
-    /// The next delay, for a random fraction in [0, 1).
-    pub fn next_with(&mut self, fraction: f64) -> Duration {
-        let d = self.ceiling().mul_f64(fraction.clamp(0.0, 1.0));
-        self.attempt = self.attempt.saturating_add(1);
-        d.max(self.base / 10)
-    }
-
-    pub fn next_delay(&mut self) -> Duration {
-        self.next_with(random_fraction())
-    }
-}
-
-/// A digest of the files an input is read from, to notice changes by content (a ConfigMap
-/// update swaps a `..data` symlink; mtimes say little). Directories contribute the files the
-/// rules loader reads (`rules::rule_files`).
-pub fn digest(paths: &[PathBuf]) -> u64 {
-    let mut h = DefaultHasher::new();
-    for p in paths {
-        p.hash(&mut h);
-        if p.is_dir() {
-            match crate::rules::rule_files(p) {
-                Ok(files) => {
-                    for f in files {
-                        f.hash(&mut h);
-                        hash_file(&f, &mut h);
-                    }
-                }
-                Err(e) => e.kind().hash(&mut h),
-            }
-        } else {
-            hash_file(p, &mut h);
-        }
-    }
-    h.finish()
-}
-
-fn hash_file(p: &Path, h: &mut DefaultHasher) {
-    match crate::sysfs::read_regular_file(p, crate::sysfs::MAX_INPUT_BYTES) {
-        Ok(bytes) => bytes.hash(h),
-        Err(e) => e.kind().hash(h),
-    }
-}
-
-/// The config and rules in force: the last good version of each, and the digests that say
-/// when their files change.
-struct Inputs {
-    /// The node sink writes under the admission policy: `labels.allowedNs` defaults to its
-    /// namespaces.
-    node_sink: bool,
-    sources: Sources,
-    rule_files: RuleFiles,
-    config: Config,
-    rules: RuleSet,
-    config_digest: u64,
-    rules_digest: u64,
-}
-
-impl Inputs {
-    fn config_paths(sources: &Sources) -> Vec<PathBuf> {
-        sources.config.iter().cloned().collect()
-    }
-
-    /// Loads both at start: an invalid one is an error (exit 1), as for `labels`.
-    fn load(sources: Sources, rule_files: RuleFiles) -> Result<Inputs, Error> {
-        let config_digest = digest(&Self::config_paths(&sources));
-        let rules_digest = digest(&rule_files.paths);
-        let config = sources.load_config()?;
-        let (rules, errors) = rule_files.load();
-        if !errors.is_empty() {
-            return Err(Error::InvalidInput(errors.join("\n")));
-        }
-        Ok(Inputs {
-            node_sink: false,
-            sources,
-            rule_files,
-            config,
-            rules,
-            config_digest,
-            rules_digest,
-        })
-    }
-
-    /// The sink is known once the config is: the node sink's defaults apply from then on.
-    fn set_node_sink(&mut self, node_sink: bool) {
-        self.node_sink = node_sink;
-        self.config = with_defaults(std::mem::take(&mut self.config), node_sink);
-    }
-
-    /// Re-reads what changed (everything when `force`). An invalid new version is reported and
-    /// the last good one kept; it is reported again only when it changes again. Returns whether
-    /// something new is in force.
-    fn reload(&mut self, force: bool, health: &Health) -> bool {
-        let mut changed = false;
-        let d = digest(&Self::config_paths(&self.sources));
-        if force || d != self.config_digest {
-            self.config_digest = d;
-            match self.sources.load_config() {
-                Ok(c) => {
-                    let c = with_defaults(c, self.node_sink);
-                    if c != self.config {
-                        tracing::info!("config reloaded");
-                        self.config = c;
-                        changed = true;
-                    }
-                }
-                Err(e) => {
-                    health.metrics.reload_errors.inc();
-                    tracing::error!("{e}; keeping the last good config");
-                }
-            }
-        }
-        let d = digest(&self.rule_files.paths);
-        if force || d != self.rules_digest {
-            self.rules_digest = d;
-            let (rules, errors) = self.rule_files.load();
-            if errors.is_empty() {
-                tracing::info!("rules reloaded: {} rules", rules.rule_count());
-                self.rules = rules;
-                changed = true;
-            } else {
-                health.metrics.reload_errors.inc();
-                for e in &errors {
-                    tracing::error!("{e}");
-                }
-                tracing::error!("invalid rules; keeping the last good rules");
-            }
-        }
-        changed
-    }
-}
-
-/// The config as the daemon uses it: for the node sink, `labels.allowedNs` defaults to the
-/// admission policy's namespaces, and `nvidia.com` with the `nvidia-gfd` profile (whose
-/// component admits GFD's keys).
-pub fn with_defaults(mut config: Config, node_sink: bool) -> Config {
-    if node_sink && config.labels.allowed_ns.is_none() {
-        let mut ns = config::POLICY_NAMESPACES.map(String::from).to_vec();
-        if config.profiles.contains(&config::Profile::NvidiaGfd) {
-            ns.push("nvidia.com".into());
-            config.labels.gfd_keys_only = true;
-        }
-        config.labels.allowed_ns = Some(ns);
-    }
-    config
-}
-
-/// Where labels go.
-enum Sink {
-    Node(Box<NodeSink>),
-    NodeFeature(Box<NodeFeatureSink>),
-    File(FeaturesFileSink),
-    /// The last output printed.
-    Stdout(Option<NodeOutput>),
-}
-
-impl Sink {
-    /// What the node sink has on the Node: its labels, taints and condition (what the Node
-    /// watch guards).
-    fn guarded(&self) -> Option<node::Guarded> {
-        match self {
-            Sink::Node(n) => n.guarded(),
-            _ => None,
-        }
-    }
-
-    /// The Node's resourceVersion as the node sink last read or wrote it.
-    fn known_version(&self) -> Option<u64> {
-        match self {
-            Sink::Node(n) => n.known_version(),
-            _ => None,
-        }
-    }
-
-    /// The Node changed under us: the next publish reads it again.
-    fn forget(&mut self) {
-        if let Sink::Node(n) = self {
-            n.forget();
-        }
-    }
-
-    fn name(&self) -> &'static str {
-        match self {
-            Sink::Node(_) => "node",
-            Sink::NodeFeature(_) => "nodefeature",
-            Sink::File(_) => "features-file",
-            Sink::Stdout(_) => "stdout",
-        }
-    }
-
-    async fn publish(
-        &mut self,
-        features: &FeatureSet,
-        output: &NodeOutput,
-        dry_run: bool,
-    ) -> Result<Outcome, PublishError> {
-        match self {
-            Sink::Node(s) => s.publish(output, dry_run).await,
-            Sink::NodeFeature(s) => s.publish(features, output, dry_run).await,
-            Sink::File(s) => s.publish(output, dry_run),
-            Sink::Stdout(last) => {
-                if last.as_ref() == Some(output) {
-                    return Ok(Outcome::unchanged());
-                }
-                let diff = crate::publish::node::LabelDiff::between(
-                    &last.as_ref().map(|l| l.labels.clone()).unwrap_or_default(),
-                    &output.labels,
-                );
-                if !dry_run {
-                    // One JSON object per line: easy to follow with a pipe.
-                    let line = serde_json::to_string(output).unwrap_or_default();
-                    let mut out = std::io::stdout().lock();
-                    use std::io::Write;
-                    let _ = writeln!(out, "{line}").and_then(|_| out.flush());
-                }
-                *last = Some(output.clone());
-                Ok(Outcome {
-                    kind: if dry_run {
-                        OutcomeKind::DryRun
-                    } else {
-                        OutcomeKind::Written
-                    },
-                    diff,
-                    conflicts: Vec::new(),
-                    refused: Vec::new(),
-                    warnings: Vec::new(),
-                })
-            }
-        }
-    }
-}
-
-/// A request may take at most half the interval, within [2 s, 30 s].
-pub fn request_timeout(interval: Duration) -> Duration {
-    (interval / 2).clamp(Duration::from_secs(2), Duration::from_secs(30))
-}
-
-fn sink_kind(publish: &PublishOptions, config: &Config) -> Result<SinkKind, Error> {
-    if let Some(k) = publish.sink {
-        return Ok(k);
-    }
-    let name = config.publish.sink.as_str();
-    SinkKind::ALL
-        .into_iter()
-        .find(|k| k.name() == name)
-        .ok_or_else(|| {
-            Error::InvalidInput(format!(
-                "config publish.sink: unknown sink {name:?} (node, nodefeature, features-file, stdout)"
-            ))
-        })
-}
+/// How often the loop says it is alive while it waits.
+const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// The interval in force: the flag, else the config's `publish.interval`.
 fn interval(publish: &PublishOptions, config: &Config) -> Result<Duration, Error> {
@@ -464,54 +103,6 @@ fn interval(publish: &PublishOptions, config: &Config) -> Result<Duration, Error
         None => (config.publish.interval.as_str(), "config publish.interval"),
     };
     config::parse_interval(text).map_err(|e| Error::InvalidInput(format!("{from}: {e}")))
-}
-
-fn node_name(publish: &PublishOptions, sink: &str) -> Result<String, Error> {
-    match publish.node_name.as_deref().map(str::trim) {
-        Some(n) if !n.is_empty() => Ok(n.to_string()),
-        _ => Err(Error::Usage(format!(
-            "--node-name (or NODE_NAME) is required for --sink {sink}"
-        ))),
-    }
-}
-
-async fn build_sink(
-    publish: &PublishOptions,
-    kind: SinkKind,
-    timeout: Duration,
-) -> Result<Sink, Error> {
-    Ok(match kind {
-        SinkKind::Node => {
-            let node = node_name(publish, "node")?;
-            let client =
-                client::kube_client(publish.kubeconfig.as_deref(), timeout, MAX_RESPONSE_BYTES)
-                    .await?;
-            // On a policy denial (a site's policy narrower than its allowedNs, a namespace
-            // added to one and not the other), publish what the shipped policy admits.
-            let admits: node::Admits = Arc::new(crate::validate::shipped_policy_admits);
-            Sink::Node(Box::new(
-                NodeSink::new(client, node, timeout).with_admitted(admits),
-            ))
-        }
-        SinkKind::Nodefeature => {
-            let node = node_name(publish, "nodefeature")?;
-            let client =
-                client::kube_client(publish.kubeconfig.as_deref(), timeout, MAX_RESPONSE_BYTES)
-                    .await?;
-            let ns = std::env::var("POD_NAMESPACE")
-                .ok()
-                .filter(|s| !s.trim().is_empty())
-                .unwrap_or_else(|| nodefeature::DEFAULT_NAMESPACE.to_string());
-            Sink::NodeFeature(Box::new(NodeFeatureSink::new(client, node, ns, timeout)))
-        }
-        SinkKind::FeaturesFile => Sink::File(FeaturesFileSink::new(
-            publish
-                .features_file
-                .clone()
-                .unwrap_or_else(|| PathBuf::from(features_file::DEFAULT_PATH)),
-        )),
-        SinkKind::Stdout => Sink::Stdout(None),
-    })
 }
 
 /// Why a cycle failed.
@@ -526,7 +117,7 @@ struct CycleError {
 impl From<PublishError> for CycleError {
     fn from(e: PublishError) -> Self {
         CycleError {
-            reason: e.reason,
+            reason: e.reason.as_str(),
             message: e.message,
             retry_after: e.retry_after,
         }
@@ -550,7 +141,7 @@ type FileStamp = (std::time::SystemTime, u64);
 struct Daemon {
     inputs: Inputs,
     publish: PublishOptions,
-    /// NVML's thread and child process (`nvml_worker`), started by the first scan that needs
+    /// NVML's thread and child process (`nvml::worker`), started by the first scan that needs
     /// it, with the settings it runs (a new child when the config changes them).
     nvml: Option<(IsolatedNvml, Arc<NvmlWorker>)>,
     /// Where NVML's changes wake the loop (events on).
@@ -559,17 +150,11 @@ struct Daemon {
     sharing: SharingSource,
     /// Keeps each GPU fault for `sources.health.clearAfter` after it was last seen.
     faults: discover::health::Hold,
-    /// What is wrong with the GPUs, as last logged (`None`: nothing).
-    last_faults: Option<String>,
     sink: Sink,
+    /// What the loop last reported, each said once per change.
+    said: Said,
     health: Arc<Health>,
     interval: Duration,
-    /// What was last reported, so that a steady problem is logged once, not every cycle.
-    last_warnings: (Vec<String>, Vec<String>),
-    /// The `--dra` file's errors as last reported.
-    last_dra_errors: Vec<String>,
-    /// (notes, rule errors and rejected labels) of the last evaluation that was reported.
-    last_report: Option<(Vec<String>, Vec<String>)>,
     /// The `--features` snapshot as last read, with the file's modification time and length
     /// then: read again only when they change (standard input: read once).
     snapshot: Option<(Option<FileStamp>, Arc<FeatureSet>)>,
@@ -585,16 +170,42 @@ struct Daemon {
     dra: Arc<std::sync::Mutex<watch::DraView>>,
     /// Whether `watch_dra` keeps `dra` (else each cycle reads it once).
     dra_watched: bool,
-    /// What reading DRA last said went wrong (said once per change).
-    last_dra_read: Option<String>,
     /// The Node's instance type the last scan ran with (`None`: none known then).
     scanned_instance_type: Option<String>,
     /// This node's DeviceTaintRules (`publish.deviceTaints`, the node sink).
     device_taint_state: Option<DeviceTaints>,
     /// The rules the stdout sink last printed.
     device_taints_printed: Option<Vec<crate::dra::taints::Wanted>>,
-    /// What device taints last said went wrong (said once per change).
-    last_device_taint_report: Vec<String>,
+}
+
+/// What the loop last reported about each subject: a steady problem is one log line.
+struct Said {
+    /// Discovery's warnings and errors.
+    scan: SaidOnce<(Vec<String>, Vec<String>)>,
+    /// What is wrong with the GPUs (`None`: nothing).
+    faults: SaidOnce<Option<String>>,
+    /// The `--dra` file's errors.
+    dra_file: SaidOnce<Vec<String>>,
+    /// What reading DRA from the cluster went wrong.
+    dra_read: SaidOnce<Option<String>>,
+    /// The evaluation's notes, and its rule errors, rejected labels and warnings.
+    evaluation: SaidOnce<(Vec<String>, Vec<String>)>,
+    /// What device taints went wrong.
+    device_taints: SaidOnce<Vec<String>>,
+}
+
+impl Default for Said {
+    fn default() -> Said {
+        Said {
+            scan: SaidOnce::starting_at(Default::default()),
+            faults: SaidOnce::starting_at(None),
+            dra_file: SaidOnce::starting_at(Vec::new()),
+            dra_read: SaidOnce::starting_at(None),
+            // The first evaluation is said whatever it is.
+            evaluation: SaidOnce::new(),
+            device_taints: SaidOnce::starting_at(Vec::new()),
+        }
+    }
 }
 
 /// What wakes the loop before its interval (`watch`).
@@ -672,7 +283,7 @@ impl Daemon {
                             });
                         }
                     }
-                    Notice::Failed { reason, .. } => health.metrics.nvml_failure(reason.as_str()),
+                    Notice::Failed { reason, .. } => health.metrics.nvml_failure(reason),
                 });
                 let worker = Arc::new(NvmlWorker::start(
                     self.inputs.sources.nvml(config),
@@ -745,25 +356,22 @@ impl Daemon {
             .map_or(0, |i| i.elements.len());
         warnings.extend(memory_warning(functions, &self.publish.cgroup_root));
         let report = (warnings, d.errors);
-        if report != self.last_warnings {
-            for w in &report.0 {
+        if let Some((warnings, errors)) = self.said.scan.changed(report) {
+            for w in warnings {
                 tracing::warn!("{w}");
             }
-            for e in &report.1 {
+            for e in errors {
                 tracing::error!("{e}");
             }
-            self.last_warnings = report;
         }
         let mut set = d.features;
         let clear_after = config.sources.health.clear_after;
         self.faults.apply(&mut set, Instant::now(), clear_after);
         let faults = discover::health::node_because(&set);
-        if faults != self.last_faults {
-            match &faults {
-                Some(f) => tracing::warn!("GPU faults: {f}"),
-                None => tracing::info!("GPU faults: none"),
-            }
-            self.last_faults = faults;
+        match self.said.faults.changed(faults) {
+            Some(Some(f)) => tracing::warn!("GPU faults: {f}"),
+            Some(None) => tracing::info!("GPU faults: none"),
+            None => {}
         }
         Ok(Arc::new(set))
     }
@@ -792,11 +400,8 @@ impl Daemon {
                     Some(format!("cannot read this node's DRA objects: {e}")),
                 ),
             };
-            if problem != self.last_dra_read {
-                if let Some(p) = &problem {
-                    tracing::warn!("{p}");
-                }
-                self.last_dra_read = problem;
+            if let Some(Some(p)) = self.said.dra_read.changed(problem) {
+                tracing::warn!("{p}");
             }
             if let Ok(mut v) = self.dra.lock() {
                 *v = view;
@@ -832,7 +437,7 @@ impl Daemon {
         if self.inputs.reload(force_reload, &self.health) {
             self.rewatch = true;
             self.set_interval();
-            let wanted = sink_kind(&self.publish, &self.inputs.config).map(SinkKind::name);
+            let wanted = sink_kind(self.publish.sink, &self.inputs.config).map(SinkKind::name);
             if wanted.is_ok_and(|w| w != self.sink.name()) {
                 tracing::warn!(
                     "config publish.sink changed; the sink ({}) changes on the next start",
@@ -849,11 +454,8 @@ impl Daemon {
         if self.inputs.sources.dra.is_some() {
             let mut f = (*features).clone();
             let errors = self.inputs.sources.add_dra(&mut f);
-            if errors != self.last_dra_errors {
-                for e in &errors {
-                    tracing::warn!("{e}; no DRA facts this cycle");
-                }
-                self.last_dra_errors = errors;
+            for e in self.said.dra_file.changed(errors).into_iter().flatten() {
+                tracing::warn!("{e}; no DRA facts this cycle");
             }
             features = Arc::new(f);
         }
@@ -886,7 +488,7 @@ impl Daemon {
                 .cloned()
                 .collect::<Vec<String>>(),
         );
-        if self.last_report.as_ref() != Some(&report) {
+        if let Some(report) = self.said.evaluation.changed(report) {
             for n in &report.0 {
                 tracing::info!("{n}");
             }
@@ -908,7 +510,6 @@ impl Daemon {
                     );
                 }
             }
-            self.last_report = Some(report);
         }
 
         let dry_run = self.publish.dry_run;
@@ -941,7 +542,7 @@ impl Daemon {
             }
             OutcomeKind::Unchanged => tracing::debug!("{sink}: unchanged"),
         }
-        metrics.published(outcome.kind.as_str());
+        metrics.published(outcome.kind);
         self.device_taints(&features, dry_run).await?;
         self.health.set_ready();
         Ok(outcome)
@@ -1001,11 +602,14 @@ impl Daemon {
         }
         metrics.device_taints.set(synced.rules as i64);
         report.extend(synced.warnings);
-        if report != self.last_device_taint_report {
-            for w in &report {
-                tracing::warn!("device taints: {w}");
-            }
-            self.last_device_taint_report = report;
+        for w in self
+            .said
+            .device_taints
+            .changed(report)
+            .into_iter()
+            .flatten()
+        {
+            tracing::warn!("device taints: {w}");
         }
         Ok(())
     }
@@ -1225,7 +829,7 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         publish,
     } = options;
     let mut inputs = Inputs::load(sources, rules)?;
-    let kind = sink_kind(&publish, &inputs.config)?;
+    let kind = sink_kind(publish.sink, &inputs.config)?;
     inputs.set_node_sink(kind == SinkKind::Node);
     let every = interval(&publish, &inputs.config)?;
     // Installed before anything slow, so that a SIGTERM during start-up is a clean stop.
@@ -1238,33 +842,33 @@ async fn run_async(options: Options) -> Result<u8, Error> {
         )
     };
     let timeout = request_timeout(every);
-    let sink = build_sink(&publish, kind, timeout).await?;
+    let target = SinkTarget {
+        node_name: publish.node_name.clone(),
+        kubeconfig: publish.kubeconfig.clone(),
+        features_file: publish.features_file.clone(),
+    };
+    let sink = Sink::build(kind, &target, timeout).await?;
     let health = Arc::new(Health::new(Duration::from_secs(600)));
     let mut daemon = Daemon {
         nvml: None,
         nvml_wake: None,
         sharing: SharingSource::new(),
         faults: discover::health::Hold::new(),
-        last_faults: None,
         inputs,
         publish,
         sink,
+        said: Said::default(),
         health: health.clone(),
         interval: every,
-        last_warnings: Default::default(),
-        last_dra_errors: Vec::new(),
-        last_report: None,
         snapshot: None,
         applied: Arc::new(std::sync::Mutex::new(watch::NodeView::default())),
         rewatch: false,
         node_watched: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         dra: Arc::default(),
         dra_watched: false,
-        last_dra_read: None,
         device_taint_state: None,
         device_taints_printed: None,
         scanned_instance_type: None,
-        last_device_taint_report: Vec::new(),
     };
     daemon.set_interval();
     let Some(signals) = signals.as_mut() else {

@@ -4,7 +4,7 @@
 //! (none when there is none), and said with a message that names the GPU and the field but not
 //! the value, so that garbage changing every scan is reported once, not every cycle.
 
-use super::nvml::{NvmlGpu, NvmlScan};
+use super::model::{NvmlGpu, NvmlScan};
 
 /// The most memory one GPU has (the largest parts today carry 288 GB; a terabyte leaves room).
 pub const MAX_GPU_MEMORY_BYTES: u64 = 1 << 40;

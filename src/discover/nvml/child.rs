@@ -17,7 +17,7 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::nvml::{NvmlChoice, NvmlHealth, NvmlLibrary, NvmlProbe, NvmlScan, NvmlStatus};
+use super::{NvmlChoice, NvmlHealth, NvmlLibrary, NvmlProbe, NvmlScan, NvmlStatus};
 
 /// The hidden subcommand the child runs as: `EXE __nvml-child LIB`.
 pub const CHILD_COMMAND: &str = "__nvml-child";
@@ -44,6 +44,15 @@ pub enum FailureReason {
 }
 
 impl FailureReason {
+    /// Every reason, in the order the metrics list them.
+    pub const ALL: [FailureReason; 5] = [
+        FailureReason::Spawn,
+        FailureReason::Timeout,
+        FailureReason::Crash,
+        FailureReason::Exit,
+        FailureReason::Protocol,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             FailureReason::Spawn => "spawn",
@@ -84,7 +93,7 @@ pub struct IsolatedNvml {
     health: NvmlHealth,
     /// Each GPU's last checked answer, by address (else UUID): the plausibility check's "last
     /// good value" of a GPU that a scan in between left out (lost and back) is its own.
-    known_gpus: Vec<super::nvml::NvmlGpu>,
+    known_gpus: Vec<super::NvmlGpu>,
 }
 
 impl IsolatedNvml {
@@ -288,7 +297,7 @@ impl IsolatedNvml {
     /// Keeps each GPU of `scan` (checked) as its last answer, in place of the one before.
     fn remember_gpus(&mut self, scan: &NvmlScan) {
         for g in &scan.gpus {
-            let same = |k: &super::nvml::NvmlGpu| {
+            let same = |k: &super::NvmlGpu| {
                 (g.address.is_some() && k.address == g.address)
                     || (g.address.is_none() && g.uuid.is_some() && k.uuid == g.uuid)
             };
@@ -330,7 +339,7 @@ impl IsolatedNvml {
 impl NvmlProbe for IsolatedNvml {
     fn scan(&mut self) -> NvmlScan {
         let lib = match &self.choice {
-            NvmlChoice::Disabled => return NvmlScan::unavailable(super::nvml::DISABLED),
+            NvmlChoice::Disabled => return NvmlScan::unavailable(super::DISABLED),
             NvmlChoice::Library(p) => p.clone(),
         };
         match self.ask(&lib) {
