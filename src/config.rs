@@ -93,7 +93,7 @@ pub struct HealthConfig {
     #[serde(default = "default_clear_after", deserialize_with = "any_duration")]
     pub clear_after: Duration,
     /// The XIDs that count as critical (`xid` fault), NVIDIA's documented defaults unless set.
-    #[serde(default = "default_critical_xids")]
+    #[serde(default = "default_critical_xids", deserialize_with = "xid_list")]
     pub critical_xids: Vec<u32>,
     /// The node's cloud instance type, for the expected-GPU table (`missing` fault); empty:
     /// none given (on AWS the DMI product name says it).
@@ -202,6 +202,44 @@ fn default_clear_after() -> Duration {
 /// of the node or VM (RESET_GPU, RESTART_BM, RESTART_VM), with 48 (double-bit ECC) and 74
 /// (NVLink) whose workflows end in a reset. Not the RESTART_APP and IGNORE ones (13, 31, 43,
 /// 63, 92, 94, ...), nor 144-150 and 154, whose action depends on a sub-code (docs/health.md).
+/// A list of XIDs: each a whole number, as YAML's number or as its text (the config's error
+/// walk, `every_problem`, hands every scalar over as text).
+fn xid_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::Error> {
+    struct Xid(u32);
+    impl<'de> Deserialize<'de> for Xid {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl serde::de::Visitor<'_> for V {
+                type Value = Xid;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an XID (a whole number)")
+                }
+                fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Xid, E> {
+                    u32::try_from(n)
+                        .map(Xid)
+                        .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(n), &self))
+                }
+                fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Xid, E> {
+                    u64::try_from(n)
+                        .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(n), &self))
+                        .and_then(|n| self.visit_u64(n))
+                }
+                fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Xid, E> {
+                    match s.parse::<u32>() {
+                        Ok(n) => Ok(Xid(n)),
+                        Err(_) => Err(E::invalid_value(serde::de::Unexpected::Str(s), &self)),
+                    }
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+    Ok(Vec::<Xid>::deserialize(d)?
+        .into_iter()
+        .map(|x| x.0)
+        .collect())
+}
+
 pub fn default_critical_xids() -> Vec<u32> {
     vec![
         46, 48, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143, 151, 155, 156, 158,
@@ -235,13 +273,42 @@ fn default_label_fields() -> Vec<String> {
     vec!["class".into(), "vendor".into()]
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// `sources.nvml.enabled`: `auto`, `true` or `false`, as text or as a YAML boolean (`true`,
+/// and YAML 1.1's `yes`, which serde-saphyr reads as one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum NvmlEnabled {
     #[default]
     Auto,
     True,
     False,
+}
+
+impl<'de> Deserialize<'de> for NvmlEnabled {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = NvmlEnabled;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("auto, true or false")
+            }
+            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<NvmlEnabled, E> {
+                Ok(if b {
+                    NvmlEnabled::True
+                } else {
+                    NvmlEnabled::False
+                })
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<NvmlEnabled, E> {
+                match s {
+                    "auto" => Ok(NvmlEnabled::Auto),
+                    "true" => Ok(NvmlEnabled::True),
+                    "false" => Ok(NvmlEnabled::False),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(s), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -644,6 +711,15 @@ fn every_problem(text: &str) -> Option<Vec<(u64, u64, String)>> {
     }
     let mut doc = docs.remove(0);
     let mut problems = Vec::new();
+    // The list items taken out so far, by the path of their list: a later error's index counts
+    // the items left, and is said as the index the file has.
+    let mut taken: BTreeMap<Vec<String>, Vec<usize>> = BTreeMap::new();
+    let original = |taken: &BTreeMap<Vec<String>, Vec<usize>>, list: &[String], index: usize| {
+        let mut gone = taken.get(list).cloned().unwrap_or_default();
+        gone.sort_unstable();
+        gone.into_iter()
+            .fold(index, |i, g| if g <= i { i + 1 } else { i })
+    };
     // Each round takes one entry out: a file has far fewer keys than this.
     for _ in 0..200 {
         let value = to_json(&doc);
@@ -662,10 +738,12 @@ fn every_problem(text: &str) -> Option<Vec<(u64, u64, String)>> {
             .collect();
         let mut at = String::new();
         let mut parent = String::new();
-        for seg in err.path().iter() {
+        for (j, seg) in err.path().iter().enumerate() {
             parent.clone_from(&at);
             match seg {
-                serde_path_to_error::Segment::Seq { index } => at.push_str(&format!("[{index}]")),
+                serde_path_to_error::Segment::Seq { index } => {
+                    at.push_str(&format!("[{}]", original(&taken, &segments[..j], *index)));
+                }
                 serde_path_to_error::Segment::Map { key } if at.is_empty() => at.push_str(key),
                 serde_path_to_error::Segment::Map { key } => at.push_str(&format!(".{key}")),
                 _ => {}
@@ -677,6 +755,13 @@ fn every_problem(text: &str) -> Option<Vec<(u64, u64, String)>> {
         let Some((pos, removed, got)) = take(&mut doc, &segments, at_key) else {
             break;
         };
+        if removed
+            && let Some(serde_path_to_error::Segment::Seq { index }) = err.path().iter().last()
+        {
+            let list = segments[..segments.len() - 1].to_vec();
+            let at = original(&taken, &list, *index);
+            taken.entry(list).or_default().push(at);
+        }
         problems.push((
             u64::from(pos.line),
             u64::from(pos.column),
@@ -796,7 +881,10 @@ fn explain(at: &str, parent: &str, message: &str, got: Option<&str>) -> String {
         let (name, hint, known) = named(rest);
         return format!("{at}: unknown value {name:?}{hint}; expected one of {known}");
     }
-    if let Some(rest) = message.strip_prefix("invalid type: ") {
+    if let Some(rest) = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))
+    {
         let (serde_got, want) = rest.split_once(", expected ").unwrap_or((rest, "?"));
         let words = |s: &str| {
             s.replace("a sequence", "a list")
@@ -890,6 +978,58 @@ publish: {sink: stdout, interval: 30s}
         assert_eq!(
             e.to_string(),
             "invalid config c.yaml:3:5: unknown key \"deviceClassWhitelst\" in sources.pci (did you mean \"deviceClassWhitelist\"?); known: deviceClassWhitelist, deviceLabelFields"
+        );
+    }
+
+    /// Each bad item of a list is named by the index the file gives it (the items before it
+    /// that were bad too are no reason to count differently), and good numbers are not errors.
+    #[test]
+    fn every_bad_list_item_at_its_own_index() {
+        let text = "sources:\n  health:\n    criticalXids: [48, x, 79, -2, 5000000000, 13]\n";
+        let e = Config::parse(Path::new("c.yaml"), text).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            [
+                "invalid config c.yaml:3:24: sources.health.criticalXids[1]: expected an XID (a whole number), got string \"x\"",
+                "invalid config c.yaml:3:31: sources.health.criticalXids[3]: expected an XID (a whole number), got number -2",
+                "invalid config c.yaml:3:35: sources.health.criticalXids[4]: expected an XID (a whole number), got number 5000000000",
+            ]
+            .join("\n")
+        );
+        let c = Config::parse(
+            Path::new("c.yaml"),
+            "sources:\n  health:\n    criticalXids: [48, 79]\n",
+        )
+        .unwrap();
+        assert_eq!(c.sources.health.critical_xids, vec![48, 79]);
+    }
+
+    /// `enabled` takes YAML's booleans (`true`, `yes`) as well as `auto`, `true`, `false` in
+    /// text; anything else says what it takes.
+    #[test]
+    fn nvml_enabled_takes_booleans_and_names_its_values() {
+        for (text, want) in [
+            ("yes", NvmlEnabled::True),
+            ("true", NvmlEnabled::True),
+            ("false", NvmlEnabled::False),
+            ("\"false\"", NvmlEnabled::False),
+            ("auto", NvmlEnabled::Auto),
+        ] {
+            let c = Config::parse(
+                Path::new("c.yaml"),
+                &format!("sources:\n  nvml:\n    enabled: {text}\n"),
+            )
+            .unwrap();
+            assert_eq!(c.sources.nvml.enabled, want, "{text}");
+        }
+        let e = Config::parse(
+            Path::new("c.yaml"),
+            "sources:\n  nvml:\n    enabled: maybe\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.yaml:3:14: sources.nvml.enabled: expected auto, true or false, got string \"maybe\""
         );
     }
 
