@@ -2,7 +2,7 @@
 //! that knows clap: it turns flags into the options of the floors below and calls down.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
@@ -536,8 +536,111 @@ impl PublishArgs {
     }
 }
 
+/// Parses the command line. An invalid value that came from an environment variable is said
+/// with the variable's name: clap names the flag, which the user never typed.
+pub fn parse() -> Cli {
+    Cli::try_parse().unwrap_or_else(|e| name_the_variable(e).exit())
+}
+
+fn name_the_variable(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return e;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg).cloned() else {
+        return e;
+    };
+    // `--no-nvml`, or `--nvml-timeout <DURATION>`.
+    let flag = arg
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    fn env_of(cmd: &clap::Command, long: &str) -> Option<String> {
+        cmd.get_arguments()
+            .find(|a| a.get_long() == Some(long))
+            .and_then(|a| a.get_env())
+            .map(|v| v.to_string_lossy().into_owned())
+            .or_else(|| cmd.get_subcommands().find_map(|c| env_of(c, long)))
+    }
+    let Some(env) = env_of(&Cli::command(), flag.trim_start_matches("--")) else {
+        return e;
+    };
+    let name = given_as(&flag, &env);
+    if name == env {
+        e.insert(
+            ContextKind::InvalidArg,
+            ContextValue::String(format!("{env} (the environment variable of {flag})")),
+        );
+    }
+    e
+}
+
+impl Command {
+    /// Where the command discovers the node from, for the commands that do.
+    fn discovery(&self) -> Option<&DiscoveryArgs> {
+        match self {
+            Command::Labels { discovery, .. }
+            | Command::Template { discovery, .. }
+            | Command::Explain { discovery, .. }
+            | Command::Features { discovery, .. }
+            | Command::Run { discovery, .. } => Some(discovery),
+            _ => None,
+        }
+    }
+}
+
+/// The name a value came by: the flag when the command line has it, else its environment
+/// variable.
+fn given_as(flag: &str, env: &str) -> String {
+    let on_line = std::env::args_os().skip(1).any(|a| {
+        let a = a.to_string_lossy();
+        a == flag || a.starts_with(&format!("{flag}="))
+    });
+    if !on_line && std::env::var_os(env).is_some() {
+        env.to_string()
+    } else {
+        flag.to_string()
+    }
+}
+
+impl DiscoveryArgs {
+    /// A sysfs root that was given (not the default `/sys`) and is not one: a typo in a flag or
+    /// a DaemonSet's environment would otherwise discover nothing, exit 0 and publish nothing.
+    /// The default is left to the scan, which warns (a machine may have no PCI bus).
+    fn check_sysfs_root(&self) -> Result<(), Error> {
+        let root = &self.sysfs_root;
+        if self.features.is_some() || root == Path::new("/sys") {
+            return Ok(());
+        }
+        let problem = match std::fs::metadata(root) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "does not exist",
+            Err(_) => "cannot be read",
+            Ok(m) if !m.is_dir() => "is not a directory",
+            Ok(_) if !root.join("bus/pci").is_dir() => {
+                "has no bus/pci: it is not the root of a sysfs tree (the kernel's is /sys; a \
+                 recorded machine's, such as tests/fixtures/sysfs/dell-xe9680-8xh100, has bus/pci \
+                 too)"
+            }
+            Ok(_) => return Ok(()),
+        };
+        let given = match given_as("--sysfs-root", "GPU_LABELER_SYSFS_ROOT") {
+            flag if flag.starts_with("--") => format!("{flag} {}", root.display()),
+            env => format!("{env}={}", root.display()),
+        };
+        Err(Error::Usage(format!("{given}: {problem}")))
+    }
+}
+
 /// Runs a command; returns the process exit code.
 pub fn run(cli: Cli) -> u8 {
+    if let Some(Err(e)) = cli.command.discovery().map(DiscoveryArgs::check_sysfs_root) {
+        error::print_error(&e);
+        return e.exit_code();
+    }
     let result = match cli.command {
         Command::Labels {
             discovery,
@@ -764,6 +867,28 @@ fn evaluate_node(sources: &Sources, rules: &RulesArgs) -> Result<NodeEvaluation,
 fn cmd_labels(sources: &Sources, rules: &RulesArgs, format: LabelFormat) -> Result<u8, Error> {
     let e = evaluate_node(sources, rules)?;
     print(&render(&e.evaluated.output, format));
+    // `key=value` lines have no place for the rules' taints: said beside them, not lost.
+    let taints = &e.evaluated.output.taints;
+    if format == LabelFormat::Text && !taints.is_empty() {
+        let mut s = format!(
+            "note: the rules also produce {} taint(s), which key=value output cannot show (-o json \
+             shows them; the node sink applies them with publish.taints, docs/taints.md):\n",
+            taints.len()
+        );
+        // As kubectl writes them: `key=value:Effect`, `key:Effect` without a value.
+        for t in taints {
+            let value = if t.value.is_empty() {
+                String::new()
+            } else {
+                format!("={}", t.value)
+            };
+            s.push_str(&format!("  {}{value}:{}\n", t.key, t.effect));
+        }
+        eprint!("{s}");
+    }
+    if sources.features.is_none() {
+        eprint!("{}", nothing_found_hint(&e.features, &sources.sysfs_root));
+    }
     // The process ends here: freeing thousands of feature maps would only delay the exit
     // (part of the same measured 2-3 ms).
     let (rule_errors, required) = (e.rule_errors.clone(), e.required.clone());
@@ -774,6 +899,23 @@ fn cmd_labels(sources: &Sources, rules: &RulesArgs, format: LabelFormat) -> Resu
         error::print_error(&e);
     }
     Ok(exit_code(&rule_errors, &required))
+}
+
+/// A first run on a machine without GPUs prints nothing at all: say what was read, and how to
+/// see the agent at work without a GPU. Empty when a GPU or accelerator was found.
+fn nothing_found_hint(features: &crate::features::FeatureSet, root: &Path) -> String {
+    let found = |name: &str| !features.instances(name).is_empty();
+    if found(crate::discover::gpu::GPU_DEVICE) || found(crate::discover::accel::ACCEL_DEVICE) {
+        return String::new();
+    }
+    let functions = features.instances("pci.device").len();
+    format!(
+        "hint: no GPU or accelerator found ({functions} PCI function(s) read under {}, none of \
+         them one). To see what gpu-labeler does on a GPU node, give it a recorded machine from \
+         a clone of the repository: gpu-labeler labels --sysfs-root \
+         tests/fixtures/sysfs/dell-xe9680-8xh100 (docs/try-without-a-gpu.md)\n",
+        root.display()
+    )
 }
 
 /// What `template` needs beside the evaluation's inputs.

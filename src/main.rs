@@ -1,6 +1,5 @@
 use std::process::ExitCode;
 
-use clap::Parser;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
@@ -37,7 +36,7 @@ where
 }
 
 fn main() -> ExitCode {
-    let cli = gpu_labeler::cli::Cli::parse();
+    let cli = gpu_labeler::cli::parse();
     // The daemon reports what it publishes (info); the printing commands only warn. kube's
     // client logs each failed request at ERROR without saying which object or why ("failed with
     // status 500 Internal Server Error"); the daemon's own line names both, so kube's own lines
