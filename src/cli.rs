@@ -886,7 +886,8 @@ fn cmd_labels(sources: &Sources, rules: &RulesArgs, format: LabelFormat) -> Resu
         }
         eprint!("{s}");
     }
-    if sources.features.is_none() {
+    // On the machine itself, not on a recorded tree someone chose to read.
+    if sources.features.is_none() && sources.sysfs_root == Path::new("/sys") {
         eprint!("{}", nothing_found_hint(&e.features, &sources.sysfs_root));
     }
     // The process ends here: freeing thousands of feature maps would only delay the exit

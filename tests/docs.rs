@@ -775,7 +775,7 @@ fn the_figure_check_reads_sections_and_figures() {
 /// (`src/daemon/memory.rs`) and the shipped limit (`deploy/base/agent/daemonset.yaml`).
 #[test]
 fn the_memory_estimate_in_the_docs_is_the_agents() {
-    use gpu_labeler::daemon::{MEMORY_BASE, MEMORY_PER_FUNCTION, memory_need};
+    use gpu_labeler::daemon::{MEMORY_BASE, MEMORY_NVML_CHILD, MEMORY_PER_FUNCTION, memory_need};
     let daemonset = read("deploy/base/agent/daemonset.yaml");
     let limits = daemonset.split_once("limits:").unwrap().1;
     let limit = limits
@@ -784,8 +784,10 @@ fn the_memory_estimate_in_the_docs_is_the_agents() {
         .unwrap()
         .trim();
     let mib: u64 = limit.strip_suffix("Mi").unwrap().parse().unwrap();
-    let covered = ((mib << 20) - MEMORY_BASE) / MEMORY_PER_FUNCTION;
-    assert!(memory_need(covered as usize) <= mib << 20);
+    // NVML's child shares the container's limit: what the limit covers counts it.
+    let covered = ((mib << 20) - MEMORY_BASE - MEMORY_NVML_CHILD) / MEMORY_PER_FUNCTION;
+    assert!(memory_need(covered as usize, true) <= mib << 20);
+    assert!(memory_need(covered as usize + 1, true) > mib << 20);
     let thousands = |n: u64| {
         let s = n.to_string();
         let mut out = String::new();
@@ -798,9 +800,10 @@ fn the_memory_estimate_in_the_docs_is_the_agents() {
         out
     };
     let sentence = format!(
-        "the agent needs {} MiB + {} B per function (the {limit} default covers about {},000)",
+        "the agent needs {} MiB + {} B per function, and {} MiB more for NVML's child process in the same container (the {limit} default covers about {},000 with it)",
         MEMORY_BASE >> 20,
         thousands(MEMORY_PER_FUNCTION),
+        MEMORY_NVML_CHILD >> 20,
         covered / 1000
     );
     let doc = read("docs/troubleshooting.md");

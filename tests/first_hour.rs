@@ -22,12 +22,38 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     )
 }
 
-const HINT: &str = "hint: no GPU or accelerator found (6 PCI function(s) read under tests/fixtures/sysfs/this-vm, none of them one). To see what gpu-labeler does on a GPU node, give it a recorded machine from a clone of the repository: gpu-labeler labels --sysfs-root tests/fixtures/sysfs/dell-xe9680-8xh100 (docs/try-without-a-gpu.md)\n";
+/// The machine the tests run on, read as `labels` reads it: (PCI functions, whether a GPU or an
+/// accelerator is among them), from `features`.
+fn this_machine() -> (usize, bool) {
+    let (code, stdout, _) = run(&["features", "--no-nvml", "-o", "json"], &[]);
+    assert_eq!(code, 0);
+    let f: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let count = |name: &str| {
+        f["instances"][name]["elements"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    (
+        count("pci.device"),
+        count("gpu.device") + count("accel.device") > 0,
+    )
+}
 
-/// A machine without GPUs (this VM's recorded tree): no labels, exit 0, and a hint that says
-/// what was read and how to see the agent at work; a machine with GPUs gets no hint.
+/// On a machine without GPUs `labels` exits 0 with no GPU label: it says so, what it read, and
+/// how to see the agent at work; on a machine with GPUs, or on a recorded tree someone chose,
+/// it says nothing more.
 #[test]
 fn a_machine_without_gpus_gets_a_hint_not_silence() {
+    let (functions, found) = this_machine();
+    let hint = format!(
+        "hint: no GPU or accelerator found ({functions} PCI function(s) read under /sys, none of them one). To see what gpu-labeler does on a GPU node, give it a recorded machine from a clone of the repository: gpu-labeler labels --sysfs-root tests/fixtures/sysfs/dell-xe9680-8xh100 (docs/try-without-a-gpu.md)\n"
+    );
+    let (code, _, stderr) = run(&["labels", "--no-nvml"], &[]);
+    assert_eq!(
+        (code, stderr),
+        (0, if found { String::new() } else { hint })
+    );
+    // A recorded tree without GPUs, chosen with --sysfs-root: no hint.
     let vm = run(
         &[
             "labels",
@@ -37,14 +63,8 @@ fn a_machine_without_gpus_gets_a_hint_not_silence() {
         ],
         &[],
     );
-    assert_eq!(vm, (0, String::new(), HINT.to_string()));
-    let (code, stdout, stderr) = run(&["labels", "--no-nvml", "--sysfs-root", DELL], &[]);
-    assert_eq!((code, stderr.as_str()), (0, ""));
-    assert_eq!(
-        stdout.lines().find(|l| l.contains("gpu.count=")),
-        Some("feature.node.kubernetes.io/gpu.count=8")
-    );
-    // A snapshot is not a machine: nothing to hint about.
+    assert_eq!(vm, (0, String::new(), String::new()));
+    // A snapshot is not a machine either.
     let dir = tempfile::tempdir().unwrap();
     let snapshot = dir.path().join("features.json");
     std::fs::write(&snapshot, "{}").unwrap();
@@ -207,5 +227,77 @@ spec:
             {"key": "example.com/gpu", "value": "hopper", "effect": "NoSchedule"},
             {"key": "example.com/reserved", "effect": "PreferNoSchedule"}
         ])
+    );
+}
+
+/// A rules file saved again as it was wakes the daemon (a file event) and changes nothing: it
+/// is not said at info (`relabelled … after a change` was logged for every save); a save that
+/// changes a label is.
+#[test]
+fn a_file_event_that_changes_nothing_is_quiet() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.yaml");
+    let rule = |label: &str| {
+        format!(
+            "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata: {{name: r}}\nspec:\n  rules:\n    - name: r\n      labels: {{example.com/{label}: \"true\"}}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {{op: In, value: [\"10de\"]}}\n"
+        )
+    };
+    std::fs::write(&rules, rule("a")).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["run", "--sink", "stdout", "--interval", "1h", "--no-nvml"])
+        .args(["--no-default-rules", "--sysfs-root", DELL, "--rules"])
+        .arg(&rules)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("GPU_LABELER_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    // The first cycle's output, then the same file saved again, then a change.
+    stdout.read_line(&mut line).unwrap();
+    assert!(
+        line.starts_with("{\"labels\":{\"example.com/a\":\"true\""),
+        "{line}"
+    );
+    std::fs::write(&rules, rule("a")).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    std::fs::write(&rules, rule("b")).unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert!(
+        line.starts_with("{\"labels\":{\"example.com/b\":\"true\""),
+        "{line}"
+    );
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8(out.stderr).unwrap();
+    // Times vary: the seconds are left out.
+    let said: Vec<String> = log
+        .lines()
+        .filter(|l| l.contains("after a change") || l.contains("rules reloaded"))
+        .map(|l| {
+            l.split_whitespace()
+                .map(|w| {
+                    if w.ends_with('s') && w[..w.len() - 1].parse::<f64>().is_ok() {
+                        "<t>"
+                    } else {
+                        w
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "INFO rules reloaded: 1 rules",
+            "INFO relabelled <t> after a change (files)"
+        ],
+        "{log}"
     );
 }

@@ -21,7 +21,9 @@ mod memory;
 
 pub use backoff::{BACKOFF_BASE, BACKOFF_CAP, Backoff, random_fraction};
 pub use inputs::{digest, with_defaults};
-pub use memory::{MEMORY_BASE, MEMORY_PER_FUNCTION, memory_limit, memory_need, memory_warning};
+pub use memory::{
+    MEMORY_BASE, MEMORY_NVML_CHILD, MEMORY_PER_FUNCTION, memory_limit, memory_need, memory_warning,
+};
 
 use crate::config::{self, Config};
 use crate::discover;
@@ -354,7 +356,15 @@ impl Daemon {
             .instances
             .get("pci.device")
             .map_or(0, |i| i.elements.len());
-        warnings.extend(memory_warning(functions, &self.publish.cgroup_root));
+        let nvml_child = !matches!(
+            self.inputs.sources.nvml_choice(&config),
+            crate::discover::nvml::NvmlChoice::Disabled
+        );
+        warnings.extend(memory_warning(
+            functions,
+            nvml_child,
+            &self.publish.cgroup_root,
+        ));
         let report = (warnings, d.errors);
         if let Some((warnings, errors)) = self.said.scan.changed(report) {
             for w in warnings {
@@ -721,15 +731,21 @@ impl Daemon {
             // This cycle saw every change before it: the pending events are answered.
             if let Some(ev) = events.as_mut() {
                 if let Some((first, sources)) = ev.coalescer.ran(Instant::now())
-                    && result.is_ok()
+                    && let Ok(outcome) = &result
                 {
                     let after = first.elapsed().as_secs_f64();
-                    self.health.metrics.event_to_publish.observe(after);
                     let from: Vec<&str> = sources.iter().map(|s| s.as_str()).collect();
-                    tracing::info!(
-                        "relabelled {after:.2}s after a change ({})",
-                        from.join(", ")
-                    );
+                    // A file saved again as it was, an editor's swap file, a uevent of a
+                    // device no rule names: nothing to say.
+                    if outcome.kind == OutcomeKind::Unchanged {
+                        tracing::debug!("a change ({}) changed nothing", from.join(", "));
+                    } else {
+                        self.health.metrics.event_to_publish.observe(after);
+                        tracing::info!(
+                            "relabelled {after:.2}s after a change ({})",
+                            from.join(", ")
+                        );
+                    }
                 }
                 // The config was re-read: the files to watch and the spread may be others.
                 if std::mem::take(&mut self.rewatch) {
@@ -983,33 +999,6 @@ mod tests {
         assert_eq!(digest(&paths), d1, "same content, unread files changed");
         std::fs::write(&a, "x: 2\n").unwrap();
         assert_ne!(digest(&paths), d1);
-    }
-
-    #[test]
-    fn memory_limit_reads_cgroup_v2_and_v1_and_ignores_no_limit() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        assert_eq!(memory_limit(root), None, "no cgroup files");
-        std::fs::create_dir(root.join("memory")).unwrap();
-        let v1 = root.join("memory/memory.limit_in_bytes");
-        std::fs::write(&v1, "9223372036854771712\n").unwrap();
-        assert_eq!(memory_limit(root), None, "v1 without a limit");
-        std::fs::write(&v1, "100663296\n").unwrap();
-        assert_eq!(memory_limit(root), Some((96 << 20, v1)));
-        let v2 = root.join("memory.max");
-        std::fs::write(&v2, "max\n").unwrap();
-        assert_eq!(memory_limit(root), None, "v2 first; max is no limit");
-        std::fs::write(&v2, "100663296\n").unwrap();
-        assert_eq!(memory_limit(root), Some((96 << 20, v2.clone())));
-        // The default 96Mi covers about 68,000 functions.
-        assert_eq!(memory_warning(68_000, root), None);
-        assert_eq!(
-            memory_warning(80_000, root),
-            Some(format!(
-                "this node has 80000 PCI functions: the agent needs about 110 MiB, more than its memory limit of 96 MiB ({}); raise resources.limits.memory to at least 137Mi",
-                v2.display()
-            ))
-        );
     }
 
     #[test]
