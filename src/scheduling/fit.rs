@@ -151,11 +151,19 @@ impl Reason {
                     (false, key) => k(key),
                 };
                 let list = format!("[{}]", req.values.join(", "));
+                // A field other than the name is empty on a node.
+                let shown = |v: &str| {
+                    if v.is_empty() {
+                        "\"\"".to_string()
+                    } else {
+                        v.to_string()
+                    }
+                };
                 let one = req.values.first().map(String::as_str).unwrap_or_default();
                 let text = match miss {
                     Miss::Absent => format!("label {what} absent"),
-                    Miss::NotIn(v) if *field => format!("{what} {v:?} is not in {list}"),
-                    Miss::In(v) if *field => format!("{what} {v:?} is in {list}"),
+                    Miss::NotIn(v) if *field => format!("{what} {} is not in {list}", shown(v)),
+                    Miss::In(v) if *field => format!("{what} {} is in {list}", shown(v)),
                     Miss::NotIn(v) => format!("{what}={v} is not in {list}"),
                     Miss::In(v) => format!("{what}={v} is in {list}"),
                     Miss::Present(v) => format!("label {what}={v} present (DoesNotExist)"),
@@ -338,9 +346,9 @@ pub fn requirement_invalid(r: &Requirement) -> Option<String> {
     let shape = match op {
         "In" | "NotIn" if values.is_empty() => Some(format!("{op} needs at least one value")),
         "Exists" | "DoesNotExist" if !values.is_empty() => Some(format!("{op} takes no values")),
-        "Gt" | "Lt" if values.len() != 1 || values[0].parse::<i64>().is_err() => {
-            Some(format!("{op} needs exactly one integer value"))
-        }
+        "Gt" | "Lt" if values.len() != 1 || values[0].parse::<i64>().is_err() => Some(format!(
+            "{op} needs exactly one integer value, not {values:?}"
+        )),
         "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt" => None,
         other => Some(format!(
             "operator {other:?} is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt"
@@ -494,7 +502,9 @@ mod tests {
                 "Gt",
                 &["7.5"],
                 Some("8"),
-                Some(Miss::Invalid("Gt needs exactly one integer value".into())),
+                Some(Miss::Invalid(
+                    "Gt needs exactly one integer value, not [\"7.5\"]".into(),
+                )),
             ),
             (
                 "In",
@@ -515,6 +525,91 @@ mod tests {
                 *want,
                 "{op} {values:?} on {have:?}"
             );
+        }
+    }
+
+    /// The classes tests/scheduling_oracle.rs found against Kubernetes' nodeaffinity: a key or
+    /// value `labels.NewRequirement` refuses fails its term (even where another requirement
+    /// of it would already miss), a field other than `metadata.name` reads as empty, and no
+    /// term at all selects no node.
+    #[test]
+    fn what_the_scheduler_cannot_parse_fails_and_no_term_selects_nothing() {
+        let node = NodeInfo {
+            name: "n1".into(),
+            labels: [("k".to_string(), "5".to_string())].into(),
+            ..NodeInfo::default()
+        };
+        let term = |exprs: Vec<Requirement>, fields: Vec<Requirement>| Term {
+            expressions: exprs,
+            fields,
+            pos: Default::default(),
+        };
+        let pod = |terms: Vec<Term>| PodSpec {
+            required: Some(terms),
+            ..PodSpec::default()
+        };
+        let value_rule = "a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+        let cases: Vec<(PodSpec, Vec<Reason>)> = vec![
+            (
+                pod(vec![term(vec![req("k", "Gt", &["-1"])], vec![])]),
+                vec![Reason::Term {
+                    index: 1,
+                    terms: 1,
+                    failed: Some((
+                        req("k", "Gt", &["-1"]),
+                        false,
+                        Miss::Invalid(format!("\"-1\" is not a label value: {value_rule}")),
+                    )),
+                }],
+            ),
+            (
+                pod(vec![term(
+                    vec![req("absent", "Exists", &[]), req("k", "In", &["5", "a/b"])],
+                    vec![],
+                )]),
+                vec![Reason::Term {
+                    index: 1,
+                    terms: 1,
+                    failed: Some((
+                        req("k", "In", &["5", "a/b"]),
+                        false,
+                        Miss::Invalid(format!("\"a/b\" is not a label value: {value_rule}")),
+                    )),
+                }],
+            ),
+            (
+                pod(vec![term(vec![req("-k", "DoesNotExist", &[])], vec![])]),
+                vec![Reason::Term {
+                    index: 1,
+                    terms: 1,
+                    failed: Some((
+                        req("-k", "DoesNotExist", &[]),
+                        false,
+                        Miss::Invalid("\"-k\" is not a label key: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character".into()),
+                    )),
+                }],
+            ),
+            // `metadata.namespace` is empty on a node: NotIn [x] matches, In [x] does not.
+            (
+                pod(vec![term(vec![], vec![req("metadata.namespace", "NotIn", &["x"])])]),
+                vec![],
+            ),
+            (
+                pod(vec![term(vec![], vec![req("metadata.namespace", "In", &["x"])])]),
+                vec![Reason::Term {
+                    index: 1,
+                    terms: 1,
+                    failed: Some((
+                        req("metadata.namespace", "In", &["x"]),
+                        true,
+                        Miss::NotIn(String::new()),
+                    )),
+                }],
+            ),
+            (pod(vec![]), vec![Reason::NoTerms]),
+        ];
+        for (p, want) in cases {
+            assert_eq!(fit(&p, &node).reasons, want, "{p:?}");
         }
     }
 

@@ -61,7 +61,7 @@ pub fn load_workloads(path: &Path) -> Result<Vec<Workload>, Error> {
         .flat_map(|w| {
             w.refusals
                 .iter()
-                .map(move |e| format!("{e} (the API server refuses this {})", w.kind))
+                .map(move |e| format!("{e} (the API server refuses {} {})", w.kind, w.name))
         })
         .collect();
     if !refused.is_empty() {
