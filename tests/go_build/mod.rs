@@ -3,7 +3,8 @@
 //! downloads and unpacks the Debian packages of `tests/NAME/packages.txt` (nothing installed),
 //! `tests/NAME/build.sh` compiles in GOPATH mode against them (no module proxy, no network).
 //! Each step runs again when a file it depends on changes, under a file lock so that parallel
-//! test binaries build once.
+//! test binaries build once. The stamps' names are not those of the per-program scripts this
+//! replaced, so that a checkout of either kind sharing a cache does not undo the other's.
 #![allow(dead_code)]
 
 use std::fs::{self, File};
@@ -87,14 +88,14 @@ impl GoProgram {
         lock.lock().unwrap();
         let fetch = repo().join("tests/debian-fetch.sh");
         let fetched = self.stamp(&[fetch.clone(), self.sources().join("packages.txt")]);
-        if fs::read_to_string(dir.join("fetched.stamp"))
+        if fs::read_to_string(dir.join("debian-fetch.stamp"))
             .ok()
             .as_deref()
             != Some(fetched.as_str())
         {
             let t = Instant::now();
             self.run_step(&fetch, &dir.join("fetch.log"));
-            fs::write(dir.join("fetched.stamp"), &fetched).unwrap();
+            fs::write(dir.join("debian-fetch.stamp"), &fetched).unwrap();
             eprintln!("{}: fetched in {:.0?}", self.what, t.elapsed());
         }
         let binary = dir.join(self.binary);
@@ -105,11 +106,14 @@ impl GoProgram {
             .collect();
         let want = format!("{fetched}+{}", self.stamp(&inputs));
         if !binary.exists()
-            || fs::read_to_string(dir.join("built.stamp")).ok().as_deref() != Some(want.as_str())
+            || fs::read_to_string(dir.join("go-build.stamp"))
+                .ok()
+                .as_deref()
+                != Some(want.as_str())
         {
             let t = Instant::now();
             self.run_step(&self.sources().join("build.sh"), &dir.join("build.log"));
-            fs::write(dir.join("built.stamp"), &want).unwrap();
+            fs::write(dir.join("go-build.stamp"), &want).unwrap();
             eprintln!("{}: built in {:.0?}", self.what, t.elapsed());
         }
         lock.unlock().unwrap();
