@@ -448,6 +448,122 @@ fn bad_input_names_the_file_line_and_column() {
     );
 }
 
+/// What the API server refuses in the fields scheduling reads (checked against Kubernetes' own
+/// validation by tests/scheduling_oracle.rs) is not answered node by node: such a pod is never
+/// created. `match` names every refused field, with its file, line and column. Before, each of
+/// these pods was matched, and `match` said which nodes it fits.
+#[test]
+fn what_the_api_server_refuses_is_named_not_matched() {
+    let tmp = tempfile::tempdir().unwrap();
+    const VALUE_RULE: &str = "a valid label value must be an empty string or consist of \
+        alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric \
+        character";
+    const NAME_RULE: &str = "name part must consist of alphanumeric characters, '-', '_' or \
+        '.', and must start and end with an alphanumeric character";
+    const REQ: &str = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    let cases: &[(&str, &str, Vec<String>)] = &[
+        // An In value that is not a label value: the scheduler's term would fail on every node.
+        (
+            "in-value.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: trainer}\nspec:\n  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n          - matchExpressions:\n              - {key: feature.node.kubernetes.io/gpu.family, operator: In, values: [hopper, \"ampere/80gb\"]}\n  containers: [{name: c, image: busybox}]\n",
+            vec![format!(
+                "in-value.yaml:10:93: {REQ}[0].matchExpressions[0].values[1]: \"ampere/80gb\": {VALUE_RULE} (the API server refuses Pod trainer)"
+            )],
+        ),
+        // Label keys that are not label keys, in nodeSelector and in a term.
+        (
+            "key.yaml",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      nodeSelector:\n        \"nvidia.com/gpu product\": H100\n      affinity:\n        nodeAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n            nodeSelectorTerms:\n              - matchExpressions:\n                  - {key: \"-gpu.count\", operator: Exists}\n      containers: [{name: c, image: busybox}]\n",
+            vec![
+                format!(
+                    "key.yaml:8:9: spec.template.spec.nodeSelector: key \"nvidia.com/gpu product\": {NAME_RULE} (the API server refuses Deployment web)"
+                ),
+                format!(
+                    "key.yaml:14:27: spec.template.{REQ}[0].matchExpressions[0].key: \"-gpu.count\": {NAME_RULE} (the API server refuses Deployment web)"
+                ),
+            ],
+        ),
+        // A Gt bound that is an integer but not a label value.
+        (
+            "bound.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: big-memory}\nspec:\n  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n          - matchExpressions:\n              - key: feature.node.kubernetes.io/gpu.memory\n                operator: Gt\n                values: [\"-1\"]\n  containers: [{name: c, image: busybox}]\n",
+            vec![format!(
+                "bound.yaml:12:26: {REQ}[0].matchExpressions[0].values[0]: \"-1\": {VALUE_RULE} (the API server refuses Pod big-memory)"
+            )],
+        ),
+        // No term at all: before, every node fitted.
+        (
+            "no-terms.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: anywhere}\nspec:\n  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms: []\n  containers: [{name: c, image: busybox}]\n",
+            vec![format!(
+                "no-terms.yaml:8:28: {REQ}: required: there must be at least one node selector term (the API server refuses Pod anywhere)"
+            )],
+        ),
+        // A field other than metadata.name, and a toleration refused twice.
+        (
+            "field.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: pinned}\nspec:\n  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n          - matchFields:\n              - {key: metadata.labels, operator: In, values: [dgx-h100-01]}\n  tolerations:\n    - {operator: Equal, value: \"yes\", effect: NoSchedule, tolerationSeconds: 60}\n  containers: [{name: c, image: busybox}]\n",
+            vec![
+                format!(
+                    "field.yaml:10:23: {REQ}[0].matchFields[0].key: \"metadata.labels\": not a valid field selector key (only metadata.name) (the API server refuses Pod pinned)"
+                ),
+                "field.yaml:12:18: spec.tolerations[0].operator: \"Equal\": operator must be Exists when `key` is empty, which means \"match all values and all keys\" (the API server refuses Pod pinned)".to_string(),
+                "field.yaml:12:47: spec.tolerations[0].effect: \"NoSchedule\": effect must be 'NoExecute' when `tolerationSeconds` is set (the API server refuses Pod pinned)".to_string(),
+            ],
+        ),
+    ];
+    for (name, text, want) in cases {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let r = run_match(&path, &[]);
+        let shown = r.stderr.replace(&format!("{}/", tmp.path().display()), "");
+        let want: String = want.iter().map(|l| format!("error: {l}\n")).collect();
+        assert_eq!(
+            (r.code, shown.as_str(), r.stdout.as_str()),
+            (1, want.as_str(), ""),
+            "{name}"
+        );
+    }
+}
+
+/// A `Gt` bound that is a label value but not an integer is accepted by the API server and never
+/// scheduled: the scheduler cannot parse the term, on any node.
+#[test]
+fn a_bound_that_is_not_an_integer_fits_no_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("half.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: half}\nspec:\n  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n          - matchExpressions:\n              - {key: feature.node.kubernetes.io/gpu.count, operator: Gt, values: [\"7.5\"]}\n  containers: [{name: c, image: busybox}]\n",
+    )
+    .unwrap();
+    let r = run_match(&path, &[]);
+    let want = "\
+Pod half (half.yaml:1:1)
+NODE              FITS  REASON
+dgx-h100-01       no    gpu.count: Gt needs exactly one integer value, not [\"7.5\"]
+dgx-h100-02       no    node is cordoned (spec.unschedulable) (+2 more)
+a100-mig-01       no    taint nvidia.com/gpu=present:NoSchedule not tolerated (+1 more)
+mi210-01          no    gpu.count: Gt needs exactly one integer value, not [\"7.5\"]
+rtx4090-01        no    gpu.count: Gt needs exactly one integer value, not [\"7.5\"]
+ws-mixed-01       no    gpu.count: Gt needs exactly one integer value, not [\"7.5\"]
+cpu-01            no    gpu.count: Gt needs exactly one integer value, not [\"7.5\"]
+control-plane-01  no    taint node-role.kubernetes.io/control-plane:NoSchedule not tolerated (+1 more)
+0/8 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 1 node(s) had untolerated taint {nvidia.com/gpu: present}, 1 node(s) were unschedulable, 5 node(s) didn't match Pod's node affinity/selector.
+hint: gpu.count: rule \"gpu present and count\" of NodeFeatureRule gpu-labeler-gpu (builtin:rules/gpu.yaml:12:7) writes the value of gpu.node.count
+";
+    assert_eq!(
+        (
+            r.code,
+            r.stderr.as_str(),
+            r.stdout
+                .replace(&format!("{}/", tmp.path().display()), "")
+                .as_str()
+        ),
+        (1, "", want)
+    );
+}
+
 /// The cluster path: nodes listed from Kubernetes' own API server (tests/kube-apiserver; 500 a
 /// page, read-only; then the DeviceTaintRules), and the same answer as from the file; installed as a kubectl plugin
 /// (`kubectl gpu-labeler ...`).

@@ -6,90 +6,23 @@
 //! and Sprig packages, fetched and built once under `target/sprig-oracle/` as the test API server
 //! is (nothing installed, no module proxy).
 
-use std::fs::{self, File};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
-fn sources() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sprig-oracle")
-}
+mod go_build;
 
-/// Where the fetched packages, the Go cache and the oracle are kept between runs.
-fn cache_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("target dir")
-        .join("sprig-oracle")
-}
-
-/// A stamp of the files a step depends on: the step is done again when one of them changes.
-fn stamp(files: &[&str]) -> String {
-    let mut h = 0xcbf29ce484222325u64;
-    for f in files {
-        let text = fs::read(sources().join(f)).expect("tests/sprig-oracle file");
-        for b in f.bytes().chain([0]).chain(text).chain([0]) {
-            h = (h ^ u64::from(b)).wrapping_mul(0x100000001b3);
-        }
-    }
-    format!("{h:016x}")
-}
-
-fn run_step(script: &str, dir: &Path) {
-    let log = dir.join(format!("{script}.log"));
-    let out = File::create(&log).unwrap();
-    let status = Command::new("sh")
-        .arg(sources().join(script))
-        .env("ORACLE", dir)
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run tests/sprig-oracle/{script}: {e}"));
-    if !status.success() {
-        let text = fs::read_to_string(&log).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(30).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        panic!(
-            "tests/sprig-oracle/{script} failed ({status}); the Go template oracle cannot be built:\n{}",
-            tail.join("\n")
-        );
-    }
-}
+/// The oracle's sources (tests/sprig-oracle) and cache (target/sprig-oracle).
+const ORACLE: go_build::GoProgram = go_build::GoProgram {
+    name: "sprig-oracle",
+    what: "the Go template oracle",
+    build_inputs: &["build.sh", "main.go", "nodefeaturerule.go"],
+    binary: "bin/oracle",
+};
 
 /// The oracle, fetched and built on first use and when its sources change.
 fn oracle() -> PathBuf {
-    let dir = cache_dir();
-    fs::create_dir_all(&dir).unwrap();
-    // Another test binary may be building it at the same time: one at a time.
-    let lock = File::create(dir.join("lock")).unwrap();
-    lock.lock().unwrap();
-    let fetched = stamp(&["fetch.sh", "packages.txt"]);
-    if fs::read_to_string(dir.join("fetched.stamp"))
-        .ok()
-        .as_deref()
-        != Some(fetched.as_str())
-    {
-        let t = Instant::now();
-        run_step("fetch.sh", &dir);
-        fs::write(dir.join("fetched.stamp"), &fetched).unwrap();
-        eprintln!("template oracle: fetched in {:.0?}", t.elapsed());
-    }
-    let binary = dir.join("bin/oracle");
-    let want = format!(
-        "{fetched}+{}",
-        stamp(&["build.sh", "main.go", "nodefeaturerule.go"])
-    );
-    if !binary.exists()
-        || fs::read_to_string(dir.join("built.stamp")).ok().as_deref() != Some(want.as_str())
-    {
-        let t = Instant::now();
-        run_step("build.sh", &dir);
-        fs::write(dir.join("built.stamp"), &want).unwrap();
-        eprintln!("template oracle: built in {:.0?}", t.elapsed());
-    }
-    lock.unlock().unwrap();
-    binary
+    ORACLE.build()
 }
 
 /// The tables' escapes: `\n` newline, `\t` tab, `\` before any other character keeps it.

@@ -62,6 +62,9 @@ pub enum Reason {
         want: String,
         have: Option<String>,
     },
+    /// `requiredDuringSchedulingIgnoredDuringExecution` without a `nodeSelectorTerm`: no node
+    /// matches it (the API server refuses such a pod).
+    NoTerms,
     /// A required term that did not match: its first requirement that did not (`None`: the
     /// term is empty and selects nothing). `index` counts from 1, of `terms`.
     Term {
@@ -82,7 +85,7 @@ impl Reason {
             Reason::Cordoned => Plugin::NodeUnschedulable,
             Reason::NodeName(_) => Plugin::NodeName,
             Reason::Taint(_) => Plugin::TaintToleration,
-            Reason::Selector { .. } | Reason::Term { .. } => Plugin::NodeAffinity,
+            Reason::Selector { .. } | Reason::NoTerms | Reason::Term { .. } => Plugin::NodeAffinity,
             Reason::Resource { .. } => Plugin::NodeResourcesFit,
         }
     }
@@ -93,7 +96,7 @@ impl Reason {
             Reason::Cordoned => "node(s) were unschedulable".into(),
             Reason::NodeName(_) => "node(s) didn't match the requested node name".into(),
             Reason::Taint(t) => format!("node(s) had untolerated taint {{{}: {}}}", t.key, t.value),
-            Reason::Selector { .. } | Reason::Term { .. } => {
+            Reason::Selector { .. } | Reason::NoTerms | Reason::Term { .. } => {
                 "node(s) didn't match Pod's node affinity/selector".into()
             }
             Reason::Resource { name, .. } => format!("Insufficient {name}"),
@@ -125,6 +128,9 @@ impl Reason {
                 None => format!("label {} absent (nodeSelector wants {want})", k(key)),
                 Some(v) => format!("{}={v}, nodeSelector wants {want}", k(key)),
             },
+            Reason::NoTerms => {
+                "required node affinity has no nodeSelectorTerms: it selects no node".into()
+            }
             Reason::Term {
                 index,
                 terms,
@@ -138,17 +144,26 @@ impl Reason {
                 let Some((req, field, miss)) = failed else {
                     return format!("{prefix}an empty nodeSelectorTerm selects no node");
                 };
-                let what = if *field {
-                    "node name".to_string()
-                } else {
-                    k(&req.key)
+                let what = match (*field, req.key.as_str()) {
+                    (true, "metadata.name") => "node name".to_string(),
+                    // Any other field is empty on a node (fields.Set has only the name).
+                    (true, other) => format!("field {other}"),
+                    (false, key) => k(key),
                 };
                 let list = format!("[{}]", req.values.join(", "));
+                // A field other than the name is empty on a node.
+                let shown = |v: &str| {
+                    if v.is_empty() {
+                        "\"\"".to_string()
+                    } else {
+                        v.to_string()
+                    }
+                };
                 let one = req.values.first().map(String::as_str).unwrap_or_default();
                 let text = match miss {
                     Miss::Absent => format!("label {what} absent"),
-                    Miss::NotIn(v) if *field => format!("node name {v} is not in {list}"),
-                    Miss::In(v) if *field => format!("node name {v} is in {list}"),
+                    Miss::NotIn(v) if *field => format!("{what} {} is not in {list}", shown(v)),
+                    Miss::In(v) if *field => format!("{what} {} is in {list}", shown(v)),
                     Miss::NotIn(v) => format!("{what}={v} is not in {list}"),
                     Miss::In(v) => format!("{what}={v} is in {list}"),
                     Miss::Present(v) => format!("label {what}={v} present (DoesNotExist)"),
@@ -248,8 +263,10 @@ pub fn fit(pod: &PodSpec, node: &NodeInfo) -> Fit {
     }
     if let Some(terms) = &pod.required {
         let misses: Vec<Option<_>> = terms.iter().map(|t| term_miss(t, node)).collect();
-        // Terms are ORed: one that matches is enough.
-        if !misses.iter().any(Option::is_none) {
+        // Terms are ORed: one that matches is enough; none at all matches no node.
+        if terms.is_empty() {
+            reasons.push(Reason::NoTerms);
+        } else if !misses.iter().any(Option::is_none) {
             for (i, m) in misses.into_iter().enumerate() {
                 reasons.push(Reason::Term {
                     index: i + 1,
@@ -292,10 +309,25 @@ fn term_miss(term: &Term, node: &NodeInfo) -> Option<Option<(Requirement, bool, 
     if term.is_empty() {
         return Some(None);
     }
+    // A requirement that does not parse fails its whole term, wherever it stands in it
+    // (nodeaffinity's parse errors), before any is matched.
+    let invalid = term
+        .expressions
+        .iter()
+        .map(|r| (r, false, requirement_invalid(r)))
+        .chain(term.fields.iter().map(|r| (r, true, field_invalid(r))))
+        .find_map(|(r, f, why)| why.map(|w| (r.clone(), f, Miss::Invalid(w))));
+    if invalid.is_some() {
+        return Some(invalid);
+    }
     for r in &term.expressions {
         if let Some(miss) = label_miss(r, node.labels.get(&r.key).map(String::as_str)) {
             return Some(Some((r.clone(), false, miss)));
         }
+    }
+    // A node without a name has no fields, and its matchFields are not looked at.
+    if node.name.is_empty() {
+        return None;
     }
     for r in &term.fields {
         if let Some(miss) = field_miss(r, &node.name) {
@@ -305,16 +337,58 @@ fn term_miss(term: &Term, node: &NodeInfo) -> Option<Option<(Requirement, bool, 
     None
 }
 
-/// A label requirement, as `labels.Requirement.Matches` decides it; `None` when it matches.
-pub fn label_miss(r: &Requirement, have: Option<&str>) -> Option<Miss> {
+/// Why `labels.NewRequirement` refuses a requirement (the scheduler's term then fails): an
+/// operator it does not know, a key that is not a label key, a value that is not a label
+/// value, values an operator does not take, or a `Gt`/`Lt` bound that is not one integer.
+pub fn requirement_invalid(r: &Requirement) -> Option<String> {
     let values = &r.values;
-    let invalid = |why: &str| Some(Miss::Invalid(format!("{} {why}", r.operator)));
+    let op = r.operator.as_str();
+    let shape = match op {
+        "In" | "NotIn" if values.is_empty() => Some(format!("{op} needs at least one value")),
+        "Exists" | "DoesNotExist" if !values.is_empty() => Some(format!("{op} takes no values")),
+        "Gt" | "Lt" if values.len() != 1 || values[0].parse::<i64>().is_err() => Some(format!(
+            "{op} needs exactly one integer value, not {values:?}"
+        )),
+        "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt" => None,
+        other => Some(format!(
+            "operator {other:?} is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt"
+        )),
+    };
+    shape
+        .or_else(|| {
+            crate::validate::qualified_name(&r.key)
+                .err()
+                .map(|e| format!("{:?} is not a label key: {e}", r.key))
+        })
+        .or_else(|| {
+            values.iter().find_map(|v| {
+                crate::validate::label_value(v)
+                    .err()
+                    .map(|e| format!("{v:?} is not a label value: {e}"))
+            })
+        })
+}
+
+/// Why nodeaffinity refuses a `matchFields` requirement: `In` and `NotIn` only, with exactly
+/// one value. Any key parses (only `metadata.name` is set on a node).
+fn field_invalid(r: &Requirement) -> Option<String> {
     match r.operator.as_str() {
-        "In" | "NotIn" if values.is_empty() => invalid("needs at least one value"),
-        "Exists" | "DoesNotExist" if !values.is_empty() => invalid("takes no values"),
-        "Gt" | "Lt" if values.len() != 1 || values[0].parse::<i64>().is_err() => {
-            invalid("needs exactly one integer value")
+        "In" | "NotIn" if r.values.len() != 1 => {
+            Some(format!("{} on a field needs exactly one value", r.operator))
         }
+        "In" | "NotIn" => None,
+        other => Some(format!("operator {other:?} on a field is not In or NotIn")),
+    }
+}
+
+/// A label requirement, as `labels.NewRequirement` parses it and `Requirement.Matches`
+/// decides it; `None` when it matches.
+pub fn label_miss(r: &Requirement, have: Option<&str>) -> Option<Miss> {
+    if let Some(why) = requirement_invalid(r) {
+        return Some(Miss::Invalid(why));
+    }
+    let values = &r.values;
+    match r.operator.as_str() {
         "In" => match have {
             None => Some(Miss::Absent),
             Some(v) if values.iter().any(|x| x == v) => None,
@@ -341,30 +415,21 @@ pub fn label_miss(r: &Requirement, have: Option<&str>) -> Option<Miss> {
             };
             (!ok).then(|| Miss::Compare(v.to_string()))
         }
-        other => Some(Miss::Invalid(format!(
-            "operator {other:?} is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt"
-        ))),
+        _ => None,
     }
 }
 
-/// A `matchFields` requirement: only `metadata.name` with `In` or `NotIn` exists.
+/// A `matchFields` requirement, as nodeaffinity's field selector decides it over the node's
+/// fields, which are only `metadata.name`: any other key reads as empty. `None` when it
+/// matches.
 fn field_miss(r: &Requirement, name: &str) -> Option<Miss> {
-    if r.key != "metadata.name" {
-        return Some(Miss::Invalid(format!(
-            "matchFields supports only metadata.name, not {}",
-            r.key
-        )));
+    if let Some(why) = field_invalid(r) {
+        return Some(Miss::Invalid(why));
     }
+    let have = if r.key == "metadata.name" { name } else { "" };
     match r.operator.as_str() {
-        "In" | "NotIn" if r.values.len() != 1 => Some(Miss::Invalid(format!(
-            "{} on metadata.name needs exactly one value",
-            r.operator
-        ))),
-        "In" => (r.values[0] != name).then(|| Miss::NotIn(name.to_string())),
-        "NotIn" => (r.values[0] == name).then(|| Miss::In(name.to_string())),
-        other => Some(Miss::Invalid(format!(
-            "operator {other:?} on metadata.name is not In or NotIn"
-        ))),
+        "In" => (r.values[0] != have).then(|| Miss::NotIn(have.to_string())),
+        _ => (r.values[0] == have).then(|| Miss::In(have.to_string())),
     }
 }
 
@@ -437,7 +502,9 @@ mod tests {
                 "Gt",
                 &["7.5"],
                 Some("8"),
-                Some(Miss::Invalid("Gt needs exactly one integer value".into())),
+                Some(Miss::Invalid(
+                    "Gt needs exactly one integer value, not [\"7.5\"]".into(),
+                )),
             ),
             (
                 "In",
@@ -461,6 +528,91 @@ mod tests {
         }
     }
 
+    /// The classes tests/scheduling_oracle.rs found against Kubernetes' nodeaffinity: a key or
+    /// value `labels.NewRequirement` refuses fails its term (even where another requirement
+    /// of it would already miss), a field other than `metadata.name` reads as empty, and no
+    /// term at all selects no node.
+    #[test]
+    fn what_the_scheduler_cannot_parse_fails_and_no_term_selects_nothing() {
+        let node = NodeInfo {
+            name: "n1".into(),
+            labels: [("k".to_string(), "5".to_string())].into(),
+            ..NodeInfo::default()
+        };
+        let term = |exprs: Vec<Requirement>, fields: Vec<Requirement>| Term {
+            expressions: exprs,
+            fields,
+            pos: Default::default(),
+        };
+        let pod = |terms: Vec<Term>| PodSpec {
+            required: Some(terms),
+            ..PodSpec::default()
+        };
+        let value_rule = "a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+        let cases: Vec<(PodSpec, Vec<Reason>)> = vec![
+            (
+                pod(vec![term(vec![req("k", "Gt", &["-1"])], vec![])]),
+                vec![Reason::Term {
+                    index: 1,
+                    terms: 1,
+                    failed: Some((
+                        req("k", "Gt", &["-1"]),
+                        false,
+                        Miss::Invalid(format!("\"-1\" is not a label value: {value_rule}")),
+                    )),
+                }],
+            ),
+            (
+                pod(vec![term(
+                    vec![req("absent", "Exists", &[]), req("k", "In", &["5", "a/b"])],
+                    vec![],
+                )]),
+                vec![Reason::Term {
+                    index: 1,
+                    terms: 1,
+                    failed: Some((
+                        req("k", "In", &["5", "a/b"]),
+                        false,
+                        Miss::Invalid(format!("\"a/b\" is not a label value: {value_rule}")),
+                    )),
+                }],
+            ),
+            (
+                pod(vec![term(vec![req("-k", "DoesNotExist", &[])], vec![])]),
+                vec![Reason::Term {
+                    index: 1,
+                    terms: 1,
+                    failed: Some((
+                        req("-k", "DoesNotExist", &[]),
+                        false,
+                        Miss::Invalid("\"-k\" is not a label key: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character".into()),
+                    )),
+                }],
+            ),
+            // `metadata.namespace` is empty on a node: NotIn [x] matches, In [x] does not.
+            (
+                pod(vec![term(vec![], vec![req("metadata.namespace", "NotIn", &["x"])])]),
+                vec![],
+            ),
+            (
+                pod(vec![term(vec![], vec![req("metadata.namespace", "In", &["x"])])]),
+                vec![Reason::Term {
+                    index: 1,
+                    terms: 1,
+                    failed: Some((
+                        req("metadata.namespace", "In", &["x"]),
+                        true,
+                        Miss::NotIn(String::new()),
+                    )),
+                }],
+            ),
+            (pod(vec![]), vec![Reason::NoTerms]),
+        ];
+        for (p, want) in cases {
+            assert_eq!(fit(&p, &node).reasons, want, "{p:?}");
+        }
+    }
+
     #[test]
     fn tolerations_match_as_the_api_defines() {
         let taint = Taint {
@@ -473,6 +625,7 @@ mod tests {
             operator: op.into(),
             value: v.into(),
             effect: e.into(),
+            seconds: None,
         };
         let cases = [
             (tol("nvidia.com/gpu", "Exists", "", "NoSchedule"), true),

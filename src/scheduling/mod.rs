@@ -52,7 +52,22 @@ pub fn load_workloads(path: &Path) -> Result<Vec<Workload>, Error> {
             read(path, crate::sysfs::MAX_INPUT_BYTES)?,
         )
     };
-    objects::read_workloads(&name, &text).map_err(|e| Error::InvalidInput(e.to_string()))
+    let workloads =
+        objects::read_workloads(&name, &text).map_err(|e| Error::InvalidInput(e.to_string()))?;
+    // A pod the API server refuses is never created, let alone scheduled: said for every field
+    // it refuses, one line each, instead of an answer per node.
+    let refused: Vec<String> = workloads
+        .iter()
+        .flat_map(|w| {
+            w.refusals
+                .iter()
+                .map(move |e| format!("{e} (the API server refuses {} {})", w.kind, w.name))
+        })
+        .collect();
+    if !refused.is_empty() {
+        return Err(Error::InvalidInput(refused.join("\n")));
+    }
+    Ok(workloads)
 }
 
 /// The nodes, from a file or the cluster.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 pub use crate::kobject::{ObjectError, Quantity};
 use crate::kobject::{Reader, Res, documents, join};
+use crate::validate;
 use crate::yaml::document::{self, Node, Pos, Val};
 
 /// One `matchExpressions` (or `matchFields`) entry.
@@ -32,12 +33,13 @@ impl Term {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Toleration {
     pub key: String,
     pub operator: String,
     pub value: String,
     pub effect: String,
+    pub seconds: Option<i64>,
 }
 
 /// What scheduling reads of a pod spec.
@@ -64,6 +66,10 @@ pub struct Workload {
     /// `file:line:column` of the object.
     pub location: String,
     pub pod: PodSpec,
+    /// What the API server's validation refuses in the fields scheduling reads (`nodeSelector`,
+    /// node affinity, tolerations), in its order: such a pod is never created. `pod` still
+    /// holds them, as the scheduler would read them.
+    pub refusals: Vec<ObjectError>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,6 +218,8 @@ impl Reader<'_> {
             }
             here = join(&here, step);
         }
+        let mut refusals = Vec::new();
+        let pod = self.pod_spec(node, &here, &mut refusals)?;
         out.push(Workload {
             kind,
             name: name.unwrap_or_default(),
@@ -221,18 +229,30 @@ impl Reader<'_> {
             } else {
                 self.source.to_string()
             },
-            pod: self.pod_spec(node, &here)?,
+            pod,
+            refusals,
         });
         Ok(())
     }
 
-    fn pod_spec(&self, spec: &Node, path: &str) -> Res<PodSpec> {
+    /// The pod spec; what the API server would refuse in it goes to `refusals`.
+    fn pod_spec(&self, spec: &Node, path: &str, refusals: &mut Vec<ObjectError>) -> Res<PodSpec> {
         let mut pod = PodSpec {
             node_name: self.opt_string(spec, path, "nodeName")?,
             ..PodSpec::default()
         };
         if let Some(sel) = self.field(spec, path, "nodeSelector")? {
-            pod.node_selector = self.string_map(sel, &join(path, "nodeSelector"))?;
+            let here = join(path, "nodeSelector");
+            pod.node_selector = self.string_map(sel, &here)?;
+            // `ValidateLabels`: its errors name the map, not the key.
+            for ((k, v), (key, value)) in self.map(sel, &here)?.iter().zip(&pod.node_selector) {
+                if let Err(e) = validate::qualified_name(key) {
+                    refusals.push(self.err(k, &here, format!("key {key:?}: {e}")));
+                }
+                if let Err(e) = validate::label_value(value) {
+                    refusals.push(self.err(v, &here, format!("value {value:?}: {e}")));
+                }
+            }
         }
         let affinity = join(path, "affinity.nodeAffinity");
         if let Some(na) = self
@@ -248,15 +268,22 @@ impl Reader<'_> {
                 "requiredDuringSchedulingIgnoredDuringExecution",
             )? {
                 let terms_path = join(&req_path, "nodeSelectorTerms");
-                let terms = match self.field(req, &req_path, "nodeSelectorTerms")? {
-                    Some(t) => self.seq(t, &terms_path)?,
-                    None => &[],
+                let (at, terms) = match self.field(req, &req_path, "nodeSelectorTerms")? {
+                    Some(t) => (t, self.seq(t, &terms_path)?),
+                    None => (req, &[][..]),
                 };
+                if terms.is_empty() {
+                    refusals.push(self.err(
+                        at,
+                        &terms_path,
+                        "required: there must be at least one node selector term",
+                    ));
+                }
                 pod.required = Some(
                     terms
                         .iter()
                         .enumerate()
-                        .map(|(i, t)| self.term(t, &format!("{terms_path}[{i}]")))
+                        .map(|(i, t)| self.term(t, &format!("{terms_path}[{i}]"), refusals))
                         .collect::<Res<_>>()?,
                 );
             }
@@ -286,7 +313,7 @@ impl Reader<'_> {
                         }
                     };
                     let term = match self.field(p, &here, "preference")? {
-                        Some(t) => self.term(t, &join(&here, "preference"))?,
+                        Some(t) => self.term(t, &join(&here, "preference"), refusals)?,
                         None => Term::default(),
                     };
                     pod.preferred.push((weight, term));
@@ -297,19 +324,195 @@ impl Reader<'_> {
             let here = join(path, "tolerations");
             for (i, t) in self.seq(tols, &here)?.iter().enumerate() {
                 let at = format!("{here}[{i}]");
-                pod.tolerations.push(Toleration {
+                let seconds = match self.field(t, &at, "tolerationSeconds")? {
+                    None => None,
+                    Some(n) => match &n.val {
+                        Val::Num(v) if v.parse::<i64>().is_ok() => v.parse().ok(),
+                        _ => {
+                            return Err(self.err(
+                                n,
+                                &join(&at, "tolerationSeconds"),
+                                "expected an integer (seconds)",
+                            ));
+                        }
+                    },
+                };
+                let toleration = Toleration {
                     key: self.opt_string(t, &at, "key")?.unwrap_or_default(),
                     operator: self.opt_string(t, &at, "operator")?.unwrap_or_default(),
                     value: self.opt_string(t, &at, "value")?.unwrap_or_default(),
                     effect: self.opt_string(t, &at, "effect")?.unwrap_or_default(),
-                });
+                    seconds,
+                };
+                self.refuse_toleration(&toleration, t, &at, refusals)?;
+                pod.tolerations.push(toleration);
             }
         }
         pod.requests = self.requests(spec, path)?;
         Ok(pod)
     }
 
-    fn term(&self, node: &Node, path: &str) -> Res<Term> {
+    /// `ValidateTolerations` (the comparison operators' feature gate off, its default).
+    fn refuse_toleration(
+        &self,
+        t: &Toleration,
+        node: &Node,
+        path: &str,
+        refusals: &mut Vec<ObjectError>,
+    ) -> Res<()> {
+        let at = |field: &str| -> Res<(&Node, String)> {
+            Ok((
+                self.field(node, path, field)?.unwrap_or(node),
+                join(path, field),
+            ))
+        };
+        let mut refuse = |(n, p): (&Node, String), message: String| {
+            refusals.push(self.err(n, &p, message));
+        };
+        if !t.key.is_empty()
+            && let Err(e) = validate::qualified_name(&t.key)
+        {
+            refuse(at("key")?, format!("{:?}: {e}", t.key));
+        }
+        if t.key.is_empty() && t.operator != "Exists" {
+            refuse(
+                at("operator")?,
+                format!(
+                    "{:?}: operator must be Exists when `key` is empty, which means \"match all values and all keys\"",
+                    t.operator
+                ),
+            );
+        }
+        if t.seconds.is_some() && t.effect != "NoExecute" {
+            refuse(
+                at("effect")?,
+                format!(
+                    "{:?}: effect must be 'NoExecute' when `tolerationSeconds` is set",
+                    t.effect
+                ),
+            );
+        }
+        match t.operator.as_str() {
+            "" | "Equal" => {
+                if let Err(e) = validate::label_value(&t.value) {
+                    refuse(at("operator")?, format!("value {:?}: {e}", t.value));
+                }
+            }
+            "Exists" => {
+                if !t.value.is_empty() {
+                    refuse(
+                        at("operator")?,
+                        "value must be empty when `operator` is 'Exists'".to_string(),
+                    );
+                }
+            }
+            other => refuse(
+                at("operator")?,
+                format!("{other:?}: supported values: \"Equal\", \"Exists\""),
+            ),
+        }
+        if !t.effect.is_empty()
+            && !matches!(
+                t.effect.as_str(),
+                "NoSchedule" | "PreferNoSchedule" | "NoExecute"
+            )
+        {
+            refuse(
+                at("effect")?,
+                format!(
+                    "{:?}: supported values: \"NoExecute\", \"NoSchedule\", \"PreferNoSchedule\"",
+                    t.effect
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// `ValidateNodeSelectorRequirement` (label values checked, as on create since 1.33) or,
+    /// for a field, `ValidateNodeFieldSelectorRequirement`.
+    fn refuse_requirement(
+        &self,
+        r: &Requirement,
+        field: bool,
+        node: &Node,
+        path: &str,
+        refusals: &mut Vec<ObjectError>,
+    ) -> Res<()> {
+        let at = |name: &str| -> Res<(&Node, String)> {
+            Ok((
+                self.field(node, path, name)?.unwrap_or(node),
+                join(path, name),
+            ))
+        };
+        let mut refuse = |(n, p): (&Node, String), message: String| {
+            refusals.push(self.err(n, &p, message));
+        };
+        let op = r.operator.as_str();
+        let n = r.values.len();
+        let count = match (field, op) {
+            (false, "In" | "NotIn") if n == 0 => {
+                Some("required: must be specified when `operator` is 'In' or 'NotIn'")
+            }
+            (false, "Exists" | "DoesNotExist") if n > 0 => Some(
+                "forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            ),
+            (false, "Gt" | "Lt") if n != 1 => {
+                Some("required: must be specified single value when `operator` is 'Lt' or 'Gt'")
+            }
+            (false, "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt") => None,
+            (true, "In" | "NotIn") if n != 1 => Some(
+                "required: must be only one value when `operator` is 'In' or 'NotIn' for node field selector",
+            ),
+            (true, "In" | "NotIn") => None,
+            _ => {
+                refuse(
+                    at("operator")?,
+                    format!("{op:?}: not a valid selector operator"),
+                );
+                None
+            }
+        };
+        if let Some(message) = count {
+            refuse(at("values")?, message.to_string());
+        }
+        let values = self.field(node, path, "values")?;
+        let value_at = |i: usize| -> Res<(&Node, String)> {
+            let p = format!("{}[{i}]", join(path, "values"));
+            Ok(match values.map(|v| self.seq(v, path)).transpose()? {
+                Some(items) if i < items.len() => (&items[i], p),
+                _ => (node, p),
+            })
+        };
+        if field {
+            if r.key != "metadata.name" {
+                refuse(
+                    at("key")?,
+                    format!(
+                        "{:?}: not a valid field selector key (only metadata.name)",
+                        r.key
+                    ),
+                );
+            } else {
+                for (i, v) in r.values.iter().enumerate() {
+                    if let Err(e) = validate::dns_subdomain(v) {
+                        refuse(value_at(i)?, format!("{v:?}: a node name {e}"));
+                    }
+                }
+            }
+            return Ok(());
+        }
+        if let Err(e) = validate::qualified_name(&r.key) {
+            refuse(at("key")?, format!("{:?}: {e}", r.key));
+        }
+        for (i, v) in r.values.iter().enumerate() {
+            if let Err(e) = validate::label_value(v) {
+                refuse(value_at(i)?, format!("{v:?}: {e}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn term(&self, node: &Node, path: &str, refusals: &mut Vec<ObjectError>) -> Res<Term> {
         let mut term = Term {
             pos: node.pos,
             ..Term::default()
@@ -337,12 +540,14 @@ impl Reader<'_> {
                         values.push(self.string(v, &format!("{vp}[{j}]"))?);
                     }
                 }
-                out.push(Requirement {
+                let r = Requirement {
                     key,
                     operator,
                     values,
                     pos: e.pos,
-                });
+                };
+                self.refuse_requirement(&r, field == "matchFields", e, &at, refusals)?;
+                out.push(r);
             }
         }
         Ok(term)

@@ -2,8 +2,9 @@
 //! request handlers, server-side apply field manager and ValidatingAdmissionPolicy plugin on etcd,
 //! built once from Debian's Go packages and cached under `target/kube-apiserver/`.
 //!
-//! [`KubeApiServer::start`] fetches and builds it when needed (tests/kube-apiserver/fetch.sh and
-//! build.sh, under a file lock so that parallel tests build it once), starts etcd and the server
+//! [`KubeApiServer::start`] fetches and builds it when needed (tests/debian-fetch.sh and
+//! tests/kube-apiserver/build.sh, under a file lock so that parallel tests build it once:
+//! tests/go_build), starts etcd and the server
 //! on free loopback ports in a temporary directory, and hands out kubeconfigs and a small HTTP
 //! client for identities it mints: an admin, the agent's service account with a token bound to a
 //! node (`authentication.kubernetes.io/node-name`, as the kubelet binds it), any other user.
@@ -25,54 +26,28 @@ pub const SA: &str = "system:serviceaccount:gpu-labeler:gpu-labeler";
 /// The prune Job's service account (deploy/prune).
 pub const PRUNE_SA: &str = "system:serviceaccount:gpu-labeler:gpu-labeler-prune";
 
+// Also loaded by the test files that build another Go program.
+#[allow(clippy::duplicate_mod)]
+#[path = "../go_build/mod.rs"]
+mod go_build;
+
+/// The test API server's sources (tests/kube-apiserver) and cache (target/kube-apiserver).
+const SERVER: go_build::GoProgram = go_build::GoProgram {
+    name: "kube-apiserver",
+    what: "the test API server",
+    build_inputs: &["build.sh", "main.go"],
+    binary: "bin/testapiserver",
+};
+
 /// Where the fetched packages, the Go cache and the server binary are kept between runs.
 pub fn cache_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("target dir")
-        .join("kube-apiserver")
-}
-
-fn sources() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kube-apiserver")
-}
-
-/// A stamp of the files a step depends on: the step is done again when one of them changes.
-fn stamp(files: &[&str]) -> String {
-    let mut text = String::new();
-    for f in files {
-        text.push_str(f);
-        text.push('\0');
-        text.push_str(&fs::read_to_string(sources().join(f)).expect("tests/kube-apiserver file"));
-        text.push('\0');
-    }
-    format!("{:016x}", fnv1a(text.as_bytes()))
+    SERVER.cache_dir()
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
     })
-}
-
-fn run_step(script: &str, kapi: &Path, log: &Path) {
-    let out = File::create(log).unwrap();
-    let status = Command::new("sh")
-        .arg(sources().join(script))
-        .env("KAPI", kapi)
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run tests/kube-apiserver/{script}: {e}"));
-    if !status.success() {
-        let text = fs::read_to_string(log).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(30).collect::<Vec<_>>();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        panic!(
-            "tests/kube-apiserver/{script} failed ({status}); the test API server cannot be built:\n{}",
-            tail.join("\n")
-        );
-    }
 }
 
 /// The server binary, fetched and built on first use and when its sources change.
@@ -82,33 +57,7 @@ pub fn server_binary() -> PathBuf {
     if let Some(p) = built.as_ref() {
         return p.clone();
     }
-    let kapi = cache_dir();
-    fs::create_dir_all(&kapi).unwrap();
-    // Other test binaries may be building it at the same time: one at a time.
-    let lock = File::create(kapi.join("lock")).unwrap();
-    lock.lock().unwrap();
-    let fetched = stamp(&["fetch.sh", "packages.txt"]);
-    if fs::read_to_string(kapi.join("fetched.stamp"))
-        .ok()
-        .as_deref()
-        != Some(fetched.as_str())
-    {
-        let t = Instant::now();
-        run_step("fetch.sh", &kapi, &kapi.join("fetch.log"));
-        fs::write(kapi.join("fetched.stamp"), &fetched).unwrap();
-        eprintln!("test API server: fetched in {:.0?}", t.elapsed());
-    }
-    let binary = kapi.join("bin/testapiserver");
-    let want = format!("{fetched}+{}", stamp(&["build.sh", "main.go"]));
-    if !binary.exists()
-        || fs::read_to_string(kapi.join("built.stamp")).ok().as_deref() != Some(want.as_str())
-    {
-        let t = Instant::now();
-        run_step("build.sh", &kapi, &kapi.join("build.log"));
-        fs::write(kapi.join("built.stamp"), &want).unwrap();
-        eprintln!("test API server: built in {:.0?}", t.elapsed());
-    }
-    lock.unlock().unwrap();
+    let binary = SERVER.build();
     *built = Some(binary.clone());
     binary
 }
