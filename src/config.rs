@@ -303,7 +303,7 @@ impl<'de> Deserialize<'de> for NvmlEnabled {
                     "auto" => Ok(NvmlEnabled::Auto),
                     "true" => Ok(NvmlEnabled::True),
                     "false" => Ok(NvmlEnabled::False),
-                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(s), &self)),
+                    _ => Err(E::unknown_variant(s, &["auto", "true", "false"])),
                 }
             }
         }
@@ -1029,7 +1029,7 @@ publish: {sink: stdout, interval: 30s}
         .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "invalid config c.yaml:3:14: sources.nvml.enabled: expected auto, true or false, got string \"maybe\""
+            "invalid config c.yaml:3:14: sources.nvml.enabled: unknown value \"maybe\"; expected one of auto, true, false"
         );
     }
 

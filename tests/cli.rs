@@ -426,7 +426,9 @@ fn boolean_env_vars_take_one_and_zero() {
     assert_eq!(r.code, 2);
     assert_eq!(
         r.stderr.lines().next(),
-        Some("error: invalid value 'maybe' for '--no-default-rules': value was not a boolean")
+        Some(
+            "error: invalid value 'maybe' for 'GPU_LABELER_NO_DEFAULT_RULES (the environment variable of --no-default-rules)': value was not a boolean"
+        )
     );
 }
 
@@ -472,6 +474,7 @@ fn features_from_standard_input() {
 fn gpu_labeler_log_filters_the_log_by_level_and_target() {
     // A node without PCI devices: one warning at the default level, and debug lines below it.
     let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("bus/pci")).unwrap();
     let args = [
         "labels",
         "--sysfs-root",
@@ -520,7 +523,7 @@ fn an_interval_under_a_second_is_refused_by_flag_and_by_config() {
         "--sink",
         "stdout",
         "--sysfs-root",
-        "/nonexistent",
+        "tests/fixtures/sysfs/no-pci-devices",
         "--proc-root",
         "/nonexistent",
         "--no-nvml",
@@ -570,7 +573,7 @@ fn a_missing_node_name_or_client_configuration_is_a_usage_error() {
             .args(["run", "--sink", "node", "--oneshot", "--no-nvml"])
             .args([
                 "--sysfs-root",
-                "/nonexistent",
+                "tests/fixtures/sysfs/no-pci-devices",
                 "--proc-root",
                 "/nonexistent",
             ])

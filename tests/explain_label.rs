@@ -84,7 +84,7 @@ fn explain_label_on_a_mixed_node_says_the_gpus_disagree() {
         "--label",
         "gpu.product",
         "--sysfs-root",
-        "/nonexistent",
+        "tests/fixtures/sysfs/no-pci-devices",
         "--proc-root",
         "/nonexistent",
         "--pci-ids",

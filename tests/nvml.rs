@@ -380,7 +380,7 @@ fn nvml_alone_discovers_gpus_when_sysfs_shows_none() {
             "-o",
             "json",
             "--sysfs-root",
-            "/nonexistent",
+            "tests/fixtures/sysfs/no-pci-devices",
             "--proc-root",
             "/nonexistent",
         ],
@@ -427,7 +427,7 @@ fn two_different_gpus_are_labelled_deterministically() {
                 "-o",
                 "json",
                 "--sysfs-root",
-                "/nonexistent",
+                "tests/fixtures/sysfs/no-pci-devices",
                 "--proc-root",
                 "/nonexistent",
             ],
@@ -807,7 +807,7 @@ fn gb200_fixture(dir: &std::path::Path, edit: impl Fn(&mut Value)) -> std::path:
 fn gb200_labels(nvml: &std::path::Path, config: Option<&str>) -> BTreeMap<String, String> {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(BIN);
-    cmd.args(["labels", "-o", "json", "--sysfs-root", "/nonexistent"])
+    cmd.args(["labels", "-o", "json", "--sysfs-root", "tests/fixtures/sysfs/no-pci-devices"])
         .args(["--proc-root", "/nonexistent", "--nvml-lib"])
         .arg(fake_lib("nvidia_ml"))
         .env("FAKE_NVML_FIXTURE", nvml)

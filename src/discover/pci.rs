@@ -157,6 +157,9 @@ pub fn scan_counted(sysfs: &Sysfs, warnings: &mut Warnings) -> (Vec<PciDevice>, 
             return (Vec::new(), 0);
         }
     };
+    // The kernel never names a device with a dot: such an entry is a recorded tree's
+    // placeholder (git keeps no empty directory), not a device.
+    names.retain(|n| !n.starts_with('.'));
     // Directory order is the filesystem's: sort, so that warnings come in the same order on
     // every run.
     names.sort_unstable();

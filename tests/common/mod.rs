@@ -539,6 +539,8 @@ pub fn nvml_fixture(name: &str) -> PathBuf {
 /// Writes a sysfs tree (kernel layout) with one NVIDIA 3D controller per `(address, device id)`,
 /// driven by `nvidia`, for NVML fixtures whose machine has no captured tree.
 pub fn nvidia_sysfs(dir: &Path, gpus: &[(&str, &str)]) {
+    // A sysfs root, GPUs or none.
+    std::fs::create_dir_all(dir.join("bus/pci/devices")).unwrap();
     for (addr, device) in gpus {
         let bus = &addr[..7];
         let dev = dir.join(format!("devices/pci{bus}/{addr}"));
