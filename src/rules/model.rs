@@ -120,6 +120,58 @@ pub struct ExprSpec {
     pub type_pos: Pos,
 }
 
+/// The error for `matchExpressions` written as a list (Kubernetes' nodeSelector shape, `- key:
+/// vendor`, `operator`/`op`, `values`/`value`): NFD's is a map of element name to expression,
+/// and the message shows the same expressions in that shape.
+fn expressions_as_list(path: &str, items: &[Node]) -> String {
+    let text = |n: &Node| match &n.val {
+        Val::Str(t) | Val::Num(t) => Some(t.clone()),
+        Val::Bool(b) => Some(b.to_string()),
+        _ => None,
+    };
+    let field = |item: &Node, names: &[&str]| -> Option<Node> {
+        match &item.val {
+            Val::Map(entries) => entries
+                .iter()
+                .find(|(k, _)| k.key_text().is_some_and(|t| names.contains(&t.as_str())))
+                .map(|(_, v)| v.clone()),
+            _ => None,
+        }
+    };
+    let example: Vec<String> = items
+        .iter()
+        .filter_map(|item| {
+            let key = text(&field(item, &["key"])?)?;
+            let op = field(item, &["op", "operator"])
+                .and_then(|o| text(&o))
+                .unwrap_or_else(|| "Exists".into());
+            let values = field(item, &["value", "values"])
+                .map(|v| match &v.val {
+                    Val::Seq(vs) => vs
+                        .iter()
+                        .filter_map(text)
+                        .map(|t| format!("{t:?}"))
+                        .collect::<Vec<_>>(),
+                    _ => text(&v).map(|t| format!("{t:?}")).into_iter().collect(),
+                })
+                .unwrap_or_default();
+            Some(if values.is_empty() {
+                format!("{key}: {{op: {op}}}")
+            } else {
+                format!("{key}: {{op: {op}, value: [{}]}}", values.join(", "))
+            })
+        })
+        .collect();
+    let shape = if example.is_empty() {
+        "matchExpressions: {vendor: {op: In, value: [\"10de\"]}}".to_string()
+    } else {
+        format!("matchExpressions: {{{}}}", example.join(", "))
+    };
+    format!(
+        "{path} must be a map of element name to expression, got a list (the shape of a nodeSelector's matchExpressions, not NFD's); write: {shape}"
+    )
+}
+
 struct Cx {
     problems: Vec<Problem>,
     object: Option<String>,
@@ -569,7 +621,11 @@ fn read_terms(cx: &mut Cx, node: &Node, path: &str) -> Vec<TermSpec> {
                 "matchExpressions" => {
                     let p = format!("{path}.matchExpressions");
                     let mut exprs = Vec::new();
-                    if let Some(es) = cx.map(v, &p) {
+                    // Written as a nodeSelector's list of {key, operator, values}: say how NFD
+                    // writes it, from what was written.
+                    if let Val::Seq(items) = &v.val {
+                        cx.err(v.pos, expressions_as_list(&p, items));
+                    } else if let Some(es) = cx.map(v, &p) {
                         for (ek, ev) in es {
                             let Some(key) = cx.key(ek, &p) else {
                                 continue;
@@ -841,6 +897,34 @@ spec:
                 "14:38: r1: matchFeatures[0].matchExpressions.device.value[0] must be a string, got number 10 (quote it: \"10\")",
                 "16:19: r2: labels.a must be a string, got boolean true (quote the value: YAML reads unquoted true/false, yes/no, on/off, y/n as booleans)",
                 "18:11: r2: matchFeatures[0].feature is required",
+            ]
+        );
+    }
+
+    /// `matchExpressions` in a nodeSelector's shape gets NFD's shape back, from what was written.
+    #[test]
+    fn expressions_written_as_a_list_get_the_map_they_mean() {
+        let text = r#"apiVersion: nfd.k8s-sigs.io/v1alpha1
+kind: NodeFeatureRule
+metadata:
+  name: obj
+spec:
+  rules:
+    - name: r1
+      labels: {a: "1"}
+      matchFeatures:
+        - feature: pci.device
+          matchExpressions:
+            - key: vendor
+              operator: In
+              values: ["10de", "1002"]
+            - {key: class}
+"#;
+        let (_, problems) = read(text);
+        assert_eq!(
+            messages(&problems),
+            vec![
+                "12:13: r1: matchFeatures[0].matchExpressions must be a map of element name to expression, got a list (the shape of a nodeSelector's matchExpressions, not NFD's); write: matchExpressions: {vendor: {op: In, value: [\"10de\", \"1002\"]}, class: {op: Exists}}",
             ]
         );
     }
