@@ -414,7 +414,7 @@ fn invalid_cases() -> Vec<Case> {
         c(
             "matchExpressions as a list",
             term("{feature: pci.device, matchExpressions: [{op: Exists}]}"),
-            &["matchFeatures[0].matchExpressions must be a map, got list"],
+            &["matchFeatures[0].matchExpressions must be a map of element name to expression, got a list (the shape of a nodeSelector's matchExpressions, not NFD's); write: matchExpressions: {vendor: {op: In, value: [\"10de\"]}}"],
             &[],
             &["0: /spec/rules/0/matchFeatures/0/matchExpressions"],
         ),
