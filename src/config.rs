@@ -756,7 +756,7 @@ fn every_problem(text: &str) -> Option<Vec<(u64, u64, String)>> {
             break;
         };
         if removed
-            && let Some(serde_path_to_error::Segment::Seq { index }) = err.path().iter().last()
+            && let Some(serde_path_to_error::Segment::Seq { index }) = err.path().iter().next_back()
         {
             let list = segments[..segments.len() - 1].to_vec();
             let at = original(&taken, &list, *index);

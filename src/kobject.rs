@@ -8,6 +8,16 @@ use std::collections::BTreeMap;
 use crate::validate;
 use crate::yaml::document::{self, Node, Pos, Val};
 
+/// The order of two resourceVersions of one resource, as Kubernetes defines it since 1.35
+/// (KEP-5504, apimachinery's `CompareResourceVersion`): each a positive decimal integer of any
+/// length without leading zeros, compared by length and then digit by digit. `None` when either
+/// is not such an integer: an opaque version (an older or another storage), equal or not.
+pub fn compare_resource_versions(a: &str, b: &str) -> Option<std::cmp::Ordering> {
+    let valid =
+        |v: &str| !v.is_empty() && !v.starts_with('0') && v.bytes().all(|c| c.is_ascii_digit());
+    (valid(a) && valid(b)).then(|| a.len().cmp(&b.len()).then_with(|| a.cmp(b)))
+}
+
 /// A problem in an input file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectError {
@@ -193,4 +203,38 @@ pub fn documents(source: &str, text: &str) -> Res<Vec<Node>> {
         });
     }
     Ok(docs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compare_resource_versions;
+
+    /// KEP-5504's rules: by length, then digit by digit, past any integer type's range; a
+    /// version that is not a positive integer without leading zeros is opaque.
+    #[test]
+    fn resource_versions_compare_as_kubernetes_defines() {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        let cases = [
+            ("9", "10", Some(Less)),
+            ("10", "9", Some(Greater)),
+            ("123", "123", Some(Equal)),
+            ("18446744073709551616", "18446744073709551617", Some(Less)),
+            (
+                "99999999999999999999999",
+                "100000000000000000000000",
+                Some(Less),
+            ),
+            ("0", "1", None),
+            ("007", "7", None),
+            ("", "1", None),
+            ("a1b2", "a1b3", None),
+            ("-1", "1", None),
+        ];
+        let got: Vec<_> = cases
+            .iter()
+            .map(|(a, b, _)| (*a, *b, compare_resource_versions(a, b)))
+            .collect();
+        let want: Vec<_> = cases.iter().map(|(a, b, o)| (*a, *b, *o)).collect();
+        assert_eq!(got, want);
+    }
 }

@@ -613,26 +613,29 @@ pub async fn watch_dra(
 /// watch last saw it, each with the Node's resourceVersion then.
 #[derive(Debug, Default)]
 pub struct NodeView {
-    applied: Option<(Guarded, Option<u64>)>,
-    seen: Option<(Guarded, Option<u64>)>,
+    applied: Option<(Guarded, Option<String>)>,
+    seen: Option<(Guarded, Option<String>)>,
 }
 
 /// Whether a view of the Node at `seen` can say something of a write at `written`: not when
-/// it is older (it shows the Node before the write); when either is unknown, it is taken to.
-fn not_older(seen: Option<u64>, written: Option<u64>) -> bool {
+/// it is older (it shows the Node before the write); when either is unknown or the two cannot
+/// be compared (opaque versions, `kobject::compare_resource_versions`), it is taken to.
+fn not_older(seen: Option<&str>, written: Option<&str>) -> bool {
     match (seen, written) {
-        (Some(s), Some(w)) => s >= w,
+        (Some(s), Some(w)) => {
+            crate::kobject::compare_resource_versions(s, w) != Some(std::cmp::Ordering::Less)
+        }
         _ => true,
     }
 }
 
 impl NodeView {
     /// The watch saw the Node as `node` at `version`: whether it lacks or changed ours.
-    pub fn saw(&mut self, node: Guarded, version: Option<u64>) -> bool {
+    pub fn saw(&mut self, node: Guarded, version: Option<String>) -> bool {
         let lost = self
             .applied
             .as_ref()
-            .is_some_and(|(o, v)| not_older(version, *v) && !node.carries(o));
+            .is_some_and(|(o, v)| not_older(version.as_deref(), v.as_deref()) && !node.carries(o));
         self.seen = Some((node, version));
         lost
     }
@@ -640,10 +643,12 @@ impl NodeView {
     /// The daemon left `ours` on the Node (`None`: it does not know), the Node at `version`
     /// then: whether the Node as the watch last saw it, if that is not older, lacks or changed
     /// any of it.
-    pub fn applied(&mut self, ours: Option<Guarded>, version: Option<u64>) -> bool {
+    pub fn applied(&mut self, ours: Option<Guarded>, version: Option<String>) -> bool {
         self.applied = ours.map(|o| (o, version));
         match (&self.applied, &self.seen) {
-            (Some((o, v)), Some((seen, sv))) => not_older(*sv, *v) && !seen.carries(o),
+            (Some((o, v)), Some((seen, sv))) => {
+                not_older(sv.as_deref(), v.as_deref()) && !seen.carries(o)
+            }
             _ => false,
         }
     }
@@ -734,6 +739,22 @@ mod tests {
         }
     }
 
+    /// Versions compare by length then digits (KEP-5504), so 9 is older than 10; versions that
+    /// are not such integers (another storage's) cannot be ordered, and a view at one is taken
+    /// to say something of the write rather than be ignored.
+    #[test]
+    fn versions_are_ordered_as_kubernetes_orders_them_and_opaque_ones_are_not_ignored() {
+        let ours = labels(&[("a", "1")]);
+        let gone = labels(&[("kubernetes.io/os", "linux")]);
+        let mut v = NodeView::default();
+        assert!(!v.applied(Some(ours.clone()), Some("10".into())));
+        assert!(!v.saw(gone.clone(), Some("9".into())), "9 is before 10");
+        assert!(v.saw(gone.clone(), Some("11".into())));
+        let mut v = NodeView::default();
+        assert!(!v.applied(Some(ours), Some("etcd-a".into())));
+        assert!(v.saw(gone, Some("etcd-b".into())));
+    }
+
     #[test]
     fn a_change_between_our_write_and_noting_it_is_caught_whichever_side_comes_second() {
         let ours = labels(&[("a", "1"), ("b", "2")]);
@@ -746,24 +767,24 @@ mod tests {
         // The watch sees our write (version 22), then someone removes b (23), before the
         // daemon notes what it wrote at 22: noting it finds the loss.
         let mut v = NodeView::default();
-        assert!(!v.saw(kubelet_too.clone(), Some(22)));
-        assert!(!v.saw(without_b.clone(), Some(23)));
-        assert!(v.applied(Some(ours.clone()), Some(22)));
+        assert!(!v.saw(kubelet_too.clone(), Some("22".into())));
+        assert!(!v.saw(without_b.clone(), Some("23".into())));
+        assert!(v.applied(Some(ours.clone()), Some("22".into())));
 
         // Noted first, then the removal: the watch finds it.
         let mut v = NodeView::default();
-        assert!(!v.applied(Some(ours.clone()), Some(22)));
-        assert!(!v.saw(kubelet_too.clone(), Some(22)));
-        assert!(v.saw(without_b.clone(), Some(23)));
+        assert!(!v.applied(Some(ours.clone()), Some("22".into())));
+        assert!(!v.saw(kubelet_too.clone(), Some("22".into())));
+        assert!(v.saw(without_b.clone(), Some("23".into())));
 
         // A view older than our write (the watch lags behind it) says nothing of it, either
         // way round: no relabel for the Node as it was before we wrote.
         let before = labels(&[("kubernetes.io/os", "linux")]);
         let mut v = NodeView::default();
-        assert!(!v.saw(before.clone(), Some(21)));
-        assert!(!v.applied(Some(ours.clone()), Some(22)));
-        assert!(!v.saw(before, Some(21)));
-        assert!(!v.saw(kubelet_too, Some(22)));
+        assert!(!v.saw(before.clone(), Some("21".into())));
+        assert!(!v.applied(Some(ours.clone()), Some("22".into())));
+        assert!(!v.saw(before, Some("21".into())));
+        assert!(!v.saw(kubelet_too, Some("22".into())));
 
         // Versions unknown: every view counts.
         let mut v = NodeView::default();
@@ -781,30 +802,30 @@ mod tests {
         let mut node = ours.clone();
         node.taints.insert(0, "dedicated=ml:NoSchedule".into());
         let mut v = NodeView::default();
-        assert!(!v.applied(Some(ours.clone()), Some(5)));
+        assert!(!v.applied(Some(ours.clone()), Some("5".into())));
         // Someone else's taint added: still ours all there.
-        assert!(!v.saw(node.clone(), Some(6)));
+        assert!(!v.saw(node.clone(), Some("6".into())));
         // Our taint removed.
         let mut untainted = node.clone();
         untainted.taints.pop();
-        assert!(v.saw(untainted, Some(7)));
+        assert!(v.saw(untainted, Some("7".into())));
         // Our condition set to True by someone else.
         let mut healthy = node.clone();
         healthy.condition = Some("True/GPUsHealthy/8 of 8 GPUs healthy".into());
-        assert!(v.saw(healthy, Some(8)));
+        assert!(v.saw(healthy, Some("8".into())));
         // A condition we do not write: no opinion on the Node's.
         let mut v = NodeView::default();
         let no_condition = Guarded {
             condition: None,
             ..ours.clone()
         };
-        assert!(!v.applied(Some(no_condition), Some(5)));
+        assert!(!v.applied(Some(no_condition), Some("5".into())));
         assert!(!v.saw(
             Guarded {
                 condition: Some("True/x/y".into()),
                 ..node
             },
-            Some(6)
+            Some("6".into())
         ));
     }
 

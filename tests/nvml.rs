@@ -807,11 +807,17 @@ fn gb200_fixture(dir: &std::path::Path, edit: impl Fn(&mut Value)) -> std::path:
 fn gb200_labels(nvml: &std::path::Path, config: Option<&str>) -> BTreeMap<String, String> {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(BIN);
-    cmd.args(["labels", "-o", "json", "--sysfs-root", "tests/fixtures/sysfs/no-pci-devices"])
-        .args(["--proc-root", "/nonexistent", "--nvml-lib"])
-        .arg(fake_lib("nvidia_ml"))
-        .env("FAKE_NVML_FIXTURE", nvml)
-        .env_remove("GPU_LABELER_CONFIG");
+    cmd.args([
+        "labels",
+        "-o",
+        "json",
+        "--sysfs-root",
+        "tests/fixtures/sysfs/no-pci-devices",
+    ])
+    .args(["--proc-root", "/nonexistent", "--nvml-lib"])
+    .arg(fake_lib("nvidia_ml"))
+    .env("FAKE_NVML_FIXTURE", nvml)
+    .env_remove("GPU_LABELER_CONFIG");
     if let Some(c) = config {
         let cfg = dir.path().join("config.yaml");
         std::fs::write(&cfg, c).unwrap();

@@ -217,7 +217,7 @@ struct Known {
     excluded: Vec<Conflict>,
     read_at: Instant,
     /// The Node's resourceVersion as last read or written (a number on every API server).
-    version: Option<u64>,
+    version: Option<String>,
     /// The Node's taints, tracking annotation and `GPUHealthy` condition as last read or
     /// written.
     extras: Extras,
@@ -381,8 +381,12 @@ fn show_taints(taints: &[NodeTaint]) -> String {
 }
 
 /// A Node's resourceVersion as a number (it is one on every API server), to order two views.
-pub fn version_of(node: &Node) -> Option<u64> {
-    node.metadata.resource_version.as_deref()?.parse().ok()
+/// The Node's resourceVersion: opaque, compared by `kobject::compare_resource_versions`.
+pub fn version_of(node: &Node) -> Option<String> {
+    node.metadata
+        .resource_version
+        .clone()
+        .filter(|v| !v.is_empty())
 }
 
 impl NodeSink {
@@ -447,8 +451,8 @@ impl NodeSink {
 
     /// The Node's resourceVersion when it was last read or written: a watch event older than
     /// that describes the Node before our write.
-    pub fn known_version(&self) -> Option<u64> {
-        self.known.as_ref().and_then(|k| k.version)
+    pub fn known_version(&self) -> Option<String> {
+        self.known.as_ref().and_then(|k| k.version.clone())
     }
 
     async fn get(&self) -> Result<Node, PublishError> {
@@ -661,7 +665,7 @@ impl NodeSink {
                         .await
                     {
                         Ok(node) => {
-                            known.version = version_of(&node).or(known.version);
+                            known.version = version_of(&node).or(known.version.take());
                             known.extras = Extras::of(&node);
                             outcome.kind = written;
                         }
@@ -730,12 +734,12 @@ impl NodeSink {
                 known.extras.tracked = annotation;
                 return Ok(true);
             }
-            let Some(version) = known.version else {
+            let Some(version) = known.version.clone() else {
                 *known = self.read(want).await?.0;
                 continue;
             };
             let body = taints::taints_patch(
-                version,
+                &version,
                 (&known.extras.taints, known.extras.tracked.as_deref()),
                 (&next, annotation.as_deref()),
             );
@@ -754,7 +758,7 @@ impl NodeSink {
                         show_taints(&next),
                         annotation.as_deref().unwrap_or("")
                     );
-                    known.version = version_of(&node).or(known.version);
+                    known.version = version_of(&node).or(known.version.take());
                     known.extras = Extras::of(&node);
                     return Ok(true);
                 }
@@ -869,7 +873,7 @@ impl NodeSink {
             match self.apply(&target).await {
                 Ok(node) => {
                     let diff = LabelDiff::between(&known.ours.labels, &target.labels);
-                    known.version = version_of(&node).or(known.version);
+                    known.version = version_of(&node).or(known.version.take());
                     known.extras = Extras::of(&node);
                     known.ours = target;
                     known.wanted = Some(want);

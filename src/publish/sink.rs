@@ -66,7 +66,7 @@ impl Sink {
     }
 
     /// The Node's resourceVersion as the node sink last read or wrote it.
-    pub fn known_version(&self) -> Option<u64> {
+    pub fn known_version(&self) -> Option<String> {
         match self {
             Sink::Node(n) => n.known_version(),
             _ => None,

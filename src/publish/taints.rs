@@ -248,11 +248,11 @@ pub fn desired_condition(health: Option<&GpuHealth>) -> Option<NodeCondition> {
 /// `version`: a Node changed since it was read is a 409, never overwritten. Only what changes
 /// is in it.
 pub fn taints_patch(
-    version: u64,
+    version: &str,
     (taints, tracked): (&[NodeTaint], Option<&str>),
     (next, annotation): (&[NodeTaint], Option<&str>),
 ) -> Value {
-    let mut meta = json!({ "resourceVersion": version.to_string() });
+    let mut meta = json!({ "resourceVersion": version });
     if annotation != tracked {
         meta["annotations"] = json!({ TAINTS_ANNOTATION: annotation });
     }
