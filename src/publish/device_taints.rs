@@ -96,22 +96,7 @@ impl DeviceTaints {
         {
             return Ok(v);
         }
-        let mut found = None;
-        for v in ["v1", "v1beta2"] {
-            let what = format!("list the resources of {GROUP}/{v}");
-            let group_version = format!("{GROUP}/{v}");
-            let call = client.list_api_group_resources(&group_version);
-            match tokio::time::timeout(timeout, call).await {
-                Ok(Ok(list)) if list.resources.iter().any(|r| r.name == PLURAL) => {
-                    found = Some(v);
-                    break;
-                }
-                Ok(Ok(_)) => {}
-                Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
-                Ok(Err(e)) => return Err(PublishError::from_kube(&what, &e).message),
-                Err(_) => return Err(format!("{what}: no answer within {timeout:?}")),
-            }
-        }
+        let found = super::slices::serving(client, PLURAL, timeout).await?;
         self.version = Some((found, Instant::now()));
         Ok(found)
     }

@@ -259,16 +259,8 @@ pub fn read_node_file(path: &Path) -> Result<Node, Error> {
 pub fn fetch_node(kubeconfig: Option<&Path>, name: &str, timeout: Duration) -> Result<Node, Error> {
     super::client::block_on_client(kubeconfig, timeout, 16 << 20, |client| async move {
         let api: Api<Node> = Api::all(client);
-        tokio::time::timeout(timeout, api.get(name))
+        super::error::bounded(&format!("reading Node {name}"), timeout, api.get(name))
             .await
-            .map_err(|_| {
-                Error::Runtime(format!("reading Node {name}: no answer within {timeout:?}"))
-            })?
-            .map_err(|e| {
-                Error::Runtime(
-                    super::error::PublishError::from_kube(&format!("reading Node {name}"), &e)
-                        .message,
-                )
-            })
+            .map_err(|e| Error::Runtime(e.message))
     })
 }

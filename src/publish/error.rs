@@ -174,18 +174,29 @@ impl From<PublishError> for String {
     }
 }
 
-/// `call` bounded by `timeout`, its failure classified: every request the sinks, prune and the
-/// DRA reads make goes through here.
+/// `call` bounded by `timeout`, its failure classified: every request the sinks, prune,
+/// `diff`, `match` and the DRA reads make goes through here (or `within`).
 pub async fn bounded<T>(
     what: &str,
     timeout: Duration,
     call: impl Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, PublishError> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(PublishError::from_kube(what, &e)),
-        Err(_) => Err(PublishError::timeout(what, timeout)),
-    }
+    within(what, timeout, call)
+        .await?
+        .map_err(|e| PublishError::from_kube(what, &e))
+}
+
+/// `call` bounded by `timeout`, the API server's answer as it came, for a caller that reads its
+/// Status (a server-side apply's field conflicts, an admission policy's words): no answer in
+/// time is the only error here.
+pub async fn within<T>(
+    what: &str,
+    timeout: Duration,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<Result<T, kube::Error>, PublishError> {
+    tokio::time::timeout(timeout, call)
+        .await
+        .map_err(|_| PublishError::timeout(what, timeout))
 }
 
 /// An error and its sources on one line: "connection refused" is usually three levels down.

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::output::{LabelMap, NodeOutput, Taint};
 
-use super::error::{PublishError, Reason};
+use super::error::{PublishError, Reason, bounded, within};
 use super::outcome::{Conflict, FieldKind, LabelDiff, Outcome, OutcomeKind, Refused};
 use super::taints;
 
@@ -457,11 +457,7 @@ impl NodeSink {
 
     async fn get(&self) -> Result<Node, PublishError> {
         let what = format!("GET node {}", self.node);
-        match tokio::time::timeout(self.timeout, self.api.get(&self.node)).await {
-            Ok(Ok(n)) => Ok(n),
-            Ok(Err(e)) => Err(PublishError::from_kube(&what, &e)),
-            Err(_) => Err(PublishError::timeout(&what, self.timeout)),
-        }
+        bounded(&what, self.timeout, self.api.get(&self.node)).await
     }
 
     /// Returns the written Node.
@@ -471,7 +467,7 @@ impl NodeSink {
         let body = apply_body(&self.node, target);
         let patch = Patch::Apply(&body);
         let call = self.api.patch(&self.node, &params, &patch);
-        match tokio::time::timeout(self.timeout, call).await {
+        match within(&what, self.timeout, call).await {
             Ok(Ok(n)) => Ok(n),
             Ok(Err(kube::Error::Api(s))) if s.code == 409 && !conflicts_of(&s).is_empty() => {
                 Err(ApplyError::Conflicts(conflicts_of(&s)))
@@ -488,10 +484,7 @@ impl NodeSink {
                 ))
             }
             Ok(Err(e)) => Err(ApplyError::Failed(PublishError::from_kube(&what, &e))),
-            Err(_) => Err(ApplyError::Failed(PublishError::timeout(
-                &what,
-                self.timeout,
-            ))),
+            Err(timeout) => Err(ApplyError::Failed(timeout)),
         }
     }
 
@@ -750,8 +743,8 @@ impl NodeSink {
             };
             let patch = Patch::Merge(&body);
             let call = self.api.patch(&self.node, &params, &patch);
-            match tokio::time::timeout(self.timeout, call).await {
-                Ok(Ok(node)) => {
+            match within(&what, self.timeout, call).await? {
+                Ok(node) => {
                     tracing::info!(
                         "node {}: taints [{}] (ours: [{}])",
                         self.node,
@@ -763,12 +756,11 @@ impl NodeSink {
                     return Ok(true);
                 }
                 // The Node changed since it was read: read it again and merge again.
-                Ok(Err(kube::Error::Api(s))) if s.code == 409 => {
+                Err(kube::Error::Api(s)) if s.code == 409 => {
                     tracing::debug!("{what}: {}; reading the Node again", s.message);
                     *known = self.read(want).await?.0;
                 }
-                Ok(Err(e)) => return Err(PublishError::from_kube(&what, &e)),
-                Err(_) => return Err(PublishError::timeout(&what, self.timeout)),
+                Err(e) => return Err(PublishError::from_kube(&what, &e)),
             }
         }
         Err(PublishError::new(
@@ -817,8 +809,8 @@ impl NodeSink {
         };
         let patch = Patch::Strategic(&body);
         let call = self.api.patch_status(&self.node, &params, &patch);
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(node)) => {
+        match bounded(&what, self.timeout, call).await {
+            Ok(node) => {
                 tracing::info!(
                     "node {}: condition {} {}",
                     self.node,
@@ -828,8 +820,7 @@ impl NodeSink {
                 );
                 Ok(node)
             }
-            Ok(Err(e)) => Err(PublishError::from_kube(&what, &e)),
-            Err(_) => Err(PublishError::timeout(&what, self.timeout)),
+            Err(e) => Err(e),
         }
     }
 

@@ -15,7 +15,7 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::error::PublishError;
+use super::error::{PublishError, bounded};
 use super::node::FIELD_MANAGER;
 use super::outcome::{LabelDiff, Outcome, OutcomeKind};
 use crate::features::FeatureSet;
@@ -128,14 +128,11 @@ impl NodeFeatureSink {
     async fn read(&self) -> Result<Option<(FeatureSet, LabelMap)>, PublishError> {
         let what = format!("GET nodefeature {}/{}", self.namespace, self.node);
         let uid = self.owner_uid.clone().flatten();
-        match tokio::time::timeout(self.timeout, self.api.get_opt(&self.node)).await {
-            // An object without our owner is re-applied once, to gain it.
-            Ok(Ok(obj)) => Ok(obj
-                .filter(|o| owned_by(o, uid.as_deref()))
-                .and_then(|o| read_spec(&o, &self.node))),
-            Ok(Err(e)) => Err(PublishError::from_kube(&what, &e)),
-            Err(_) => Err(PublishError::timeout(&what, self.timeout)),
-        }
+        let obj = bounded(&what, self.timeout, self.api.get_opt(&self.node)).await?;
+        // An object without our owner is re-applied once, to gain it.
+        Ok(obj
+            .filter(|o| owned_by(o, uid.as_deref()))
+            .and_then(|o| read_spec(&o, &self.node)))
     }
 
     /// The Node's uid, read once. A failure (no `get nodes` permission, say) is reported and
@@ -145,17 +142,13 @@ impl NodeFeatureSink {
             return Ok(uid.clone());
         }
         let what = format!("GET node {} (the NodeFeature's owner)", self.node);
-        let uid = match tokio::time::timeout(self.timeout, self.nodes.get(&self.node)).await {
-            Ok(Ok(n)) => n.metadata.uid,
-            Ok(Err(e)) => {
-                let e = PublishError::from_kube(&what, &e);
-                if e.reason.transient() {
-                    return Err(e);
-                }
+        let uid = match bounded(&what, self.timeout, self.nodes.get(&self.node)).await {
+            Ok(n) => n.metadata.uid,
+            Err(e) if e.reason.transient() => return Err(e),
+            Err(e) => {
                 tracing::warn!("{e}; the NodeFeature is published without an owner");
                 None
             }
-            Err(_) => return Err(PublishError::timeout(&what, self.timeout)),
         };
         self.owner_uid = Some(uid.clone());
         Ok(uid)
@@ -201,11 +194,7 @@ impl NodeFeatureSink {
         let params = PatchParams::apply(FIELD_MANAGER);
         let patch = Patch::Apply(&body);
         let call = self.api.patch(&self.node, &params, &patch);
-        let result = match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(PublishError::from_kube(&what, &e)),
-            Err(_) => Err(PublishError::timeout(&what, self.timeout)),
-        };
+        let result = bounded(&what, self.timeout, call).await.map(|_| ());
         match result {
             Ok(()) => {
                 self.known = Some(Some(want));

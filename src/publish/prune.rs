@@ -23,7 +23,7 @@ use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, Client};
 use serde::Serialize;
 
-use super::error::{PublishError, bounded};
+use super::error::bounded;
 use super::node::{Extras, FIELD_MANAGER, NodeSink, Ownership, apply_body, ownership};
 use super::nodefeature::{GROUP, KIND, VERSION};
 use super::outcome::FieldKind;
@@ -289,12 +289,11 @@ async fn prune_node_feature(
     };
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
     let what = format!("reading NodeFeature {ns}/{node}");
-    let obj = match tokio::time::timeout(req.timeout, api.get_opt(node)).await {
-        Ok(Ok(o)) => o,
+    let obj = match bounded(&what, req.timeout, api.get_opt(node)).await {
+        Ok(o) => o,
         // No such resource: the NodeFeature API is not installed.
-        Ok(Err(kube::Error::Api(s))) if s.code == 404 => None,
-        Ok(Err(e)) => return Err(PublishError::from_kube(&what, &e).message),
-        Err(_) => return Err(format!("{what}: no answer within {:?}", req.timeout)),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(e.message),
     };
     let ours = obj.is_some_and(|o| {
         o.metadata
@@ -307,19 +306,16 @@ async fn prune_node_feature(
         return Ok(None);
     }
     if !req.dry_run {
-        match tokio::time::timeout(req.timeout, api.delete(node, &DeleteParams::default())).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
-            Ok(Err(e)) => {
-                let what = format!("deleting NodeFeature {ns}/{node}");
-                return Err(PublishError::from_kube(&what, &e).message);
-            }
-            Err(_) => {
-                return Err(format!(
-                    "deleting NodeFeature {ns}/{node}: no answer within {:?}",
-                    req.timeout
-                ));
-            }
+        let what = format!("deleting NodeFeature {ns}/{node}");
+        match bounded(
+            &what,
+            req.timeout,
+            api.delete(node, &DeleteParams::default()),
+        )
+        .await
+        {
+            Err(e) if !e.is_not_found() => return Err(e.message),
+            _ => {}
         }
     }
     Ok(Some(format!("{ns}/{node}")))

@@ -17,23 +17,40 @@ use crate::dra::DraObjects;
 /// The API group of DRA.
 pub const GROUP: &str = "resource.k8s.io";
 
-/// The version of `resource.k8s.io` to read: `v1` where served, `v1beta2` otherwise (the
-/// shapes `dra::objects` reads alike); `None`: the cluster serves neither, so no DRA facts.
+/// The version of `resource.k8s.io` to read ResourceSlices and DeviceClasses at: `v1` where
+/// served, `v1beta2` otherwise (the shapes `dra::objects` reads alike); `None`: the cluster
+/// serves neither, so no DRA facts.
 pub async fn version(client: &Client, timeout: Duration) -> Result<Option<&'static str>, String> {
-    // A server without API groups at all answers 404: no DRA there either.
-    let what = "list the API groups";
-    let groups = match tokio::time::timeout(timeout, client.list_api_groups()).await {
-        Ok(Ok(g)) => g,
-        Ok(Err(kube::Error::Api(s))) if s.code == 404 => return Ok(None),
-        Ok(Err(e)) => return Err(super::error::PublishError::from_kube(what, &e).message),
-        Err(_) => return Err(format!("{what}: no answer within {timeout:?}")),
-    };
-    let Some(g) = groups.groups.iter().find(|g| g.name == GROUP) else {
-        return Ok(None);
-    };
-    Ok(["v1", "v1beta2"]
-        .into_iter()
-        .find(|v| g.versions.iter().any(|x| x.version == *v)))
+    serving(client, "resourceslices", timeout).await
+}
+
+/// The version of `resource.k8s.io` that serves `plural` (`v1`, else `v1beta2`), asked of the
+/// API server's discovery: `None` where neither does (no DRA, or a kind whose feature gate is
+/// off, as `DeviceTaintRule`'s was before 1.37). Every DRA kind the agent reads or writes is
+/// found this one way.
+pub async fn serving(
+    client: &Client,
+    plural: &str,
+    timeout: Duration,
+) -> Result<Option<&'static str>, String> {
+    for v in ["v1", "v1beta2"] {
+        let group_version = format!("{GROUP}/{v}");
+        let what = format!("list the resources of {group_version}");
+        match bounded(
+            &what,
+            timeout,
+            client.list_api_group_resources(&group_version),
+        )
+        .await
+        {
+            Ok(list) if list.resources.iter().any(|r| r.name == plural) => return Ok(Some(v)),
+            Ok(_) => {}
+            // A server without the group (or without API groups at all) answers 404.
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.message),
+        }
+    }
+    Ok(None)
 }
 
 /// The API of one kind of `resource.k8s.io` at `version`.

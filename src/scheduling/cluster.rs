@@ -12,6 +12,7 @@ use kube::api::ListParams;
 use super::objects::{NodeInfo, attach_device_taint_rules, nodes_of};
 use crate::error::Error;
 use crate::publish::client::block_on_client;
+use crate::publish::error::bounded;
 use crate::yaml::document::from_json;
 
 /// Nodes a page; kubectl's own chunk size.
@@ -30,17 +31,9 @@ pub fn list_nodes(kubeconfig: Option<&Path>, timeout: Duration) -> Result<Vec<No
             if let Some(t) = &token {
                 params = params.continue_token(t);
             }
-            let page = tokio::time::timeout(timeout, api.list(&params))
+            let page = bounded("listing nodes", timeout, api.list(&params))
                 .await
-                .map_err(|_| {
-                    Error::Runtime(format!("listing nodes: no answer within {timeout:?}"))
-                })?
-                .map_err(|e| {
-                    Error::Runtime(format!(
-                        "listing nodes: {}",
-                        crate::publish::error::error_chain(&e)
-                    ))
-                })?;
+                .map_err(|e| Error::Runtime(e.message))?;
             let trees: Vec<_> = page
                 .items
                 .iter()
@@ -91,8 +84,9 @@ async fn device_taint_rules(
             plural: "devicetaintrules".into(),
         };
         let api: Api<kube::core::DynamicObject> = Api::all_with(client.clone(), &resource);
-        match tokio::time::timeout(timeout, api.list(&ListParams::default())).await {
-            Ok(Ok(list)) => {
+        let what = format!("resource.k8s.io/{version}");
+        match bounded(&what, timeout, api.list(&ListParams::default())).await {
+            Ok(list) => {
                 return Ok(list
                     .items
                     .iter()
@@ -100,9 +94,8 @@ async fn device_taint_rules(
                     .map(|v| from_json(&v))
                     .collect());
             }
-            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
-            Ok(Err(e)) => return Err(crate::publish::error::error_chain(&e)),
-            Err(_) => return Err(format!("no answer within {timeout:?}")),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.message),
         }
     }
     Ok(Vec::new())
