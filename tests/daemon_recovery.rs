@@ -221,8 +221,7 @@ fn a_stale_409_on_apply_is_retried_at_once_after_a_read() {
         metric(
             addr,
             "gpu_labeler_publish_errors_total{reason=\"conflict\"}"
-        )
-        .is_none(),
+        ) == Some(0.0),
         "{text}"
     );
     assert_eq!(agent.stop(), 0);

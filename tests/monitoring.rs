@@ -729,13 +729,25 @@ fn the_scrape_has_every_family_with_its_labels() {
         set(&["nvidia"]),
         "the H100 fixture through the fake NVML"
     );
+    // Every series of a labelled counter from the first scrape, at 0 until it counts.
     assert_eq!(
         values("gpu_labeler_publishes_total", "result"),
-        set(&["unchanged", "written"])
+        set(&["dry_run", "unchanged", "written"])
     );
     assert_eq!(
         values("gpu_labeler_publish_errors_total", "reason"),
-        set(&["server"])
+        set(&[
+            "client",
+            "conflict",
+            "decode",
+            "io",
+            "network",
+            "not_found",
+            "server",
+            "throttled",
+            "timeout",
+            "too_large"
+        ])
     );
 }
 
