@@ -146,6 +146,8 @@ pub struct Agent {
     pub child: Child,
     log: Arc<Mutex<Vec<String>>>,
     reader: Option<JoinHandle<()>>,
+    /// What the agent's files live in (tests/support's spec directory), kept while it runs.
+    pub keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Agent {
@@ -183,6 +185,7 @@ impl Agent {
             child,
             log,
             reader: Some(reader),
+            keep: None,
         }
     }
 
