@@ -182,6 +182,7 @@ pub struct AgentSpec {
     rules: Option<PathBuf>,
     interval: Option<String>,
     nvml: Option<(PathBuf, PathBuf)>,
+    default_rules: bool,
     args: Vec<String>,
     env: Vec<(String, String)>,
 }
@@ -193,6 +194,7 @@ pub fn agent() -> AgentSpec {
         rules: None,
         interval: None,
         nvml: None,
+        default_rules: false,
         args: Vec::new(),
         env: Vec::new(),
     }
@@ -217,6 +219,13 @@ impl AgentSpec {
     /// instead of `--no-nvml`.
     pub fn fake_nvml(mut self, lib: &Path, fixture: &Path) -> AgentSpec {
         self.nvml = Some((lib.to_path_buf(), fixture.to_path_buf()));
+        self
+    }
+
+    /// The shipped rules too (without them, `--no-default-rules`: only PCI labels and the
+    /// spec's own rules).
+    pub fn default_rules(mut self) -> AgentSpec {
+        self.default_rules = true;
         self
     }
 
@@ -267,6 +276,9 @@ impl AgentSpec {
         let mut args = run_args(kubeconfig, NODE, &extra);
         if self.nvml.is_some() {
             args.retain(|a| a != "--no-nvml");
+        }
+        if self.default_rules {
+            args.retain(|a| a != "--no-default-rules");
         }
         if let Some(interval) = &self.interval {
             let i = args.iter().position(|a| a == "--interval").unwrap();
