@@ -104,22 +104,13 @@ spec:
   rules:
     - name: good
       labels: {test.nvidia: "true"}
-      matchFeatures:
-        - feature: pci.device
-          matchExpressions:
-            vendor: {op: In, value: ["10de"]}
+      matchFeatures: [{feature: pci.device, matchExpressions: {vendor: {op: In, value: ["10de"]}}}]
     - name: rejected
       labels: {test.bad: "not a valid value!"}
-      matchFeatures:
-        - feature: pci.device
-          matchExpressions:
-            vendor: {op: In, value: ["10de"]}
+      matchFeatures: [{feature: pci.device, matchExpressions: {vendor: {op: In, value: ["10de"]}}}]
     - name: failing
       labels: {test.never: "true"}
-      matchFeatures:
-        - feature: pci.device
-          matchExpressions:
-            vendor: {op: Gt, value: ["5"]}
+      matchFeatures: [{feature: pci.device, matchExpressions: {vendor: {op: Gt, value: ["5"]}}}]
 "#;
 
 /// NFD's built-in PCI labels of that fixture.

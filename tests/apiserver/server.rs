@@ -19,6 +19,15 @@ pub fn reserve_port() -> u16 {
     ports::walk(21_384, 32_768, &NEXT)
 }
 
+/// A 200 whose JSON body is streamed as `body` yields it (an endless answer, a watch).
+fn streaming(body: UnsyncBoxBody<Bytes, std::io::Error>) -> Reply {
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(body)
+        .expect("valid response")
+}
+
 pub(crate) async fn serve_one(
     state: Arc<Mutex<State>>,
     req: Request<Incoming>,
@@ -97,11 +106,7 @@ pub(crate) async fn serve_one(
                 started: false,
                 next: Box::pin(tokio::time::sleep(Duration::from_millis(50))),
             };
-            return Ok(Response::builder()
-                .status(200)
-                .header("content-type", "application/json")
-                .body(body.boxed_unsync())
-                .expect("valid response"));
+            return Ok(streaming(Streamed(body).boxed_unsync()));
         }
         Some("garbage") => {
             return Ok(Response::builder()
@@ -143,11 +148,7 @@ pub(crate) async fn serve_one(
                     Ok(hyper::body::Frame::data(Bytes::new()))
                 })),
             );
-            return Ok(Response::builder()
-                .status(200)
-                .header("content-type", "application/json")
-                .body(body.boxed_unsync())
-                .expect("valid response"));
+            return Ok(streaming(body.boxed_unsync()));
         }
         Some("409") => {
             return Ok(status(
@@ -185,11 +186,7 @@ pub(crate) async fn serve_one(
             end: tokio::time::Instant::now() + Duration::from_secs(secs),
             tick: Box::pin(tokio::time::sleep(Duration::from_millis(20))),
         };
-        return Ok(Response::builder()
-            .status(200)
-            .header("content-type", "application/json")
-            .body(body.boxed_unsync())
-            .expect("valid response"));
+        return Ok(streaming(Streamed(body).boxed_unsync()));
     }
     Ok(state
         .lock()

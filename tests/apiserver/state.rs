@@ -130,20 +130,35 @@ pub(crate) fn reply(code: u16, body: &Value) -> Reply {
         .expect("valid response")
 }
 
+/// What a streamed body has next: a frame, the end, or not yet.
+pub(crate) type FramePoll =
+    std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>>;
+
+/// A body produced frame by frame (hyper's `Body` for it is [`Streamed`]).
+pub(crate) trait Frames {
+    fn next_frame(&mut self, cx: &mut std::task::Context<'_>) -> FramePoll;
+}
+
+/// The HTTP body of a [`Frames`].
+pub(crate) struct Streamed<T>(pub(crate) T);
+
+impl<T: Frames + Unpin> hyper::body::Body for Streamed<T> {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> FramePoll {
+        self.get_mut().0.next_frame(cx)
+    }
+}
+
 /// A body that starts like a Node and never ends: one space every 50 ms.
 pub(crate) struct Endless {
     pub(crate) started: bool,
     pub(crate) next: Pin<Box<tokio::time::Sleep>>,
 }
 
-impl hyper::body::Body for Endless {
-    type Data = Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>> {
+impl Frames for Endless {
+    fn next_frame(&mut self, cx: &mut std::task::Context<'_>) -> FramePoll {
         if !self.started {
             self.started = true;
             let head =
@@ -173,14 +188,8 @@ pub(crate) struct Watch {
     pub(crate) tick: Pin<Box<tokio::time::Sleep>>,
 }
 
-impl hyper::body::Body for Watch {
-    type Data = Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>> {
+impl Frames for Watch {
+    fn next_frame(&mut self, cx: &mut std::task::Context<'_>) -> FramePoll {
         loop {
             if tokio::time::Instant::now() >= self.end {
                 return std::task::Poll::Ready(None);
@@ -493,33 +502,24 @@ impl State {
         if f.only_method.as_deref().is_some_and(|m| m != method) {
             return None;
         }
-        if f.drop > 0 {
-            f.drop -= 1;
-            Some("drop")
-        } else if f.garbage > 0 {
-            f.garbage -= 1;
-            Some("garbage")
-        } else if f.error_500 > 0 {
-            f.error_500 -= 1;
-            Some("500")
-        } else if f.conflict_409 > 0 {
-            f.conflict_409 -= 1;
-            Some("409")
-        } else if f.throttle_429 > 0 {
-            f.throttle_429 -= 1;
-            Some("429")
-        } else if f.huge_body > 0 {
-            f.huge_body -= 1;
-            Some("huge")
-        } else if f.endless_body > 0 {
-            f.endless_body -= 1;
-            Some("endless")
-        } else if f.slow > 0 {
-            f.slow -= 1;
-            Some("slow")
-        } else {
-            None
+        // In this order: the first kind with answers left gets this request.
+        let kinds: [(&mut usize, &'static str); 8] = [
+            (&mut f.drop, "drop"),
+            (&mut f.garbage, "garbage"),
+            (&mut f.error_500, "500"),
+            (&mut f.conflict_409, "409"),
+            (&mut f.throttle_429, "429"),
+            (&mut f.huge_body, "huge"),
+            (&mut f.endless_body, "endless"),
+            (&mut f.slow, "slow"),
+        ];
+        for (left, kind) in kinds {
+            if *left > 0 {
+                *left -= 1;
+                return Some(kind);
+            }
         }
+        None
     }
 
     pub(crate) fn handle(
