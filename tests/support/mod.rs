@@ -43,6 +43,13 @@ pub fn published(others: &BTreeMap<String, String>, rules: &[&str]) -> BTreeMap<
     ])
 }
 
+/// The fake API server (tests/apiserver) with [`NODE`] registered with the kubelet's `labels`.
+pub fn fake_server(labels: &[(&str, &str)]) -> FakeApiServer {
+    let server = FakeApiServer::start();
+    server.add_node(NODE, labels);
+    server
+}
+
 /// Anything that can say what labels a Node has now.
 pub trait NodeLabels {
     fn node_labels(&self, node: &str) -> BTreeMap<String, String>;
@@ -183,6 +190,7 @@ pub struct AgentSpec {
     interval: Option<String>,
     nvml: Option<(PathBuf, PathBuf)>,
     default_rules: bool,
+    sysfs_root: Option<PathBuf>,
     args: Vec<String>,
     env: Vec<(String, String)>,
 }
@@ -195,6 +203,7 @@ pub fn agent() -> AgentSpec {
         interval: None,
         nvml: None,
         default_rules: false,
+        sysfs_root: None,
         args: Vec::new(),
         env: Vec::new(),
     }
@@ -226,6 +235,12 @@ impl AgentSpec {
     /// spec's own rules).
     pub fn default_rules(mut self) -> AgentSpec {
         self.default_rules = true;
+        self
+    }
+
+    /// `--sysfs-root` (the Dell fixture's by default).
+    pub fn sysfs_root(mut self, root: &Path) -> AgentSpec {
+        self.sysfs_root = Some(root.to_path_buf());
         self
     }
 
@@ -265,6 +280,23 @@ impl AgentSpec {
 
     /// The command line for an agent with `kubeconfig`.
     pub fn command_line(&self, kubeconfig: &Path) -> Vec<String> {
+        let mut args = run_args(kubeconfig, NODE, &self.own_args());
+        self.edit(&mut args);
+        args
+    }
+
+    /// `labels -o json` on the spec's inputs (discovery, rules, NVML, config, arguments): what
+    /// the agent would publish.
+    pub fn labels_command(&self) -> Vec<String> {
+        let mut args = vec!["labels".to_string(), "-o".into(), "json".into()];
+        args.extend(crate::apiserver::fixture_args());
+        args.push("--no-default-rules".into());
+        args.extend(self.own_args().iter().map(|a| a.to_string()));
+        self.edit(&mut args);
+        args
+    }
+
+    fn own_args(&self) -> Vec<&str> {
         let mut extra: Vec<&str> = Vec::new();
         if let Some(r) = &self.rules {
             extra.extend(["--rules", r.to_str().unwrap()]);
@@ -273,18 +305,26 @@ impl AgentSpec {
             extra.extend(["--nvml-lib", lib.to_str().unwrap()]);
         }
         extra.extend(self.args.iter().map(String::as_str));
-        let mut args = run_args(kubeconfig, NODE, &extra);
+        extra
+    }
+
+    /// The spec's changes to the fixture's flags.
+    fn edit(&self, args: &mut Vec<String>) {
         if self.nvml.is_some() {
             args.retain(|a| a != "--no-nvml");
         }
         if self.default_rules {
             args.retain(|a| a != "--no-default-rules");
         }
-        if let Some(interval) = &self.interval {
-            let i = args.iter().position(|a| a == "--interval").unwrap();
+        if let Some(root) = &self.sysfs_root {
+            let i = args.iter().position(|a| a == "--sysfs-root").unwrap();
+            args[i + 1] = root.display().to_string();
+        }
+        if let Some(interval) = &self.interval
+            && let Some(i) = args.iter().position(|a| a == "--interval")
+        {
             args[i + 1] = interval.clone();
         }
-        args
     }
 
     /// The agent's environment.
@@ -314,6 +354,18 @@ impl AgentSpec {
     pub fn start_at(&self, url: &str) -> Agent {
         let kubeconfig = crate::apiserver::write_kubeconfig(self.dir(), url);
         self.start_with(&kubeconfig)
+    }
+
+    /// Starts the agent with no API server: for `--sink stdout` or `features-file` (in
+    /// [`AgentSpec::args`]).
+    pub fn start_local(&self) -> Agent {
+        let mut args = self.command_line(Path::new("unused"));
+        let at = args.iter().position(|a| a == "--kubeconfig").unwrap();
+        // `--kubeconfig K --node-name N`
+        args.drain(at..at + 4);
+        let mut agent = Agent::start(&args, &self.environment());
+        agent.keep = Some(self.dir.clone());
+        agent
     }
 
     /// Starts the agent with `kubeconfig`.
