@@ -246,9 +246,14 @@ impl AgentSpec {
 
     /// `--config` with a file of `text`.
     pub fn config(self, text: &str) -> AgentSpec {
-        let path = self.dir.path().join("config.yaml");
+        let path = self.config_path();
         std::fs::write(&path, text).unwrap();
         self.args(&["--config", path.to_str().unwrap()])
+    }
+
+    /// The file of [`AgentSpec::config`] (a test may rewrite it under the running agent).
+    pub fn config_path(&self) -> PathBuf {
+        self.dir().join("config.yaml")
     }
 
     /// More arguments, after the others.
