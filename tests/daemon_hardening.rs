@@ -27,12 +27,7 @@ fn want() -> BTreeMap<String, String> {
 
 /// The agent's peak resident memory so far (VmHWM), in KiB.
 fn peak_rss_kib(agent: &Agent) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.pid())).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
+    support::status_kib(agent, "VmHWM")
 }
 
 /// A Node watch whose stream is garbage (a proxy's error page, a cut stream) ends at once,

@@ -11,10 +11,12 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use apiserver::{Agent, fixture_pci_labels, map, rule_labels, union, wait_for};
+use apiserver::{fixture_pci_labels, map, rule_labels, union, wait_for};
 use kube::Who;
 use serde_json::json;
-use support::{AgentSpec, Cluster, NODE, WAIT, agent, kubelet_labels, published, wait_labels};
+use support::{
+    AgentSpec, Cluster, NODE, WAIT, agent, kubelet_labels, published, wait_labels, wait_ready,
+};
 
 const UA: &str = concat!("gpu-labeler/", env!("CARGO_PKG_VERSION"));
 
@@ -34,7 +36,7 @@ fn cluster() -> Cluster {
 fn restart_reads_the_node_once(server: &Cluster, spec: &AgentSpec) {
     let before = agent_requests(server).len();
     let agent = spec.start(server);
-    ready(&agent);
+    wait_ready(&agent);
     std::thread::sleep(Duration::from_millis(2500));
     let after: Vec<(String, String)> = agent_requests(server)[before..]
         .iter()
@@ -45,15 +47,6 @@ fn restart_reads_the_node_once(server: &Cluster, spec: &AgentSpec) {
         after,
         [("GET".to_string(), format!("/api/v1/nodes/{NODE}"))]
     );
-}
-
-/// Waits until the agent has completed a cycle (`/readyz` answers 200).
-fn ready(agent: &Agent) {
-    let addr = agent.health_addr();
-    let ok = wait_for(WAIT, || {
-        (apiserver::get(addr, "/readyz").0 == 200).then_some(())
-    });
-    assert!(ok.is_some(), "never ready; log:\n{}", agent.log_text());
 }
 
 /// The agent's requests as the server logged them: (verb, URI) in order.

@@ -105,6 +105,26 @@ pub fn wait_labels_of(
     started.elapsed()
 }
 
+/// Waits up to [`WAIT`] until the agent has completed a cycle (`/readyz` answers 200).
+#[track_caller]
+pub fn wait_ready(agent: &Agent) {
+    let addr = agent.health_addr();
+    let ok = crate::apiserver::wait_for(WAIT, || {
+        (crate::apiserver::get(addr, "/readyz").0 == 200).then_some(())
+    });
+    assert!(ok.is_some(), "never ready; log:\n{}", agent.log_text());
+}
+
+/// A `kB` field of the agent's `/proc/PID/status` (`VmRSS`, `VmHWM`), in KiB.
+pub fn status_kib(agent: &Agent, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.pid())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {status}"))
+}
+
 /// Kubernetes' own test API server under the shipped Node policy, with [`NODE`] registered by
 /// the kubelet, and optionally the fault proxy the agent talks to instead (forwarding as the
 /// agent's node-bound token). Derefs to the real server for reads and admin requests.
