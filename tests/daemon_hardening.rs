@@ -621,13 +621,7 @@ fn a_large_snapshot_costs_a_bounded_multiple_of_its_size() {
 #[test]
 fn bursts_of_connections_never_keep_a_probe_out() {
     use std::io::{Read, Write};
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = write_kubeconfig(dir.path(), "http://127.0.0.1:9");
-    let mut args = run_args(&kubeconfig, NODE, &[]);
-    let at = args.iter().position(|a| a == "--kubeconfig").unwrap();
-    args.drain(at..at + 4);
-    args.extend(["--sink".into(), "stdout".into()]);
-    let agent = Agent::start(&args, &[]);
+    let agent = agent().args(&["--sink", "stdout"]).start_local();
     let addr = agent.health_addr();
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut lost = Vec::new();

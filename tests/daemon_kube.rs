@@ -66,12 +66,8 @@ fn keys(m: &BTreeMap<String, String>) -> Vec<String> {
 fn applies_labels_as_gpu_labeler_once_and_reuses_its_connection() {
     let server = cluster();
     let s = agent().rules(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
-    let mut agent = s.start(&server);
-    let ours = union(&[
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia", "test.h100"]),
-    ]);
-    wait_labels(&server, &agent, &union(&[&foreign(), &ours]));
+    let mut agent = s.start_labelled(&server, &foreign());
+    let ours = s.expected(&BTreeMap::new());
 
     // The real field manager's record: the agent's Apply owns exactly its keys, the others'
     // entries are as they were.
@@ -131,12 +127,7 @@ fn applies_labels_as_gpu_labeler_once_and_reuses_its_connection() {
 fn a_rule_removed_from_the_file_removes_its_label_and_its_ownership() {
     let server = cluster();
     let s = agent().rules(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
-    let agent = s.start(&server);
-    let both = union(&[
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia", "test.h100"]),
-    ]);
-    wait_labels(&server, &agent, &union(&[&foreign(), &both]));
+    let agent = s.start_labelled(&server, &foreign());
 
     s.rewrite_rules(&[("nvidia", "test.nvidia")]);
     let one = union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])]);
@@ -150,10 +141,9 @@ fn a_rule_removed_from_the_file_removes_its_label_and_its_ownership() {
 fn a_restart_with_nothing_changed_reads_the_node_once_and_writes_nothing() {
     let server = cluster();
     let s = agent().rules(&[("nvidia", "test.nvidia")]);
-    let mut agent = s.start(&server);
-    let want = published(&foreign(), &["test.nvidia"]);
-    wait_labels(&server, &agent, &want);
+    let mut agent = s.start_labelled(&server, &foreign());
     assert_eq!(agent.stop(), 0);
+    let want = s.expected(&foreign());
     let rv = server.node(NODE)["metadata"]["resourceVersion"].clone();
     restart_reads_the_node_once(&server, &s);
     assert_eq!(server.node(NODE)["metadata"]["resourceVersion"], rv);
@@ -220,12 +210,7 @@ fn a_label_removed_by_someone_else_comes_back_through_the_watch() {
 fn a_label_no_longer_produced_is_removed_across_a_restart() {
     let server = cluster();
     let s = agent().rules(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
-    let mut agent = s.start(&server);
-    let both = union(&[
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia", "test.h100"]),
-    ]);
-    wait_labels(&server, &agent, &union(&[&foreign(), &both]));
+    let mut agent = s.start_labelled(&server, &foreign());
     assert_eq!(agent.stop(), 0);
 
     s.rewrite_rules(&[("nvidia", "test.nvidia")]);

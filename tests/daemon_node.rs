@@ -175,9 +175,8 @@ fn a_key_owned_by_another_manager_is_reported_and_the_rest_applied() {
 fn an_invalid_rules_file_is_reported_and_the_last_good_rules_kept() {
     let server = cluster();
     let s = agent().rules(&[("nvidia", "test.nvidia")]);
-    let agent = s.start(&server);
-    let want = published(&foreign(), &["test.nvidia"]);
-    wait_labels(&server, &agent, &want);
+    let agent = s.start_labelled(&server, &foreign());
+    let want = s.expected(&foreign());
     let writes_before = writes(&server.proxy().requests()).len();
 
     // A ConfigMap-style update: a new file renamed over the old one.
@@ -229,10 +228,9 @@ fn sighup_reloads_at_once() {
 fn sigint_stops_cleanly_and_leaves_the_labels() {
     let server = cluster();
     let s = agent().rules(&[("nvidia", "test.nvidia")]);
-    let mut agent = s.start(&server);
-    let want = published(&foreign(), &["test.nvidia"]);
-    wait_labels(&server, &agent, &want);
+    let mut agent = s.start_labelled(&server, &foreign());
     server.proxy().clear_requests();
+    let want = s.expected(&foreign());
     agent.signal("INT");
     assert_eq!(agent.wait_exit(WAIT), 0);
     assert_eq!(server.labels(NODE), want);

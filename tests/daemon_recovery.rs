@@ -23,9 +23,11 @@ fn want() -> BTreeMap<String, String> {
 }
 
 /// Kubernetes' own API server with our Node, and a fault proxy in front of it on `port` (0:
-/// any) that forwards as the agent's token bound to its node.
-fn proxied_on(port: u16) -> Cluster {
-    Cluster::with_node(&[("kubernetes.io/os", "linux")]).proxied_on(port)
+/// any) that forwards as the agent's token bound to its node, with `faults` set.
+fn proxied_on(port: u16, faults: Faults) -> Cluster {
+    let cluster = Cluster::with_node(&[("kubernetes.io/os", "linux")]).proxied_on(port);
+    cluster.proxy().set_faults(faults);
+    cluster
 }
 
 /// Health answers within a second, every time it is asked over `during`.
@@ -56,13 +58,14 @@ fn after_an_outage_labels_land_within_seconds() {
     assert_eq!(get(addr, "/readyz").0, 503, "not ready while down");
     assert_eq!(get(addr, "/healthz").0, 200, "alive while down");
 
-    let cluster = proxied_on(port);
-    let server = cluster.proxy();
-    server.set_faults(Faults {
-        error_500: 3,
-        conflict_409: 1,
-        ..Faults::default()
-    });
+    let cluster = proxied_on(
+        port,
+        Faults {
+            error_500: 3,
+            conflict_409: 1,
+            ..Faults::default()
+        },
+    );
     let took = wait_labels(&cluster, &agent, &want());
     assert!(
         took < Duration::from_secs(5),
@@ -77,12 +80,13 @@ fn after_an_outage_labels_land_within_seconds() {
 /// A 64 MiB answer is cut at 4 MiB: a failed attempt, named, and the next one succeeds.
 #[test]
 fn a_huge_answer_is_refused_and_the_daemon_recovers() {
-    let cluster = proxied_on(0);
-    let server = cluster.proxy();
-    server.set_faults(Faults {
-        huge_body: 3,
-        ..Faults::default()
-    });
+    let cluster = proxied_on(
+        0,
+        Faults {
+            huge_body: 3,
+            ..Faults::default()
+        },
+    );
     huge_node();
     let mut agent = agent().start(&cluster);
     health_stays_up(&agent, Duration::from_secs(2));
@@ -106,14 +110,16 @@ fn a_huge_answer_is_refused_and_the_daemon_recovers() {
 /// (2 s at a 1 s interval) while /healthz keeps answering.
 #[test]
 fn endless_bodies_and_slow_headers_time_out_while_health_answers() {
-    let cluster = proxied_on(0);
+    let cluster = proxied_on(
+        0,
+        Faults {
+            endless_body: 1,
+            slow: 1,
+            slow_for: Duration::from_secs(30),
+            ..Faults::default()
+        },
+    );
     let server = cluster.proxy();
-    server.set_faults(Faults {
-        endless_body: 1,
-        slow: 1,
-        slow_for: Duration::from_secs(30),
-        ..Faults::default()
-    });
     let mut agent = agent().start(&cluster);
     health_stays_up(&agent, Duration::from_secs(4));
     wait_labels(&cluster, &agent, &want());
@@ -131,13 +137,15 @@ fn endless_bodies_and_slow_headers_time_out_while_health_answers() {
 /// would retry within the 1 s interval; each attempt is one request (no retries inside it).
 #[test]
 fn too_many_requests_waits_for_retry_after() {
-    let cluster = proxied_on(0);
+    let cluster = proxied_on(
+        0,
+        Faults {
+            throttle_429: 1,
+            retry_after_secs: 3,
+            ..Faults::default()
+        },
+    );
     let server = cluster.proxy();
-    server.set_faults(Faults {
-        throttle_429: 1,
-        retry_after_secs: 3,
-        ..Faults::default()
-    });
     let mut agent = agent().start(&cluster);
     wait_labels(&cluster, &agent, &want());
     let reqs = server.requests();
@@ -162,13 +170,15 @@ fn too_many_requests_waits_for_retry_after() {
 /// and applies at once, in the same cycle, and reports nothing.
 #[test]
 fn a_stale_409_on_apply_is_retried_at_once_after_a_read() {
-    let cluster = proxied_on(0);
+    let cluster = proxied_on(
+        0,
+        Faults {
+            conflict_409: 1,
+            only_method: Some("PATCH".into()),
+            ..Faults::default()
+        },
+    );
     let server = cluster.proxy();
-    server.set_faults(Faults {
-        conflict_409: 1,
-        only_method: Some("PATCH".into()),
-        ..Faults::default()
-    });
     let mut agent = agent().start(&cluster);
     wait_labels(&cluster, &agent, &want());
     let reqs = server.requests();

@@ -204,19 +204,22 @@ fn features_file_is_written_atomically_only_on_change_and_kept_on_exit() {
     let spec = spec.args(&[file.to_str().unwrap()]);
     let rules = spec.rules_path().to_str().unwrap();
     let mut agent = spec.start_local();
+    // What `labels -o features-file` says of the rules as they are now.
+    let expected = || {
+        gpu_labeler(
+            "labels",
+            &[
+                "-o",
+                "features-file",
+                "--no-default-rules",
+                "--rules",
+                rules,
+            ],
+        )
+    };
     let content = wait_for(WAIT, || std::fs::read_to_string(&file).ok());
     let content = content.unwrap_or_else(|| panic!("no file; log:\n{}", agent.log_text()));
-    let expected = gpu_labeler(
-        "labels",
-        &[
-            "-o",
-            "features-file",
-            "--no-default-rules",
-            "--rules",
-            rules,
-        ],
-    );
-    assert_eq!(content, expected);
+    assert_eq!(content, expected());
     let inode = std::fs::metadata(&file).unwrap().ino();
 
     // Steady state: the very same file (no rewrite).
@@ -231,16 +234,7 @@ fn features_file_is_written_atomically_only_on_change_and_kept_on_exit() {
             .filter(|c| c.contains("test.h100"))
     })
     .expect("rewritten");
-    let expected = gpu_labeler(
-        "labels",
-        &[
-            "-o",
-            "features-file",
-            "--no-default-rules",
-            "--rules",
-            rules,
-        ],
-    );
+    let expected = expected();
     assert_eq!(changed, expected);
     assert_ne!(
         std::fs::metadata(&file).unwrap().ino(),
@@ -334,11 +328,11 @@ fn an_invalid_config_is_reported_and_the_last_good_one_kept() {
 
 #[test]
 fn the_node_sink_needs_a_node_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let kc = write_kubeconfig(dir.path(), "http://127.0.0.1:1");
-    let mut args = run_args(&kc, NODE, &[]);
-    let i = args.iter().position(|a| a == "--node-name").unwrap();
-    args.drain(i..i + 2);
+    let spec = agent();
+    let mut args = spec.command_line(&write_kubeconfig(spec.dir(), "http://127.0.0.1:1"));
+    // Without `--node-name NODE`.
+    let at = args.iter().position(|a| a == "--node-name").unwrap();
+    args.drain(at..=at + 1);
     let mut agent = Agent::start(&args, &[]);
     // How the command was invoked: the usage code.
     assert_eq!(agent.wait_exit(WAIT), 2);

@@ -207,6 +207,8 @@ pub struct AgentSpec {
     /// Shared with each agent started, so that its files outlive a spec dropped at once.
     dir: Arc<tempfile::TempDir>,
     rules: Option<PathBuf>,
+    /// The labels its rules give (each rule labels NVIDIA nodes).
+    rule_labels: Vec<String>,
     interval: Option<String>,
     nvml: Option<(PathBuf, PathBuf)>,
     default_rules: bool,
@@ -220,6 +222,7 @@ pub fn agent() -> AgentSpec {
     AgentSpec {
         dir: Arc::new(tempfile::tempdir().unwrap()),
         rules: None,
+        rule_labels: Vec::new(),
         interval: None,
         nvml: None,
         default_rules: false,
@@ -235,6 +238,7 @@ impl AgentSpec {
         let path = self.dir.path().join("rules.yaml");
         std::fs::write(&path, rule_file(rules)).unwrap();
         self.rules = Some(path);
+        self.rule_labels = rules.iter().map(|(_, l)| l.to_string()).collect();
         self
     }
 
@@ -363,6 +367,22 @@ impl AgentSpec {
             env.push(("FAKE_NVML_FIXTURE", fixture.to_str().unwrap()));
         }
         env
+    }
+
+    /// What the agent publishes on the Dell fixture (NFD's PCI labels and its rules' labels)
+    /// beside `others` (the labels it does not own); see [`published`].
+    pub fn expected(&self, others: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let names: Vec<&str> = self.rule_labels.iter().map(String::as_str).collect();
+        published(others, &names)
+    }
+
+    /// Starts the agent against `cluster` and waits until [`NODE`] has [`AgentSpec::expected`]
+    /// beside `others`.
+    #[track_caller]
+    pub fn start_labelled(&self, cluster: &Cluster, others: &BTreeMap<String, String>) -> Agent {
+        let agent = self.start(cluster);
+        wait_labels(cluster, &agent, &self.expected(others));
+        agent
     }
 
     /// Starts the agent against `cluster` (through its proxy where it has one).
