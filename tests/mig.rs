@@ -11,36 +11,14 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 mod common;
-use common::{label_map as map, nvidia_sysfs, nvml_fixture as fixture, repo};
-
-fn fake_lib() -> PathBuf {
-    common::fake_nvml_lib("nvidia_ml")
-}
+use common::{Run, label_map as map, nvidia_sysfs, nvml_fixture as fixture};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn run(args: &[&str], nvml_fixture: &Path) -> Run {
-    let out = Command::new(BIN)
-        .args(args)
-        .args(["--proc-root", "/nonexistent", "--nvml-lib"])
-        .arg(fake_lib())
-        .arg("--pci-ids")
-        .arg(repo().join("tests/fixtures/pci.ids"))
-        .env("FAKE_NVML_FIXTURE", nvml_fixture)
-        .env_remove("GPU_LABELER_CONFIG")
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
+    let mut a = args.to_vec();
+    a.extend(["--proc-root", "/nonexistent"]);
+    common::run_fake_nvml(&a, "nvidia_ml", nvml_fixture)
 }
 
 fn features(root: &Path, nvml_fixture: &Path) -> Value {

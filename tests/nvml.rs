@@ -10,35 +10,16 @@ use serde_json::Value;
 
 mod common;
 use common::{
-    fake_nvml_lib as fake_lib, label_map as map, labels_of as labels, nvidia_sysfs,
-    nvml_fixture as fixture, repo,
+    Run, label_map as map, labels_of as labels, nvidia_sysfs, nvml_fixture as fixture, repo,
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 const P: &str = "feature.node.kubernetes.io/";
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
+/// `gpu-labeler ARGS` with the fake NVML library `lib` answering from the fixture
+/// `nvml_fixture`.
 fn run(args: &[&str], nvml_fixture: &str, lib: &str) -> Run {
-    let out = Command::new(BIN)
-        .args(args)
-        .arg("--nvml-lib")
-        .arg(fake_lib(lib))
-        .arg("--pci-ids")
-        .arg(repo().join("tests/fixtures/pci.ids"))
-        .env("FAKE_NVML_FIXTURE", fixture(nvml_fixture))
-        .env_remove("GPU_LABELER_CONFIG")
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
+    common::run_fake_nvml(args, lib, &fixture(nvml_fixture))
 }
 
 const DELL: &str = "tests/fixtures/sysfs/dell-xe9680-8xh100";
@@ -809,7 +790,7 @@ fn gb200_labels(nvml: &std::path::Path, config: Option<&str>) -> BTreeMap<String
     let mut cmd = Command::new(BIN);
     cmd.args(["labels", "-o", "json", "--sysfs-root", "/nonexistent"])
         .args(["--proc-root", "/nonexistent", "--nvml-lib"])
-        .arg(fake_lib("nvidia_ml"))
+        .arg(common::fake_nvml_lib("nvidia_ml"))
         .env("FAKE_NVML_FIXTURE", nvml)
         .env_remove("GPU_LABELER_CONFIG");
     if let Some(c) = config {

@@ -17,11 +17,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 mod common;
-use common::{label_map as map, repo};
-
-fn fake_lib() -> PathBuf {
-    common::fake_nvml_lib("nvidia_ml")
-}
+use common::{Run, label_map as map, repo};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 const DELL: &str = "tests/fixtures/sysfs/dell-xe9680-8xh100";
@@ -45,41 +41,20 @@ fn config(dir: &Path, sharing: &Path, extra: &str) -> PathBuf {
     p
 }
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn run(cmd: &str, config: &Path) -> Run {
-    let out = Command::new(BIN)
-        .args([
-            cmd,
-            "-o",
-            "json",
-            "--sysfs-root",
-            DELL,
-            "--proc-root",
-            DELL_PROC,
-        ])
-        .arg("--config")
-        .arg(config)
-        .arg("--nvml-lib")
-        .arg(fake_lib())
-        .arg("--pci-ids")
-        .arg(repo().join("tests/fixtures/pci.ids"))
-        .env(
-            "FAKE_NVML_FIXTURE",
-            repo().join("tests/fixtures/nvml/h100-8x.json"),
-        )
-        .env_remove("GPU_LABELER_CONFIG")
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
+    let config = config.to_str().unwrap();
+    let args = [
+        cmd,
+        "-o",
+        "json",
+        "--sysfs-root",
+        DELL,
+        "--proc-root",
+        DELL_PROC,
+        "--config",
+        config,
+    ];
+    common::run_fake_nvml(&args, "nvidia_ml", &common::nvml_fixture("h100-8x"))
 }
 
 fn labels(r: &Run) -> BTreeMap<String, String> {

@@ -539,24 +539,40 @@ pub fn nvml_fixture(name: &str) -> PathBuf {
 /// Writes a sysfs tree (kernel layout) with one NVIDIA 3D controller per `(address, device id)`,
 /// driven by `nvidia`, for NVML fixtures whose machine has no captured tree.
 pub fn nvidia_sysfs(dir: &Path, gpus: &[(&str, &str)]) {
+    nvidia_sysfs_as(dir, gpus, Detail::Kernel);
+}
+
+/// How much of a device [`nvidia_sysfs_as`] writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// What the kernel shows: NFD's identity attributes, revision, NUMA node, the bound driver.
+    Kernel,
+    /// NFD's five identity attributes only (class, vendor, device, subsystem ids).
+    Identity,
+}
+
+/// [`nvidia_sysfs`] with the attributes `detail` names.
+pub fn nvidia_sysfs_as(dir: &Path, gpus: &[(&str, &str)], detail: Detail) {
     for (addr, device) in gpus {
         let bus = &addr[..7];
         let dev = dir.join(format!("devices/pci{bus}/{addr}"));
         std::fs::create_dir_all(&dev).unwrap();
-        for (k, v) in [
+        let mut attrs = vec![
             ("class", "0x030200"),
             ("vendor", "0x10de"),
-            ("device", device),
+            ("device", *device),
             ("subsystem_vendor", "0x10de"),
             ("subsystem_device", "0x1234"),
-            ("revision", "0xa1"),
-            ("numa_node", "-1"),
-        ] {
+        ];
+        if detail == Detail::Kernel {
+            attrs.extend([("revision", "0xa1"), ("numa_node", "-1")]);
+            std::fs::create_dir_all(dir.join("bus/pci/drivers/nvidia")).unwrap();
+            std::os::unix::fs::symlink("../../../../bus/pci/drivers/nvidia", dev.join("driver"))
+                .unwrap();
+        }
+        for (k, v) in attrs {
             std::fs::write(dev.join(k), format!("{v}\n")).unwrap();
         }
-        std::fs::create_dir_all(dir.join("bus/pci/drivers/nvidia")).unwrap();
-        std::os::unix::fs::symlink("../../../../bus/pci/drivers/nvidia", dev.join("driver"))
-            .unwrap();
         std::fs::create_dir_all(dir.join("bus/pci/devices")).unwrap();
         std::os::unix::fs::symlink(
             format!("../../../devices/pci{bus}/{addr}"),
@@ -564,6 +580,19 @@ pub fn nvidia_sysfs(dir: &Path, gpus: &[(&str, &str)]) {
         )
         .unwrap();
     }
+}
+
+/// `gpu-labeler ARGS --nvml-lib <the fake lib{lib}.so> --pci-ids <fixtures' pci.ids>`, the fake
+/// answering from `fixture` (see [`run_env`]).
+pub fn run_fake_nvml<S: AsRef<OsStr>>(args: &[S], lib: &str, fixture: &Path) -> Run {
+    let mut a: Vec<OsString> = args.iter().map(|s| s.as_ref().to_os_string()).collect();
+    a.extend([
+        "--nvml-lib".into(),
+        fake_nvml_lib(lib).into(),
+        "--pci-ids".into(),
+        pci_ids().into(),
+    ]);
+    run_env(a, &[("FAKE_NVML_FIXTURE", fixture)])
 }
 
 /// A label map from `(key, value)` pairs; keys without a `/` get the NFD prefix.
