@@ -87,25 +87,7 @@ fn labels(node: &str, nvml: Nvml) -> Labels {
 /// As `common::check_golden`, in `tests/fixtures/mixed/golden/` (common's directory is
 /// `tests/fixtures/golden/`): byte for byte; `UPDATE_GOLDEN=1` rewrites the file.
 fn check_golden(name: &str, actual: &str) {
-    let dir = mixed().join("golden");
-    let path = dir.join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run with UPDATE_GOLDEN=1 to create it",
-            path.display()
-        )
-    });
-    assert_eq!(
-        actual,
-        expected,
-        "output differs from {} (UPDATE_GOLDEN=1 rewrites it after review)",
-        path.display()
-    );
+    common::check_golden_in(&mixed().join("golden"), name, actual);
 }
 
 /// The labels whose key (without the NFD prefix) is one of `names` or starts with one of

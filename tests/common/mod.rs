@@ -282,9 +282,14 @@ pub fn label_object<S: AsRef<str>>(keys: &[S]) -> serde_json::Value {
 
 /// Compares `actual` with a golden file byte for byte; with `UPDATE_GOLDEN=1` rewrites it.
 pub fn check_golden(name: &str, actual: &str) {
-    let path = golden_dir().join(name);
+    check_golden_in(&golden_dir(), name, actual);
+}
+
+/// [`check_golden`] in the golden directory `dir`.
+pub fn check_golden_in(dir: &Path, name: &str, actual: &str) {
+    let path = dir.join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(golden_dir()).unwrap();
+        std::fs::create_dir_all(dir).unwrap();
         std::fs::write(&path, actual).unwrap();
         return;
     }
