@@ -830,6 +830,32 @@ fn nvml_misbehaves(
     (out, e)
 }
 
+/// `labels` with NVML from a copy of `h100-8x.json` with `faults`: the whole expected run (in
+/// `log`, `{lib}` stands for the library's path).
+fn faults_row(
+    name: &'static str,
+    broken: &'static str,
+    faults: serde_json::Value,
+    log: Log,
+    labels: Labels,
+) -> Row {
+    row(name, broken, move |dir| {
+        let f = h100_with_faults(dir, faults.clone());
+        let lib = fake_nvml_lib("nvidia_ml");
+        let out = dell_nvml(&f, &lib);
+        let log = log
+            .iter()
+            .map(|(level, m)| {
+                (
+                    level.clone(),
+                    m.replace("{lib}", &lib.display().to_string()),
+                )
+            })
+            .collect();
+        (out, expect(0, log, labels.clone()))
+    })
+}
+
 fn h100() -> Labels {
     common::h100_default_labels()
 }
@@ -887,23 +913,12 @@ fn nvml_rows() -> Vec<Row> {
                 (out, expect(3, vec![err(why)], dell_sysfs_default_labels()))
             },
         ),
-        row(
+        faults_row(
             "nvml: init fails",
             "nvmlInit answers UNKNOWN: an error, sysfs labels",
-            |dir| {
-                let f = h100_with_faults(dir, serde_json::json!({"init": "UNKNOWN"}));
-                let lib = fake_nvml_lib("nvidia_ml");
-                let out = dell_nvml(&f, &lib);
-                let e = expect(
-                    0,
-                    vec![warn(format!(
-                        "NVML: {}: init failed: {DRIVER_ERROR}",
-                        lib.display()
-                    ))],
-                    dell_sysfs_default_labels(),
-                );
-                (out, e)
-            },
+            serde_json::json!({"init": "UNKNOWN"}),
+            vec![warn(format!("NVML: {{lib}}: init failed: {DRIVER_ERROR}"))],
+            dell_sysfs_default_labels(),
         ),
         row(
             "nvml: not a library",
@@ -915,31 +930,21 @@ fn nvml_rows() -> Vec<Row> {
                 (out, expect(0, vec![warn(why)], dell_sysfs_default_labels()))
             },
         ),
-        row(
+        faults_row(
             "nvml: device count fails",
             "nvmlDeviceGetCount answers UNKNOWN: driver versions kept, GPUs from sysfs",
-            |dir| {
-                let f = h100_with_faults(
-                    dir,
-                    serde_json::json!({"errors": [{"function": "nvmlDeviceGetCount_v2", "error": "UNKNOWN"}]}),
-                );
-                let out = dell_nvml(&f, &fake_nvml_lib("nvidia_ml"));
-                let e = expect(
-                    0,
-                    vec![warn(format!("NVML: device count: {DRIVER_ERROR}"))],
-                    with(
-                        dell_sysfs_default_labels(),
-                        &[
-                            ("gpu.cuda.major", "12"),
-                            ("gpu.cuda.minor", "2"),
-                            ("gpu.driver.major", "535"),
-                            ("gpu.driver.minor", "161"),
-                            ("gpu.driver.version", "535.161.08"),
-                        ],
-                    ),
-                );
-                (out, e)
-            },
+            serde_json::json!({"errors": [{"function": "nvmlDeviceGetCount_v2", "error": "UNKNOWN"}]}),
+            vec![warn(format!("NVML: device count: {DRIVER_ERROR}"))],
+            with(
+                dell_sysfs_default_labels(),
+                &[
+                    ("gpu.cuda.major", "12"),
+                    ("gpu.cuda.minor", "2"),
+                    ("gpu.driver.major", "535"),
+                    ("gpu.driver.minor", "161"),
+                    ("gpu.driver.version", "535.161.08"),
+                ],
+            ),
         ),
         row(
             "nvml: one GPU lost",
@@ -970,47 +975,27 @@ fn nvml_rows() -> Vec<Row> {
                 (out, e)
             },
         ),
-        row(
+        faults_row(
             "nvml: one call fails on one GPU",
             "nvmlDeviceGetMemoryInfo answers UNKNOWN for GPU 2",
-            |dir| {
-                let f = h100_with_faults(
-                    dir,
-                    serde_json::json!({"errors": [
+            serde_json::json!({"errors": [
                 {"function": "nvmlDeviceGetMemoryInfo", "gpu": 2, "error": "UNKNOWN"},
                 {"function": "nvmlDeviceGetMemoryInfo_v2", "gpu": 2, "error": "UNKNOWN"}]}),
-                );
-                let out = dell_nvml(&f, &fake_nvml_lib("nvidia_ml"));
-                let e = expect(
-                    0,
-                    vec![warn(format!("GPU 2: NVML memory: {DRIVER_ERROR}"))],
-                    without(
-                        h100(),
-                        &["gpu.memory", "gpu.memory.max", "gpu.memory.total"],
-                    ),
-                );
-                (out, e)
-            },
+            vec![warn(format!("GPU 2: NVML memory: {DRIVER_ERROR}"))],
+            without(
+                h100(),
+                &["gpu.memory", "gpu.memory.max", "gpu.memory.total"],
+            ),
         ),
-        row(
+        faults_row(
             "nvml: driver version fails",
             "nvmlSystemGetDriverVersion answers UNKNOWN",
-            |dir| {
-                let f = h100_with_faults(
-                    dir,
-                    serde_json::json!({"errors": [{"function": "nvmlSystemGetDriverVersion", "error": "UNKNOWN"}]}),
-                );
-                let out = dell_nvml(&f, &fake_nvml_lib("nvidia_ml"));
-                let e = expect(
-                    0,
-                    vec![warn(format!("NVML driver version: {DRIVER_ERROR}"))],
-                    without(
-                        h100(),
-                        &["gpu.driver.major", "gpu.driver.minor", "gpu.driver.version"],
-                    ),
-                );
-                (out, e)
-            },
+            serde_json::json!({"errors": [{"function": "nvmlSystemGetDriverVersion", "error": "UNKNOWN"}]}),
+            vec![warn(format!("NVML driver version: {DRIVER_ERROR}"))],
+            without(
+                h100(),
+                &["gpu.driver.major", "gpu.driver.minor", "gpu.driver.version"],
+            ),
         ),
         row(
             "nvml: hangs in init",
@@ -1061,25 +1046,15 @@ fn nvml_rows() -> Vec<Row> {
                 )
             },
         ),
-        row(
+        faults_row(
             "nvml: prints to stdout",
             "nvmlInit_v2 writes a line to standard output: the answer pipe is private, labels whole",
-            |dir| {
-                let f = h100_with_faults(
-                    dir,
-                    serde_json::json!({"misbehave": [{"function": "nvmlInit_v2", "action": "stdout"}]}),
-                );
-                let out = dell_nvml(&f, &fake_nvml_lib("nvidia_ml"));
-                let e = expect(
-                    0,
-                    vec![(
-                        String::new(),
-                        "fake-nvml: nvmlInit_v2 says hello on stdout".into(),
-                    )],
-                    h100(),
-                );
-                (out, e)
-            },
+            serde_json::json!({"misbehave": [{"function": "nvmlInit_v2", "action": "stdout"}]}),
+            vec![(
+                String::new(),
+                "fake-nvml: nvmlInit_v2 says hello on stdout".into(),
+            )],
+            h100(),
         ),
         row(
             "nvml: symbols missing",
@@ -1102,35 +1077,7 @@ fn nvml_rows() -> Vec<Row> {
                 ]);
                 let f = nvml_fixture("old-driver-no-mig");
                 let out = labels_run(a, &[("FAKE_NVML_FIXTURE", f.as_os_str())]);
-                let e = expect(
-                    0,
-                    vec![],
-                    label_map(&[
-                        ("gpu-nvidia.count", "1"),
-                        // No v2 CUDA version symbol: v1 answers.
-                        ("gpu.cuda.major", "10"),
-                        ("gpu.cuda.minor", "1"),
-                        ("gpu.count", "1"),
-                        ("gpu.health", "ok"),
-                        ("gpu.healthy.count", "1"),
-                        ("gpu.driver.major", "418"),
-                        ("gpu.driver.minor", "43"),
-                        ("gpu.driver.version", "418.43"),
-                        ("gpu.interconnect", "pcie"),
-                        ("gpu.memory", "1998"),
-                        ("gpu.memory.max", "1998"),
-                        ("gpu.memory.total", "1998"),
-                        ("gpu.mig.capable", "false"),
-                        ("gpu.mig.enabled", "false"),
-                        ("gpu.pcie.roots", "1"),
-                        ("gpu.present", "true"),
-                        ("gpu.product", "Quadro-P400"),
-                        ("gpu.vendor", "nvidia"),
-                        ("gpu.vgpu.present", "false"),
-                        ("gpu.virtual", "false"),
-                        ("pci-0302_10de.present", "true"),
-                    ]),
-                );
+                let e = expect(0, vec![], common::p400_old_driver_labels());
                 (out, e)
             },
         ),

@@ -401,35 +401,7 @@ fn a100_ci_migs(rows: &[(&str, u32, u32)]) -> Value {
 }
 
 fn a100_ci_labels(mig_counts: &[(&str, &str)]) -> BTreeMap<String, String> {
-    let mut m = map(&[
-        ("gpu-nvidia.count", "1"),
-        ("gpu.compute.major", "8"),
-        ("gpu.compute.minor", "0"),
-        ("gpu.count", "1"),
-        ("gpu.health", "ok"),
-        ("gpu.healthy.count", "1"),
-        ("gpu.cuda.major", "11"),
-        ("gpu.cuda.minor", "6"),
-        ("gpu.driver.major", "510"),
-        ("gpu.driver.minor", "47"),
-        ("gpu.driver.version", "510.47.03"),
-        ("gpu.family", "ampere"),
-        ("gpu.interconnect", "pcie"),
-        ("gpu.memory", "40960"),
-        ("gpu.memory.max", "40960"),
-        ("gpu.memory.total", "40960"),
-        ("gpu.mig.capable", "true"),
-        ("gpu.mig.enabled", "true"),
-        ("gpu.pcie.roots", "1"),
-        ("gpu.present", "true"),
-        ("gpu.product", "NVIDIA-A100-SXM4-40GB"),
-        ("gpu.vendor", "nvidia"),
-        ("gpu.vgpu.present", "false"),
-        ("gpu.virtual", "false"),
-        ("pci-0302_10de.present", "true"),
-    ]);
-    m.extend(map(mig_counts));
-    m
+    common::a100_40gb_mig_labels(mig_counts)
 }
 
 #[test]

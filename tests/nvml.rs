@@ -248,35 +248,7 @@ fn an_old_driver_without_mig_or_compute_capability_symbols_is_tolerated() {
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stderr, "");
-    assert_eq!(
-        labels(&r.stdout),
-        map(&[
-            ("gpu-nvidia.count", "1"),
-            // Only v1 of the CUDA version function: R418 reports CUDA 10.1 through it.
-            ("gpu.cuda.major", "10"),
-            ("gpu.cuda.minor", "1"),
-            ("gpu.count", "1"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "1"),
-            ("gpu.driver.major", "418"),
-            ("gpu.driver.minor", "43"),
-            ("gpu.driver.version", "418.43"),
-            // NVLink state is in every driver's library: the P400 has none.
-            ("gpu.interconnect", "pcie"),
-            ("gpu.memory", "1998"),
-            ("gpu.memory.max", "1998"),
-            ("gpu.memory.total", "1998"),
-            ("gpu.mig.capable", "false"),
-            ("gpu.mig.enabled", "false"),
-            ("gpu.pcie.roots", "1"),
-            ("gpu.present", "true"),
-            ("gpu.product", "Quadro-P400"),
-            ("gpu.vendor", "nvidia"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
-            ("pci-0302_10de.present", "true"),
-        ])
-    );
+    assert_eq!(labels(&r.stdout), common::p400_old_driver_labels());
 }
 
 #[test]
@@ -321,34 +293,7 @@ fn a100_40gb_with_two_3g_mig_devices() {
     );
     assert_eq!(
         self::labels(&labels.stdout),
-        map(&[
-            ("gpu-nvidia.count", "1"),
-            ("gpu.compute.major", "8"),
-            ("gpu.compute.minor", "0"),
-            ("gpu.count", "1"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "1"),
-            ("gpu.cuda.major", "11"),
-            ("gpu.cuda.minor", "6"),
-            ("gpu.driver.major", "510"),
-            ("gpu.driver.minor", "47"),
-            ("gpu.driver.version", "510.47.03"),
-            ("gpu.family", "ampere"),
-            ("gpu.interconnect", "pcie"),
-            ("gpu.memory", "40960"),
-            ("gpu.memory.max", "40960"),
-            ("gpu.memory.total", "40960"),
-            ("gpu.mig.capable", "true"),
-            ("gpu.mig-3g.20gb.count", "2"),
-            ("gpu.mig.enabled", "true"),
-            ("gpu.pcie.roots", "1"),
-            ("gpu.present", "true"),
-            ("gpu.product", "NVIDIA-A100-SXM4-40GB"),
-            ("gpu.vendor", "nvidia"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
-            ("pci-0302_10de.present", "true"),
-        ])
+        common::a100_40gb_mig_labels(&[("gpu.mig-3g.20gb.count", "2")])
     );
 }
 

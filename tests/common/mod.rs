@@ -686,6 +686,74 @@ pub fn h100_default_labels() -> std::collections::BTreeMap<String, String> {
     ])
 }
 
+/// The labels of one Quadro P400 (`0000:43:00.0` in a [`nvidia_sysfs`] tree) through the fake
+/// legacy library on `old-driver-no-mig.json`: an R418 driver without the MIG, compute
+/// capability and v2 CUDA version symbols.
+pub fn p400_old_driver_labels() -> std::collections::BTreeMap<String, String> {
+    label_map(&[
+        ("gpu-nvidia.count", "1"),
+        // Only v1 of the CUDA version function: R418 reports CUDA 10.1 through it.
+        ("gpu.cuda.major", "10"),
+        ("gpu.cuda.minor", "1"),
+        ("gpu.count", "1"),
+        ("gpu.health", "ok"),
+        ("gpu.healthy.count", "1"),
+        ("gpu.driver.major", "418"),
+        ("gpu.driver.minor", "43"),
+        ("gpu.driver.version", "418.43"),
+        // NVLink state is in every driver's library: the P400 has none.
+        ("gpu.interconnect", "pcie"),
+        ("gpu.memory", "1998"),
+        ("gpu.memory.max", "1998"),
+        ("gpu.memory.total", "1998"),
+        ("gpu.mig.capable", "false"),
+        ("gpu.mig.enabled", "false"),
+        ("gpu.pcie.roots", "1"),
+        ("gpu.present", "true"),
+        ("gpu.product", "Quadro-P400"),
+        ("gpu.vendor", "nvidia"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+        ("pci-0302_10de.present", "true"),
+    ])
+}
+
+/// The labels of one A100 SXM4 40GB with MIG enabled (`0000:00:04.0` in a [`nvidia_sysfs`]
+/// tree, driver 510.47.03) through the fake NVML, with its MIG devices' `mig_counts`.
+pub fn a100_40gb_mig_labels(
+    mig_counts: &[(&str, &str)],
+) -> std::collections::BTreeMap<String, String> {
+    let mut m = label_map(&[
+        ("gpu-nvidia.count", "1"),
+        ("gpu.compute.major", "8"),
+        ("gpu.compute.minor", "0"),
+        ("gpu.count", "1"),
+        ("gpu.health", "ok"),
+        ("gpu.healthy.count", "1"),
+        ("gpu.cuda.major", "11"),
+        ("gpu.cuda.minor", "6"),
+        ("gpu.driver.major", "510"),
+        ("gpu.driver.minor", "47"),
+        ("gpu.driver.version", "510.47.03"),
+        ("gpu.family", "ampere"),
+        ("gpu.interconnect", "pcie"),
+        ("gpu.memory", "40960"),
+        ("gpu.memory.max", "40960"),
+        ("gpu.memory.total", "40960"),
+        ("gpu.mig.capable", "true"),
+        ("gpu.mig.enabled", "true"),
+        ("gpu.pcie.roots", "1"),
+        ("gpu.present", "true"),
+        ("gpu.product", "NVIDIA-A100-SXM4-40GB"),
+        ("gpu.vendor", "nvidia"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+        ("pci-0302_10de.present", "true"),
+    ]);
+    m.extend(label_map(mig_counts));
+    m
+}
+
 /// The Dell 8x H100's ResourceSlice as NVIDIA's DRA driver publishes it there
 /// (tests/fixtures/dra/PROVENANCE.md), for `node` (its name, `spec.nodeName` and pool).
 pub fn dell_dra_slice(node: &str) -> serde_json::Value {
