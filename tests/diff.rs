@@ -20,15 +20,8 @@ fn migrating_cluster() -> KubeApiServer {
     let server = KubeApiServer::with_shipped_node_policy();
     server.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
     let path = format!("/api/v1/nodes/{NODE}");
-    let admin = Who::admin();
     let merge = |manager: &str, labels: serde_json::Value| {
-        let a = server.merge_patch(
-            &admin,
-            manager,
-            &path,
-            &json!({"metadata": {"labels": labels}}),
-        );
-        assert!(a.ok(), "{}", a.body);
+        server.admin_patch(manager, &path, &json!({"metadata": {"labels": labels}}));
     };
     merge(
         "nfd-master",

@@ -28,13 +28,11 @@ use node_extras::{
 fn cluster() -> KubeApiServer {
     let s = KubeApiServer::with_shipped_node_policy();
     s.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
-    let a = s.merge_patch(
-        &Who::admin(),
+    s.admin_patch(
         "kubectl-taint",
         &format!("/api/v1/nodes/{NODE}"),
         &json!({"spec": {"taints": [admin_taint()]}}),
     );
-    assert!(a.ok(), "{}", a.body);
     s
 }
 
@@ -138,13 +136,11 @@ fn a_change_of_the_node_between_read_and_write_is_read_again_and_merged() {
 
     // Someone taints the Node after the sink read it: the sink's view is now out of date.
     let drain = json!({"key": "example.com/drain", "effect": "NoExecute"});
-    let a = s.merge_patch(
-        &Who::admin(),
+    s.admin_patch(
         "kubectl-taint",
         &format!("/api/v1/nodes/{NODE}"),
         &json!({"spec": {"taints": [admin_taint(), drain.clone()]}}),
     );
-    assert!(a.ok(), "{}", a.body);
 
     let out = rt.block_on(sink.publish(&gpu(&[OURS]), false)).unwrap();
     assert_eq!(out.kind, OutcomeKind::Written);
@@ -357,14 +353,12 @@ fn condition_cluster() -> KubeApiServer {
     let s = KubeApiServer::with_policy(&kube::shipped_node_policy(Some("health-condition")));
     s.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
     // The kubelet's own condition and capacity.
-    let a = s.merge_patch(
-        &Who::admin(),
+    s.admin_patch(
         "kubelet",
         &format!("/api/v1/nodes/{NODE}/status"),
         &json!({"status": {"capacity": {"nvidia.com/gpu": "8"},
                            "conditions": [ready()]}}),
     );
-    assert!(a.ok(), "{}", a.body);
     s
 }
 
@@ -965,13 +959,11 @@ fn a_narrowed_link_taints_the_node_and_the_taint_clears_after_the_hold() {
 fn prune_takes_our_taints_and_condition_off_and_leaves_the_others() {
     let s = condition_cluster();
     let admin = Who::admin();
-    let a = s.merge_patch(
-        &admin,
+    s.admin_patch(
         "kubectl-taint",
         &format!("/api/v1/nodes/{NODE}"),
         &json!({"spec": {"taints": [admin_taint()]}}),
     );
-    assert!(a.ok(), "{}", a.body);
     // Another Node, whose GPUHealthy another tool writes.
     s.create_node("n2", &[("kubernetes.io/hostname", "n2")]);
     let theirs = json!({"type": "GPUHealthy", "status": "False", "reason": "XidSeen"});

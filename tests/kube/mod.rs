@@ -673,6 +673,23 @@ impl KubeApiServer {
     }
 
     /// A JSON merge patch by field manager `manager` as `who` (recorded as an `Update`).
+    /// An admin's forced server-side apply of `doc` as `manager` (`kubectl apply
+    /// --server-side`, a driver publishing its objects); it must be admitted.
+    #[track_caller]
+    pub fn admin_apply(&self, manager: &str, doc: &Value) {
+        let path = object_path(doc);
+        let a = self.apply(&Who::admin(), manager, &path, doc, true);
+        assert!(a.ok(), "{path}: {}", a.body);
+    }
+
+    /// An admin's merge patch of `path` as `manager` (`kubectl label`, `kubectl taint`, another
+    /// controller); it must be admitted.
+    #[track_caller]
+    pub fn admin_patch(&self, manager: &str, path: &str, patch: &Value) {
+        let a = self.merge_patch(&Who::admin(), manager, path, patch);
+        assert!(a.ok(), "{path}: {}", a.body);
+    }
+
     pub fn merge_patch(&self, who: &Who, manager: &str, path: &str, patch: &Value) -> Answer {
         self.request(
             who,

@@ -131,6 +131,8 @@ pub fn status_kib(agent: &Agent, field: &str) -> u64 {
 pub struct Cluster {
     pub kube: KubeApiServer,
     proxy: Option<FakeApiServer>,
+    /// The agent's Node ([`NODE`] unless [`Cluster::named`]).
+    pub node: String,
 }
 
 impl Cluster {
@@ -146,15 +148,24 @@ impl Cluster {
 
     /// The shipped policy and [`NODE`] with the kubelet's `labels`.
     pub fn with_node(labels: &[(&str, &str)]) -> Cluster {
+        Cluster::named(NODE, labels)
+    }
+
+    /// The shipped policy and the Node `node` with the kubelet's `labels`.
+    pub fn named(node: &str, labels: &[(&str, &str)]) -> Cluster {
         let kube = KubeApiServer::with_shipped_node_policy();
-        kube.create_node(NODE, labels);
-        Cluster { kube, proxy: None }
+        kube.create_node(node, labels);
+        Cluster {
+            kube,
+            proxy: None,
+            node: node.to_string(),
+        }
     }
 
     /// The fault proxy in front of the server, on `port` (0: any); the agent's kubeconfig
     /// ([`Cluster::kubeconfig`]) then points at the proxy.
     pub fn proxied_on(mut self, port: u16) -> Cluster {
-        let upstream = self.kube.kubeconfig(&Who::agent(NODE));
+        let upstream = self.kube.kubeconfig(&Who::agent(&self.node));
         self.proxy = Some(FakeApiServer::proxy_on(port, &upstream));
         self
     }
@@ -168,20 +179,18 @@ impl Cluster {
         self.proxy.as_ref().expect("a proxied cluster")
     }
 
-    /// Another controller's merge patch of [`NODE`]'s labels as `manager` (a `None` value
+    /// Another controller's merge patch of the Node's labels as `manager` (a `None` value
     /// removes the label).
     pub fn merge_patch_labels(&self, manager: &str, labels: &[(&str, Option<&str>)]) {
         let labels: serde_json::Map<String, serde_json::Value> = labels
             .iter()
             .map(|(k, v)| (k.to_string(), json!(v)))
             .collect();
-        let a = self.kube.merge_patch(
-            &Who::admin(),
+        self.kube.admin_patch(
             manager,
-            &format!("/api/v1/nodes/{NODE}"),
+            &format!("/api/v1/nodes/{}", self.node),
             &json!({"metadata": {"labels": labels}}),
         );
-        assert!(a.ok(), "{}", a.body);
     }
 
     /// A kubeconfig for the agent, written into `dir`: the proxy's URL where there is one,
@@ -189,7 +198,7 @@ impl Cluster {
     pub fn kubeconfig(&self, dir: &Path) -> PathBuf {
         match &self.proxy {
             Some(p) => crate::apiserver::write_kubeconfig(dir, &p.url()),
-            None => self.kube.kubeconfig(&Who::agent(NODE)),
+            None => self.kube.kubeconfig(&Who::agent(&self.node)),
         }
     }
 }
@@ -212,6 +221,8 @@ pub struct AgentSpec {
     interval: Option<String>,
     nvml: Option<(PathBuf, PathBuf)>,
     default_rules: bool,
+    dra: bool,
+    node: String,
     sysfs_root: Option<PathBuf>,
     args: Vec<String>,
     env: Vec<(String, String)>,
@@ -226,6 +237,8 @@ pub fn agent() -> AgentSpec {
         interval: None,
         nvml: None,
         default_rules: false,
+        dra: false,
+        node: NODE.to_string(),
         sysfs_root: None,
         args: Vec::new(),
         env: Vec::new(),
@@ -259,6 +272,18 @@ impl AgentSpec {
     /// spec's own rules).
     pub fn default_rules(mut self) -> AgentSpec {
         self.default_rules = true;
+        self
+    }
+
+    /// The agent's Node (`--node-name`; [`NODE`] by default).
+    pub fn node(mut self, node: &str) -> AgentSpec {
+        self.node = node.to_string();
+        self
+    }
+
+    /// The DRA source on (without it, `--no-dra`: most tests count the Node's requests alone).
+    pub fn dra(mut self) -> AgentSpec {
+        self.dra = true;
         self
     }
 
@@ -309,7 +334,7 @@ impl AgentSpec {
 
     /// The command line for an agent with `kubeconfig`.
     pub fn command_line(&self, kubeconfig: &Path) -> Vec<String> {
-        let mut args = run_args(kubeconfig, NODE, &self.own_args());
+        let mut args = run_args(kubeconfig, &self.node, &self.own_args());
         self.edit(&mut args);
         args
     }
@@ -344,6 +369,9 @@ impl AgentSpec {
         }
         if self.default_rules {
             args.retain(|a| a != "--no-default-rules");
+        }
+        if self.dra {
+            args.retain(|a| a != "--no-dra");
         }
         if let Some(root) = &self.sysfs_root {
             let i = args.iter().position(|a| a == "--sysfs-root").unwrap();
