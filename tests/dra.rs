@@ -138,20 +138,11 @@ type Mutation = (&'static str, Box<dyn Fn(&mut Value)>, Value, Value);
 /// The Dell's eight GPUs, each `unpublished`.
 fn every_gpu_unpublished() -> Value {
     json!(
-        [
-            "0000:19:00.0",
-            "0000:3b:00.0",
-            "0000:4c:00.0",
-            "0000:5d:00.0",
-            "0000:9b:00.0",
-            "0000:bb:00.0",
-            "0000:cb:00.0",
-            "0000:db:00.0"
-        ]
-        .iter()
-        .map(|b| json!({"reason": "unpublished", "pciBusID": b,
+        common::DELL_GPUS
+            .iter()
+            .map(|b| json!({"reason": "unpublished", "pciBusID": b,
                             "measured": "NVIDIA H100 80GB HBM3"}))
-        .collect::<Vec<_>>()
+            .collect::<Vec<_>>()
     )
 }
 

@@ -412,16 +412,7 @@ fn no_capture_as_it_is_is_short() {
 /// unbound (their own fault), and a service VM that holds only the NVSwitches.
 #[test]
 fn passthrough_parts_held_and_unbound_gpus_are_not_missing() {
-    let azure_gpus = [
-        "0001:00:00.0",
-        "0002:00:00.0",
-        "0003:00:00.0",
-        "0004:00:00.0",
-        "000b:00:00.0",
-        "000c:00:00.0",
-        "000d:00:00.0",
-        "000e:00:00.0",
-    ];
+    let azure_gpus = common::AZURE_GPUS;
     // A VM of 4 (or 2, or 1) of the board's 8 GPUs with all 6 NVSwitches: a Fabric Manager
     // partition, not a short node.
     let vm = |keep: usize| {

@@ -56,19 +56,7 @@ fn h100_features_carry_nvml_values_per_gpu() {
         .iter()
         .map(|g| g["attributes"]["address"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        addresses,
-        [
-            "0000:19:00.0",
-            "0000:3b:00.0",
-            "0000:4c:00.0",
-            "0000:5d:00.0",
-            "0000:9b:00.0",
-            "0000:bb:00.0",
-            "0000:cb:00.0",
-            "0000:db:00.0"
-        ]
-    );
+    assert_eq!(addresses, common::DELL_GPUS);
     let first: BTreeMap<String, String> =
         serde_json::from_value(gpus[0]["attributes"].clone()).unwrap();
     assert_eq!(
@@ -630,16 +618,7 @@ fn sysfs_and_nvml_name_and_label_the_gpus_alike() {
 #[test]
 fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
     let dir = tempfile::tempdir().unwrap();
-    let buses = [
-        "0001:00:00.0",
-        "0002:00:00.0",
-        "0003:00:00.0",
-        "0004:00:00.0",
-        "000b:00:00.0",
-        "000c:00:00.0",
-        "000d:00:00.0",
-        "000e:00:00.0",
-    ];
+    let buses = common::AZURE_GPUS;
     let gpus: Vec<(&str, &str)> = buses.iter().map(|b| (*b, "0x20b2")).collect();
     nvidia_sysfs(dir.path(), &gpus);
     let root = dir.path().to_str().unwrap();

@@ -9,6 +9,39 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The PCI addresses of the Dell XE9680's eight H100s, in bus order.
+pub const DELL_GPUS: [&str; 8] = [
+    "0000:19:00.0",
+    "0000:3b:00.0",
+    "0000:4c:00.0",
+    "0000:5d:00.0",
+    "0000:9b:00.0",
+    "0000:bb:00.0",
+    "0000:cb:00.0",
+    "0000:db:00.0",
+];
+
+/// The PCI addresses of the Azure 8x A100 VM's GPUs, a PCI domain each.
+pub const AZURE_GPUS: [&str; 8] = [
+    "0001:00:00.0",
+    "0002:00:00.0",
+    "0003:00:00.0",
+    "0004:00:00.0",
+    "000b:00:00.0",
+    "000c:00:00.0",
+    "000d:00:00.0",
+    "000e:00:00.0",
+];
+
+/// The cells of a Markdown table row, each trimmed.
+pub fn table_cells(line: &str) -> Vec<String> {
+    line.trim()
+        .trim_matches('|')
+        .split('|')
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
 /// The fixture machines of `tests/fixtures/sysfs/` (see its PROVENANCE.md).
 pub const MACHINES: [&str; 6] = [
     "nfd-rootfs-1",
@@ -651,39 +684,23 @@ pub fn dell_sysfs_default_labels() -> std::collections::BTreeMap<String, String>
 /// (`h100-8x.json`): the values of the real capture (81559 MiB, CC 9.0, driver 535.161.08,
 /// CUDA 12.2) and NFD's PCI labels of the tree.
 pub fn h100_default_labels() -> std::collections::BTreeMap<String, String> {
-    label_map(&[
-        ("gpu-nvidia.count", "8"),
+    let mut labels = dell_sysfs_default_labels();
+    // What NVML adds to what sysfs tells.
+    labels.extend(label_map(&[
         ("gpu.compute.major", "9"),
         ("gpu.compute.minor", "0"),
-        ("gpu.count", "8"),
-        ("gpu.count.expected", "8"),
-        ("gpu.health", "ok"),
-        ("gpu.healthy.count", "8"),
         ("gpu.cuda.major", "12"),
         ("gpu.cuda.minor", "2"),
         ("gpu.driver.major", "535"),
         ("gpu.driver.minor", "161"),
         ("gpu.driver.version", "535.161.08"),
-        ("gpu.family", "hopper"),
-        ("gpu.interconnect", "nvlink"),
         ("gpu.memory", "81559"),
         ("gpu.memory.max", "81559"),
         ("gpu.memory.total", "652472"),
         ("gpu.mig.capable", "true"),
         ("gpu.mig.enabled", "false"),
-        ("gpu.numa.gpus.max", "4"),
-        ("gpu.numa.nodes", "2"),
-        ("gpu.pcie.roots", "8"),
-        ("gpu.present", "true"),
-        ("gpu.product", "NVIDIA-H100-80GB-HBM3"),
-        ("gpu.rdma.local", "true"),
-        ("gpu.vendor", "nvidia"),
-        ("gpu.vgpu.present", "false"),
-        ("gpu.virtual", "false"),
-        ("pci-0300_102b.present", "true"),
-        ("pci-0302_10de.present", "true"),
-        ("pci-0302_10de.sriov.capable", "true"),
-    ])
+    ]));
+    labels
 }
 
 /// The labels of one Quadro P400 (`0000:43:00.0` in a [`nvidia_sysfs`] tree) through the fake
