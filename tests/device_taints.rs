@@ -515,37 +515,13 @@ fn explain_names_the_device_taint_of_a_faulty_gpu() {
         &["--dra", dra.to_str().unwrap(), "--node-name", NODE],
     );
     let ran = common::run(&args);
-    let rules = std::fs::read_to_string(common::repo().join("rules/gpu.yaml")).unwrap();
-    let line = rules
-        .lines()
-        .position(|l| l.contains("name: \"gpu health\""))
-        .unwrap()
-        + 1;
-    let term = rules
-        .lines()
-        .enumerate()
-        .skip(line)
-        .find(|(_, l)| l.contains("- feature: gpu.node"))
-        .unwrap()
-        .0
-        + 1;
-    let expected = format!(
-        "\
-label feature.node.kubernetes.io/gpu.health=degraded: present
-  the rules that name it:
-
-NodeFeatureRule \"gpu-labeler-gpu\" (builtin:rules/gpu.yaml)
-  rule \"gpu health\" (builtin:rules/gpu.yaml:{line}:7): MATCHED
-    matchFeatures (all terms must match): matched
-      term 1 (line {term}): feature \"gpu.node\" (18 attribute(s)): matched
-        gpu.node.health = \"degraded\": health Exists -> yes
-          (gpu.node.health: 0000:3b:00.0: pcie-link (x8 of x16))
-          (dra: GPU 0000:3b:00.0 (gpu.nvidia.com n1/gpu-1) is tainted out by DeviceTaintRule gpu-labeler-n1-0000-3b-00-0: None pcie-link)
-        flags/attributes: all expressions hold
-    label feature.node.kubernetes.io/gpu.health=@gpu.node.health (published as feature.node.kubernetes.io/gpu.health=degraded)
-    label feature.node.kubernetes.io/gpu.healthy.count=@gpu.node.healthy_count (published as feature.node.kubernetes.io/gpu.healthy.count=7)
-
-"
+    let expected = common::explain_degraded(
+        18,
+        &[
+            "gpu.node.health: 0000:3b:00.0: pcie-link (x8 of x16)",
+            "dra: GPU 0000:3b:00.0 (gpu.nvidia.com n1/gpu-1) is tainted out by DeviceTaintRule gpu-labeler-n1-0000-3b-00-0: None pcie-link",
+        ],
+        "7",
     );
     assert_eq!(ran.ok(), expected);
 }

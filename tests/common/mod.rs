@@ -771,6 +771,47 @@ pub fn a100_40gb_mig_labels(
     m
 }
 
+/// `explain --label gpu.health` on a degraded node, whole: the shipped rule "gpu health" (its
+/// line and its term's read from rules/gpu.yaml) matching a `gpu.node` of `attributes`
+/// attributes, the health's `detail` (the faults as the feature says them), and `healthy` (the
+/// published `gpu.healthy.count`).
+pub fn explain_degraded(attributes: usize, detail: &[&str], healthy: &str) -> String {
+    let rules = std::fs::read_to_string(repo().join("rules/gpu.yaml")).unwrap();
+    let line = rules
+        .lines()
+        .position(|l| l.contains("name: \"gpu health\""))
+        .unwrap()
+        + 1;
+    let term = line
+        + rules
+            .lines()
+            .skip(line)
+            .position(|l| l.contains("- feature: gpu.node"))
+            .unwrap()
+        + 1;
+    let detail: String = detail
+        .iter()
+        .map(|d| format!("          ({d})\n"))
+        .collect();
+    let p = "feature.node.kubernetes.io/";
+    format!(
+        "\
+label {p}gpu.health=degraded: present
+  the rules that name it:
+
+NodeFeatureRule \"gpu-labeler-gpu\" (builtin:rules/gpu.yaml)
+  rule \"gpu health\" (builtin:rules/gpu.yaml:{line}:7): MATCHED
+    matchFeatures (all terms must match): matched
+      term 1 (line {term}): feature \"gpu.node\" ({attributes} attribute(s)): matched
+        gpu.node.health = \"degraded\": health Exists -> yes
+{detail}        flags/attributes: all expressions hold
+    label {p}gpu.health=@gpu.node.health (published as {p}gpu.health=degraded)
+    label {p}gpu.healthy.count=@gpu.node.healthy_count (published as {p}gpu.healthy.count={healthy})
+
+"
+    )
+}
+
 /// The Dell 8x H100's ResourceSlice as NVIDIA's DRA driver publishes it there
 /// (tests/fixtures/dra/PROVENANCE.md), for `node` (its name, `spec.nodeName` and pool).
 pub fn dell_dra_slice(node: &str) -> serde_json::Value {
