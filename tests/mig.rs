@@ -295,17 +295,11 @@ fn mig_devices_on_two_gpus_are_counted_per_profile_across_the_node() {
         f["attributes"]["gpu.migprofile"]["elements"],
         json!({"1g.5gb": "4", "2g.10gb": "2"})
     );
-    let parents: Vec<(&str, &str)> = f["instances"]["gpu.mig"]["elements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["attributes"]["parent_address"].as_str().unwrap(),
-                m["attributes"]["profile"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let parents = common::string_pairs(
+        &f["instances"]["gpu.mig"]["elements"],
+        "/attributes/parent_address",
+        "/attributes/profile",
+    );
     assert_eq!(
         parents,
         [

@@ -632,17 +632,11 @@ fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
     let r = run(&args, "a100-8x-nvlink", "nvidia_ml");
     assert_eq!((r.code, r.stderr.as_str()), (0, ""));
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    let links: Vec<(&str, &str)> = v["instances"]["gpu.device"]["elements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| {
-            (
-                g["attributes"]["address"].as_str().unwrap(),
-                g["attributes"]["nvlinks"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let links = common::string_pairs(
+        &v["instances"]["gpu.device"]["elements"],
+        "/attributes/address",
+        "/attributes/nvlinks",
+    );
     let expected: Vec<(&str, &str)> = buses.iter().map(|b| (*b, "12")).collect();
     assert_eq!(links, expected);
     assert_eq!(

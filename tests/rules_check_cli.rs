@@ -380,16 +380,11 @@ fn template_field_typos_are_found_before_the_rule_runs() {
             String::new()
         )
     );
-    let node = [
-        "labels",
-        "--sysfs-root",
-        "tests/fixtures/sysfs/dell-xe9680-8xh100",
-        "--proc-root",
-        "tests/fixtures/proc/dell-xe9680-8xh100",
-        "--pci-ids",
-        "tests/fixtures/pci.ids",
-        "--no-nvml",
-    ];
+    let node: Vec<String> = common::fixture_args(&["labels"], "dell-xe9680-8xh100", &[])
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let node: Vec<&str> = node.iter().map(String::as_str).collect();
     let (_, without, _) = run(&node);
     let (code, stdout, stderr) = run(&[&node[..], &["--rules", f]].concat());
     // Exactly the node's labels plus the right rule's; the typos rule gives nothing.

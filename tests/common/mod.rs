@@ -42,6 +42,20 @@ pub fn table_cells(line: &str) -> Vec<String> {
         .collect()
 }
 
+/// `(a, b)` of each element of the JSON array `items`, `a` and `b` JSON pointers into the element
+/// (`/attributes/address`); each must be a string.
+pub fn string_pairs<'v>(items: &'v serde_json::Value, a: &str, b: &str) -> Vec<(&'v str, &'v str)> {
+    let at = |e: &'v serde_json::Value, p: &str| {
+        e.pointer(p)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_else(|| panic!("no string at {p} in {e}"))
+    };
+    let items = items
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {items}"));
+    items.iter().map(|e| (at(e, a), at(e, b))).collect()
+}
+
 /// The fixture machines of `tests/fixtures/sysfs/` (see its PROVENANCE.md).
 pub const MACHINES: [&str; 6] = [
     "nfd-rootfs-1",
