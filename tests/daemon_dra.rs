@@ -44,7 +44,7 @@ fn wait_labels(
     agent: &apiserver::Agent,
     want: &BTreeMap<String, String>,
 ) -> Duration {
-    support::wait_labels_of(s, NODE, agent, want, support::WAIT)
+    support::wait_labels_of(s, NODE, support::WAIT, agent, want)
 }
 
 /// The agent on NODE with the shipped rules and the DRA source.
@@ -121,9 +121,5 @@ fn without_dra_in_the_cluster_there_is_no_dra_label_and_it_is_said_once() {
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(agent.stop(), 0);
     let log = agent.log_text();
-    let said: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("no resource.k8s.io"))
-        .collect();
-    assert_eq!(said.len(), 1, "{log}");
+    assert_eq!(agent.count_lines("no resource.k8s.io"), 1, "{log}");
 }

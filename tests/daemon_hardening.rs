@@ -409,13 +409,7 @@ fn a_snapshot_is_read_once_and_again_only_when_it_changes() {
     std::fs::write(&snapshot, v.to_string()).unwrap();
     let mut fewer = want();
     fewer.remove("feature.node.kubernetes.io/pci-0300_102b.present");
-    let ok = wait_for(WAIT, || (kube.labels(NODE) == fewer).then_some(()));
-    assert!(
-        ok.is_some(),
-        "{:#?}\n{}",
-        kube.labels(NODE),
-        agent.log_text()
-    );
+    wait_labels(&cluster, &agent, &fewer);
     assert!(agent_alive(agent));
 }
 

@@ -142,7 +142,7 @@ fn labels_become(
     what: &str,
 ) {
     eprintln!("waiting for the labels: {what}");
-    wait_labels_of(server, NODE, agent, want, WAIT);
+    wait_labels_of(server, NODE, WAIT, agent, want);
 }
 
 /// The pid of `agent`'s NVML child (spawned by any of its threads), once there is one.

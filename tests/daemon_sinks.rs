@@ -297,13 +297,7 @@ fn an_invalid_config_is_reported_and_the_last_good_one_kept() {
     .iter()
     .map(|k| (k.to_string(), "true".to_string()))
     .collect();
-    let ok = wait_for(WAIT, || (server.labels(NODE) == with_device).then_some(()));
-    assert!(
-        ok.is_some(),
-        "{:#?}\n{}",
-        server.labels(NODE),
-        agent.log_text()
-    );
+    support::wait_labels(&server, &agent, &with_device);
 
     std::fs::write(
         &config,

@@ -197,6 +197,11 @@ impl Agent {
         self.log().join("\n")
     }
 
+    /// How many log lines contain `needle` (a thing said once per change is said once).
+    pub fn count_lines(&self, needle: &str) -> usize {
+        self.log().iter().filter(|l| l.contains(needle)).count()
+    }
+
     /// Waits until a log line contains `needle`; panics with the log after `timeout`.
     pub fn wait_log(&self, needle: &str, timeout: Duration) -> String {
         let found = wait_for(timeout, || {
@@ -297,24 +302,22 @@ pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Optio
 pub fn run_args(kubeconfig: &Path, node: &str, extra: &[&str]) -> Vec<String> {
     let mut a = vec!["run".to_string()];
     a.extend(fixture_args());
+    let kubeconfig = kubeconfig.display().to_string();
+    let options = [
+        ("--kubeconfig", kubeconfig.as_str()),
+        ("--node-name", node),
+        ("--interval", "1s"),
+        ("--listen", "127.0.0.1:0"),
+    ];
+    a.push("--no-default-rules".into());
     a.extend(
-        [
-            "--no-default-rules",
-            "--kubeconfig",
-            &kubeconfig.display().to_string(),
-            "--node-name",
-            node,
-            "--interval",
-            "1s",
-            "--listen",
-            "127.0.0.1:0",
-            // DRA's own tests read it (tests/daemon_dra.rs, the soak): the others count and
-            // fault the Node's requests alone.
-            "--no-dra",
-        ]
-        .iter()
-        .map(|s| s.to_string()),
+        options
+            .iter()
+            .flat_map(|(k, v)| [k.to_string(), v.to_string()]),
     );
+    // DRA's own tests read it (tests/daemon_dra.rs, the soak): the others count and fault the
+    // Node's requests alone.
+    a.push("--no-dra".into());
     a.extend(extra.iter().map(|s| s.to_string()));
     a
 }

@@ -784,12 +784,9 @@ impl KubeApiServer {
                 &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
             )),
         );
-        assert!(
-            a.ok() || a.code == 409,
-            "create namespace {name}: {} {}",
-            a.code,
-            a.body
-        );
+        // 409: it exists already.
+        let done = a.ok() || a.code == 409;
+        assert!(done, "create namespace {name}: {} {}", a.code, a.body);
     }
 
     pub fn delete(&self, path: &str) {

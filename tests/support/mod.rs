@@ -81,7 +81,7 @@ pub fn wait_labels(
     agent: &Agent,
     want: &BTreeMap<String, String>,
 ) -> Duration {
-    wait_labels_of(server, NODE, agent, want, WAIT)
+    wait_labels_of(server, NODE, WAIT, agent, want)
 }
 
 /// [`wait_labels`] for any node, within `within`.
@@ -89,9 +89,9 @@ pub fn wait_labels(
 pub fn wait_labels_of(
     server: &impl NodeLabels,
     node: &str,
+    within: Duration,
     agent: &Agent,
     want: &BTreeMap<String, String>,
-    within: Duration,
 ) -> Duration {
     let started = Instant::now();
     let ok =
