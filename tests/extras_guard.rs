@@ -8,6 +8,7 @@ mod apiserver;
 mod common;
 mod kube;
 mod node_extras;
+mod support;
 
 use std::time::{Duration, Instant};
 
@@ -273,19 +274,12 @@ fn three_thousand_taints_in_a_rule_do_not_stop_the_health_taint_or_the_condition
     .unwrap();
     let snap = dir.path().join("snap.yaml");
     std::fs::write(&snap, health_snapshot("degraded", "7")).unwrap();
-    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
-    let mut args = apiserver::run_args(
-        &kubeconfig,
-        NODE,
-        &[
-            "--rules",
-            rules.to_str().unwrap(),
-            "--features",
-            snap.to_str().unwrap(),
-            "--oneshot",
-        ],
-    );
-    args.retain(|a| a != "--no-default-rules");
+    let (rules_dir, snap) = (rules.to_str().unwrap(), snap.to_str().unwrap());
+    let args = support::agent()
+        .node(NODE)
+        .default_rules()
+        .args(&["--rules", rules_dir, "--features", snap, "--oneshot"])
+        .command_line(&s.kubeconfig(&Who::agent(NODE)));
     let r = common::run_env(
         &args,
         &[

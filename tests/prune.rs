@@ -165,20 +165,25 @@ fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
     let (code, stdout, stderr) = gpu_labeler(&dry);
     assert_eq!((code, stdout.as_str(), stderr.as_str()), (4, PLAN, ""));
     let nf = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-labeler/nodefeatures";
+    // Both runs list the nodes, ask which DRA version is served and list its DeviceTaintRules,
+    // then read the CPU node and its NodeFeature.
+    let listing = [
+        "LIST /api/v1/nodes?limit=500".to_string(),
+        "GET /apis/resource.k8s.io/v1".into(),
+        "GET /apis/resource.k8s.io/v1beta2".into(),
+        format!("LIST {DEVICE_TAINT_RULES}"),
+        "GET /api/v1/nodes/cpu-node".into(),
+        format!("GET {nf}/cpu-node"),
+    ];
+    let dry_requests = [
+        "GET /api/v1/nodes/gpu-node-1".to_string(),
+        format!("GET {nf}/gpu-node-1"),
+        "GET /api/v1/nodes/gpu-node-2".into(),
+        format!("GET {nf}/gpu-node-2"),
+    ];
     assert_eq!(
         prune_requests(&server, from),
-        vec![
-            "LIST /api/v1/nodes?limit=500".to_string(),
-            "GET /apis/resource.k8s.io/v1".into(),
-            "GET /apis/resource.k8s.io/v1beta2".into(),
-            format!("LIST {DEVICE_TAINT_RULES}"),
-            "GET /api/v1/nodes/cpu-node".into(),
-            format!("GET {nf}/cpu-node"),
-            "GET /api/v1/nodes/gpu-node-1".into(),
-            format!("GET {nf}/gpu-node-1"),
-            "GET /api/v1/nodes/gpu-node-2".into(),
-            format!("GET {nf}/gpu-node-2"),
-        ]
+        [&listing[..], &dry_requests[..]].concat()
     );
     let unchanged: Vec<_> = ["cpu-node", "gpu-node-1", "gpu-node-2"]
         .iter()
@@ -198,23 +203,18 @@ fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
         (code, stdout.as_str(), stderr.as_str()),
         (0, done.as_str(), "")
     );
+    let pruned = [
+        "GET /api/v1/nodes/gpu-node-1".to_string(),
+        "APPLY /api/v1/nodes/gpu-node-1?fieldManager=gpu-labeler".into(),
+        format!("GET {nf}/gpu-node-1"),
+        format!("DELETE {nf}/gpu-node-1"),
+        "GET /api/v1/nodes/gpu-node-2".into(),
+        "APPLY /api/v1/nodes/gpu-node-2?fieldManager=gpu-labeler".into(),
+        format!("GET {nf}/gpu-node-2"),
+    ];
     assert_eq!(
         prune_requests(&server, from),
-        vec![
-            "LIST /api/v1/nodes?limit=500".to_string(),
-            "GET /apis/resource.k8s.io/v1".into(),
-            "GET /apis/resource.k8s.io/v1beta2".into(),
-            format!("LIST {DEVICE_TAINT_RULES}"),
-            "GET /api/v1/nodes/cpu-node".into(),
-            format!("GET {nf}/cpu-node"),
-            "GET /api/v1/nodes/gpu-node-1".into(),
-            "APPLY /api/v1/nodes/gpu-node-1?fieldManager=gpu-labeler".into(),
-            format!("GET {nf}/gpu-node-1"),
-            format!("DELETE {nf}/gpu-node-1"),
-            "GET /api/v1/nodes/gpu-node-2".into(),
-            "APPLY /api/v1/nodes/gpu-node-2?fieldManager=gpu-labeler".into(),
-            format!("GET {nf}/gpu-node-2"),
-        ]
+        [&listing[..], &pruned[..]].concat()
     );
     assert_eq!(
         server.labels("gpu-node-1"),

@@ -10,12 +10,13 @@ mod apiserver;
 mod common;
 mod kube;
 mod node_extras;
+mod support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use gpu_labeler::output::{GpuHealth, NodeOutput, Taint};
-use gpu_labeler::publish::node::{NodeWrites, OutcomeKind};
+use gpu_labeler::publish::node::{NodeSink, NodeWrites, OutcomeKind};
 use kube::{KubeApiServer, Who};
 use serde_json::{Value, json};
 
@@ -465,47 +466,41 @@ fn the_condition_is_set_flipped_kept_and_removed() {
     assert_eq!(out.kind, OutcomeKind::Unchanged);
     assert_eq!(version(&s), before);
 
+    // Each step a second after the last (transition times have a second's resolution): our
+    // condition as shown beside the kubelet's once `output` is published, and its transition
+    // time.
+    let step = |sink: &mut NodeSink, output: &NodeOutput, condition: &str| {
+        std::thread::sleep(Duration::from_millis(1100));
+        rt.block_on(sink.publish(output, false)).unwrap();
+        let (shown, time) = conditions(&s);
+        assert_eq!(shown, [condition, KUBELET_READY]);
+        time
+    };
     // Flipped: a new status, a new transition time.
-    std::thread::sleep(Duration::from_millis(1100));
-    rt.block_on(sink.publish(&health("degraded", "7"), false))
-        .unwrap();
-    let (shown, flipped) = conditions(&s);
-    assert_eq!(
-        shown,
-        [
-            "GPUHealthy False GPUsDegraded 7 of 8 GPUs healthy",
-            KUBELET_READY
-        ]
+    let degraded = "GPUHealthy False GPUsDegraded";
+    let flipped = step(
+        &mut sink,
+        &health("degraded", "7"),
+        &format!("{degraded} 7 of 8 GPUs healthy"),
     );
     assert_ne!(flipped, first);
     // Another message, the same status: the transition time stays.
-    std::thread::sleep(Duration::from_millis(1100));
-    rt.block_on(sink.publish(&health("degraded", "6"), false))
-        .unwrap();
-    let (shown, same) = conditions(&s);
-    assert_eq!(
-        shown,
-        [
-            "GPUHealthy False GPUsDegraded 6 of 8 GPUs healthy",
-            KUBELET_READY
-        ]
+    let same = step(
+        &mut sink,
+        &health("degraded", "6"),
+        &format!("{degraded} 6 of 8 GPUs healthy"),
     );
     assert_eq!(same, flipped);
     // Another reason, the same status (the faulty GPU fixed, another never came up: 7 of the
     // 8 expected): the transition time stays, so that node repair's toleration counts on.
-    std::thread::sleep(Duration::from_millis(1100));
     let mut short = health("degraded", "7");
     if let Some(h) = short.health.as_mut() {
         h.missing = Some("1".into());
     }
-    rt.block_on(sink.publish(&short, false)).unwrap();
-    let (shown, reasoned) = conditions(&s);
-    assert_eq!(
-        shown,
-        [
-            "GPUHealthy False GPUsMissing 7 of 8 GPUs healthy",
-            KUBELET_READY
-        ]
+    let reasoned = step(
+        &mut sink,
+        &short,
+        "GPUHealthy False GPUsMissing 7 of 8 GPUs healthy",
     );
     assert_eq!(reasoned, flipped);
 
@@ -879,29 +874,14 @@ fn a_dry_run_says_the_taints_once_and_writes_nothing() {
 fn a_narrowed_link_taints_the_node_and_the_taint_clears_after_the_hold() {
     let s = cluster();
     let tree = common::Tree::copy_of("dell-xe9680-8xh100");
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        "sources: {health: {clearAfter: 4s}}\npublish: {taints: true}\n",
-    )
-    .unwrap();
-    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
     let rules = common::repo().join(HEALTH_RULES);
-    let mut args = apiserver::run_args(
-        &kubeconfig,
-        NODE,
-        &[
-            "--rules",
-            rules.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-        ],
-    );
-    let at = args.iter().position(|a| a == "--sysfs-root").unwrap();
-    args[at + 1] = tree.root().display().to_string();
-    args.retain(|a| a != "--no-default-rules");
-    let mut agent = apiserver::Agent::start(&args, &[]);
+    let mut agent = support::agent()
+        .node(NODE)
+        .default_rules()
+        .sysfs_root(tree.root())
+        .args(&["--rules", rules.to_str().unwrap()])
+        .config("sources: {health: {clearAfter: 4s}}\npublish: {taints: true}\n")
+        .start_with(&s.kubeconfig(&Who::agent(NODE)));
     let health = |s: &KubeApiServer| -> Vec<String> {
         s.labels(NODE)
             .into_iter()
