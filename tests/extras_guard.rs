@@ -17,8 +17,8 @@ use gpu_labeler::publish::node::{NodeWrites, OutcomeKind};
 use gpu_labeler::publish::taints::TAINTS_ANNOTATION;
 use kube::{KubeApiServer, Who};
 use node_extras::{
-    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, prune_all, runtime, sink, taints,
-    unhealthy,
+    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, node_writes, prune_all, runtime, sink,
+    taints, unhealthy,
 };
 use serde_json::json;
 
@@ -113,14 +113,7 @@ fn a_planted_annotation_removes_nothing_and_stops_nothing() {
         );
         let rt = runtime();
         // Taints off: the annotation is not ours to act on.
-        let mut off = sink(
-            &rt,
-            &s,
-            NodeWrites {
-                taints: false,
-                condition: true,
-            },
-        );
+        let mut off = sink(&rt, &s, node_writes(false, true));
         let out = rt.block_on(off.publish(&degraded(), false)).unwrap();
         assert_eq!(
             (out.kind, out.warnings, out.refused),
@@ -140,14 +133,7 @@ fn a_planted_annotation_removes_nothing_and_stops_nothing() {
         );
 
         // Taints on: ours beside the admin's, the planted annotation still left alone.
-        let mut on = sink(
-            &rt,
-            &s,
-            NodeWrites {
-                taints: true,
-                condition: true,
-            },
-        );
+        let mut on = sink(&rt, &s, node_writes(true, true));
         let out = rt.block_on(on.publish(&degraded(), false)).unwrap();
         assert_eq!(
             (out.kind, out.warnings),
@@ -466,14 +452,7 @@ fn prune_leaves_a_condition_someone_else_edited() {
     let s = cluster(true);
     s.add_policy(&kube::shipped_prune_policy());
     let rt = runtime();
-    let mut sink = sink(
-        &rt,
-        &s,
-        NodeWrites {
-            taints: false,
-            condition: true,
-        },
-    );
+    let mut sink = sink(&rt, &s, node_writes(false, true));
     rt.block_on(sink.publish(&degraded(), false)).unwrap();
     assert_eq!(condition(&s).as_deref(), Some(DEGRADED));
     let a = s.request(

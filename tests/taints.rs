@@ -21,7 +21,8 @@ use kube::{KubeApiServer, Who};
 use serde_json::{Value, json};
 
 use node_extras::{
-    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, runtime, sink, taints, unhealthy,
+    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, node_writes, runtime, sink, taints,
+    unhealthy,
 };
 
 /// The shipped policy, our Node, and an admin's taint on it (`kubectl taint`, manager
@@ -38,10 +39,7 @@ fn cluster() -> KubeApiServer {
 }
 
 fn taints_on() -> NodeWrites {
-    NodeWrites {
-        taints: true,
-        condition: false,
-    }
+    node_writes(true, false)
 }
 
 fn output(labels: &[(&str, &str)], taints: &[(&str, &str, &str)]) -> NodeOutput {
@@ -425,14 +423,7 @@ const KUBELET_READY: &str = "Ready True KubeletReady kubelet is posting ready st
 fn the_condition_is_set_flipped_kept_and_removed() {
     let s = condition_cluster();
     let rt = runtime();
-    let mut sink = sink(
-        &rt,
-        &s,
-        NodeWrites {
-            taints: false,
-            condition: true,
-        },
-    );
+    let mut sink = sink(&rt, &s, node_writes(false, true));
     let out = rt
         .block_on(sink.publish(&health("ok", "8"), false))
         .unwrap();
@@ -452,14 +443,7 @@ fn the_condition_is_set_flipped_kept_and_removed() {
         .block_on(sink.publish(&health("ok", "8"), false))
         .unwrap();
     assert_eq!(out.kind, OutcomeKind::Unchanged);
-    let mut restarted = self::sink(
-        &rt,
-        &s,
-        NodeWrites {
-            taints: false,
-            condition: true,
-        },
-    );
+    let mut restarted = self::sink(&rt, &s, node_writes(false, true));
     let out = rt
         .block_on(restarted.publish(&health("ok", "8"), false))
         .unwrap();
@@ -959,14 +943,7 @@ fn prune_takes_our_taints_and_condition_off_and_leaves_the_others() {
     assert!(a.ok(), "{}", a.body);
 
     let rt = runtime();
-    let mut sink = sink(
-        &rt,
-        &s,
-        NodeWrites {
-            taints: true,
-            condition: true,
-        },
-    );
+    let mut sink = sink(&rt, &s, node_writes(true, true));
     let mut degraded = health("degraded", "7");
     degraded.taints = gpu(&[OURS]).taints;
     rt.block_on(sink.publish(&degraded, false)).unwrap();

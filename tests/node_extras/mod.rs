@@ -31,6 +31,11 @@ pub fn unhealthy() -> Value {
     json!({"key": UNHEALTHY, "value": "true", "effect": "NoSchedule"})
 }
 
+/// What a sink writes besides labels: taints, the GPUHealthy condition.
+pub fn node_writes(taints: bool, condition: bool) -> NodeWrites {
+    NodeWrites { taints, condition }
+}
+
 /// A node sink with the agent's token (as the daemon builds it).
 pub fn sink(rt: &tokio::runtime::Runtime, s: &KubeApiServer, writes: NodeWrites) -> NodeSink {
     let kubeconfig = s.kubeconfig(&Who::agent(NODE));
