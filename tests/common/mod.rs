@@ -288,6 +288,14 @@ pub fn discovery_args(sysfs_root: &Path, proc_root: &Path) -> Vec<OsString> {
     ]
 }
 
+/// [`discovery_args`] with the fake NVML library (`--nvml-lib`) in place of `--no-nvml`.
+pub fn discovery_args_with_fake_nvml(sysfs_root: &Path, proc_root: &Path) -> Vec<OsString> {
+    let mut args = discovery_args(sysfs_root, proc_root);
+    args.retain(|a| a != "--no-nvml");
+    args.extend(["--nvml-lib".into(), fake_nvml_lib("nvidia_ml").into()]);
+    args
+}
+
 /// `COMMAND [-o FORMAT] <discovery args of a fixture machine> [extra]`.
 pub fn fixture_args(command: &[&str], machine: &str, extra: &[&str]) -> Vec<OsString> {
     let mut a: Vec<OsString> = command.iter().map(OsString::from).collect();
