@@ -530,13 +530,10 @@ fn explain_names_the_device_taint_of_a_faulty_gpu() {
 /// DeviceTaintRules beside them, and from the cluster itself.
 #[test]
 fn match_names_the_gpus_that_are_tainted_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let pod = dir.path().join("pod.yaml");
-    std::fs::write(
-        &pod,
+    let (dir, pod) = common::temp_file(
+        "pod.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: train}\nspec:\n  containers: [{name: c, image: x}]\n",
-    )
-    .unwrap();
+    );
     let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}});
     let rule = |name: &str, device: &str, gpu: Option<&str>, effect: &str| {
         let mut r = json!({

@@ -362,6 +362,15 @@ pub fn check_golden_in(dir: &Path, name: &str, actual: &str) {
     );
 }
 
+/// A file `name` holding `text` in a new temporary directory (removed when the returned
+/// directory is dropped).
+pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
 /// The lines of a file, without the trailing newline.
 pub fn lines_of(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
