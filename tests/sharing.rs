@@ -105,6 +105,36 @@ fn h100_gfd(sharing: &[(&str, &str)]) -> BTreeMap<String, String> {
     m
 }
 
+/// `labels` with the GFD profile on and the device plugin's file `file` (a sharing fixture).
+fn gfd_labels(file: &str) -> BTreeMap<String, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), &sharing_file(file), "profiles: [nvidia-gfd]\n");
+    labels(&run("labels", &c))
+}
+
+/// What [`gfd_labels`] must give: our labels with `ours` (the sharing labels), and GFD's with
+/// its product name, replicas, sharing strategy and `mps.capable`.
+fn gfd_expected(
+    ours: &[(&str, &str)],
+    [product, replicas, strategy, mps]: [&str; 4],
+) -> BTreeMap<String, String> {
+    let mut expected = h100_default(ours);
+    expected.extend(h100_gfd(&[
+        ("nvidia.com/gpu.product", product),
+        ("nvidia.com/gpu.replicas", replicas),
+        ("nvidia.com/gpu.sharing-strategy", strategy),
+        ("nvidia.com/mps.capable", mps),
+    ]));
+    expected
+}
+
+const H100: &str = "NVIDIA-H100-80GB-HBM3";
+const SHARED: &str = "NVIDIA-H100-80GB-HBM3-SHARED";
+const TIME_SLICED_10: [(&str, &str); 2] = [
+    ("gpu.replicas", "10"),
+    ("gpu.sharing-strategy", "time-slicing"),
+];
+
 #[test]
 fn time_slicing_from_the_plugin_readme() {
     let dir = tempfile::tempdir().unwrap();
@@ -121,61 +151,27 @@ fn time_slicing_from_the_plugin_readme() {
             ("gpu.sharing-strategy", "time-slicing")
         ])
     );
-    let gfd = config(
-        dir.path(),
-        &sharing_file("time-slicing.yaml"),
-        "profiles: [nvidia-gfd]\n",
+    assert_eq!(
+        gfd_labels("time-slicing.yaml"),
+        gfd_expected(&TIME_SLICED_10, [SHARED, "10", "time-slicing", "false"])
     );
-    let mut expected = h100_default(&[
-        ("gpu.replicas", "10"),
-        ("gpu.sharing-strategy", "time-slicing"),
-    ]);
-    expected.extend(h100_gfd(&[
-        ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-SHARED"),
-        ("nvidia.com/gpu.replicas", "10"),
-        ("nvidia.com/gpu.sharing-strategy", "time-slicing"),
-        ("nvidia.com/mps.capable", "false"),
-    ]));
-    assert_eq!(labels(&run("labels", &gfd)), expected);
 }
 
 #[test]
 fn renamed_resources_keep_the_plain_product_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let c = config(
-        dir.path(),
-        &sharing_file("time-slicing-renamed.yaml"),
-        "profiles: [nvidia-gfd]\n",
+    assert_eq!(
+        gfd_labels("time-slicing-renamed.yaml"),
+        gfd_expected(&TIME_SLICED_10, [H100, "10", "time-slicing", "false"])
     );
-    let mut expected = h100_default(&[
-        ("gpu.replicas", "10"),
-        ("gpu.sharing-strategy", "time-slicing"),
-    ]);
-    expected.extend(h100_gfd(&[
-        ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
-        ("nvidia.com/gpu.replicas", "10"),
-        ("nvidia.com/gpu.sharing-strategy", "time-slicing"),
-        ("nvidia.com/mps.capable", "false"),
-    ]));
-    assert_eq!(labels(&run("labels", &c)), expected);
 }
 
 #[test]
 fn mps_from_the_plugin_readme() {
-    let dir = tempfile::tempdir().unwrap();
-    let c = config(
-        dir.path(),
-        &sharing_file("mps.yaml"),
-        "profiles: [nvidia-gfd]\n",
+    let ours = [("gpu.replicas", "10"), ("gpu.sharing-strategy", "mps")];
+    assert_eq!(
+        gfd_labels("mps.yaml"),
+        gfd_expected(&ours, [SHARED, "10", "mps", "true"])
     );
-    let mut expected = h100_default(&[("gpu.replicas", "10"), ("gpu.sharing-strategy", "mps")]);
-    expected.extend(h100_gfd(&[
-        ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-SHARED"),
-        ("nvidia.com/gpu.replicas", "10"),
-        ("nvidia.com/gpu.sharing-strategy", "mps"),
-        ("nvidia.com/mps.capable", "true"),
-    ]));
-    assert_eq!(labels(&run("labels", &c)), expected);
 }
 
 #[test]
@@ -192,17 +188,14 @@ fn sharing_only_mig_resources_leaves_whole_gpus_unshared() {
                             "replicas.mig-1g.5gb": "2", "replicas.mig-2g.10gb": "4",
                             "strategy": "time-slicing"}})
     );
-    let mut expected = h100_default(&[
+    let ours = [
         ("gpu.replicas", "1"),
         ("gpu.sharing-strategy", "time-slicing"),
-    ]);
-    expected.extend(h100_gfd(&[
-        ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
-        ("nvidia.com/gpu.replicas", "1"),
-        ("nvidia.com/gpu.sharing-strategy", "none"),
-        ("nvidia.com/mps.capable", "false"),
-    ]));
-    assert_eq!(labels(&run("labels", &c)), expected);
+    ];
+    assert_eq!(
+        labels(&run("labels", &c)),
+        gfd_expected(&ours, [H100, "1", "none", "false"])
+    );
 }
 
 #[test]
@@ -210,14 +203,10 @@ fn without_a_sharing_file_there_are_no_sharing_labels_but_gfd_says_none() {
     let dir = tempfile::tempdir().unwrap();
     let c = dir.path().join("config.yaml");
     std::fs::write(&c, "profiles: [nvidia-gfd]\n").unwrap();
-    let mut expected = h100_default(&[]);
-    expected.extend(h100_gfd(&[
-        ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
-        ("nvidia.com/gpu.replicas", "1"),
-        ("nvidia.com/gpu.sharing-strategy", "none"),
-        ("nvidia.com/mps.capable", "false"),
-    ]));
-    assert_eq!(labels(&run("labels", &c)), expected);
+    assert_eq!(
+        labels(&run("labels", &c)),
+        gfd_expected(&[], [H100, "1", "none", "false"])
+    );
 }
 
 #[test]
