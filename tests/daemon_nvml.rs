@@ -228,7 +228,7 @@ fn nvml_labels_stay_while_their_gpus_are_on_the_bus() {
     std::fs::write(&seven, v.to_string()).unwrap();
     // What `labels` says on the same inputs, NVML answering from `seven`.
     let r = common::run_env(
-        &spec.labels_command(),
+        spec.labels_command(),
         &[("FAKE_NVML_FIXTURE", seven.as_os_str())],
     );
     let mut want = common::labels_of(r.ok());
