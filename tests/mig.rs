@@ -78,13 +78,9 @@ fn h200_migs() -> Vec<Value> {
 }
 
 fn h200_labels(mig_counts: &[(&str, &str)]) -> BTreeMap<String, String> {
-    let mut m = map(&[
-        ("gpu-nvidia.count", "1"),
+    let mut m = common::one_nvidia_gpu(&[
         ("gpu.compute.major", "9"),
         ("gpu.compute.minor", "0"),
-        ("gpu.count", "1"),
-        ("gpu.health", "ok"),
-        ("gpu.healthy.count", "1"),
         ("gpu.family", "hopper"),
         ("gpu.interconnect", "pcie"),
         ("gpu.memory", "143771"),
@@ -93,11 +89,7 @@ fn h200_labels(mig_counts: &[(&str, &str)]) -> BTreeMap<String, String> {
         ("gpu.mig.capable", "true"),
         ("gpu.mig.enabled", "true"),
         ("gpu.pcie.roots", "1"),
-        ("gpu.present", "true"),
         ("gpu.product", "NVIDIA-H200"),
-        ("gpu.vendor", "nvidia"),
-        ("gpu.vgpu.present", "false"),
-        ("gpu.virtual", "false"),
         ("pci-0302_10de.present", "true"),
     ]);
     m.extend(map(mig_counts));
@@ -250,13 +242,9 @@ fn a100_80gb_one_slice_instances_with_twice_the_memory_are_1g_20gb() {
     );
     assert_eq!(
         labels(dir.path(), &nvml),
-        map(&[
-            ("gpu-nvidia.count", "1"),
+        common::one_nvidia_gpu(&[
             ("gpu.compute.major", "8"),
             ("gpu.compute.minor", "0"),
-            ("gpu.count", "1"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "1"),
             ("gpu.cuda.major", "12"),
             ("gpu.cuda.minor", "2"),
             ("gpu.driver.major", "535"),
@@ -271,11 +259,7 @@ fn a100_80gb_one_slice_instances_with_twice_the_memory_are_1g_20gb() {
             ("gpu.mig.capable", "true"),
             ("gpu.mig.enabled", "true"),
             ("gpu.pcie.roots", "1"),
-            ("gpu.present", "true"),
             ("gpu.product", "NVIDIA-A100-SXM4-80GB"),
-            ("gpu.vendor", "nvidia"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
             ("pci-0302_10de.present", "true"),
         ])
     );

@@ -734,18 +734,31 @@ pub fn h100_default_labels() -> std::collections::BTreeMap<String, String> {
     labels
 }
 
+/// The labels of a node with one NVIDIA GPU, healthy, not virtual: those every such node has,
+/// and `own`.
+pub fn one_nvidia_gpu(own: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    let mut labels = label_map(&[
+        ("gpu-nvidia.count", "1"),
+        ("gpu.count", "1"),
+        ("gpu.health", "ok"),
+        ("gpu.healthy.count", "1"),
+        ("gpu.present", "true"),
+        ("gpu.vendor", "nvidia"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+    ]);
+    labels.extend(label_map(own));
+    labels
+}
+
 /// The labels of one Quadro P400 (`0000:43:00.0` in a [`nvidia_sysfs`] tree) through the fake
 /// legacy library on `old-driver-no-mig.json`: an R418 driver without the MIG, compute
 /// capability and v2 CUDA version symbols.
 pub fn p400_old_driver_labels() -> std::collections::BTreeMap<String, String> {
-    label_map(&[
-        ("gpu-nvidia.count", "1"),
+    one_nvidia_gpu(&[
         // Only v1 of the CUDA version function: R418 reports CUDA 10.1 through it.
         ("gpu.cuda.major", "10"),
         ("gpu.cuda.minor", "1"),
-        ("gpu.count", "1"),
-        ("gpu.health", "ok"),
-        ("gpu.healthy.count", "1"),
         ("gpu.driver.major", "418"),
         ("gpu.driver.minor", "43"),
         ("gpu.driver.version", "418.43"),
@@ -757,11 +770,7 @@ pub fn p400_old_driver_labels() -> std::collections::BTreeMap<String, String> {
         ("gpu.mig.capable", "false"),
         ("gpu.mig.enabled", "false"),
         ("gpu.pcie.roots", "1"),
-        ("gpu.present", "true"),
         ("gpu.product", "Quadro-P400"),
-        ("gpu.vendor", "nvidia"),
-        ("gpu.vgpu.present", "false"),
-        ("gpu.virtual", "false"),
         ("pci-0302_10de.present", "true"),
     ])
 }
@@ -771,13 +780,9 @@ pub fn p400_old_driver_labels() -> std::collections::BTreeMap<String, String> {
 pub fn a100_40gb_mig_labels(
     mig_counts: &[(&str, &str)],
 ) -> std::collections::BTreeMap<String, String> {
-    let mut m = label_map(&[
-        ("gpu-nvidia.count", "1"),
+    let mut m = one_nvidia_gpu(&[
         ("gpu.compute.major", "8"),
         ("gpu.compute.minor", "0"),
-        ("gpu.count", "1"),
-        ("gpu.health", "ok"),
-        ("gpu.healthy.count", "1"),
         ("gpu.cuda.major", "11"),
         ("gpu.cuda.minor", "6"),
         ("gpu.driver.major", "510"),
@@ -791,11 +796,7 @@ pub fn a100_40gb_mig_labels(
         ("gpu.mig.capable", "true"),
         ("gpu.mig.enabled", "true"),
         ("gpu.pcie.roots", "1"),
-        ("gpu.present", "true"),
         ("gpu.product", "NVIDIA-A100-SXM4-40GB"),
-        ("gpu.vendor", "nvidia"),
-        ("gpu.vgpu.present", "false"),
-        ("gpu.virtual", "false"),
         ("pci-0302_10de.present", "true"),
     ]);
     m.extend(label_map(mig_counts));
