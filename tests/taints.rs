@@ -688,23 +688,13 @@ fn taint_rule(vendor: &str) -> String {
 #[test]
 fn the_daemon_taints_its_node_while_the_rule_matches() {
     let s = cluster();
-    let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("rules.yaml");
+    let spec = support::agent().node(NODE);
+    let rules = spec.dir().join("rules.yaml");
     std::fs::write(&rules, taint_rule("10de")).unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(&config, "publish: {taints: true}\n").unwrap();
-    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
-    let args = apiserver::run_args(
-        &kubeconfig,
-        NODE,
-        &[
-            "--rules",
-            rules.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-        ],
-    );
-    let mut agent = apiserver::Agent::start(&args, &[]);
+    let mut agent = spec
+        .args(&["--rules", rules.to_str().unwrap()])
+        .config("publish: {taints: true}\n")
+        .start_with(&s.kubeconfig(&Who::agent(NODE)));
     let wait = |want: Value| wait_for_taints(&s, &agent, want);
     wait(json!([admin_taint(), unhealthy()]));
     assert_eq!(
