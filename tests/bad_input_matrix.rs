@@ -792,10 +792,7 @@ fn dell_nvml(fixture: &Path, lib: &Path) -> Outcome {
 
 /// A copy of `h100-8x.json` with `faults`, written into `dir`.
 fn h100_with_faults(dir: &Path, faults: serde_json::Value) -> PathBuf {
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(nvml_fixture("h100-8x")).unwrap()).unwrap();
-    v["faults"] = faults;
-    write(dir, "nvml.json", &v.to_string())
+    common::edited_nvml_fixture(dir, "nvml.json", "h100-8x", |v| v["faults"] = faults)
 }
 
 /// `labels` with NVML that misbehaves in `function` (for `gpu`): within the 1 s timeout plus

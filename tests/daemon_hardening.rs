@@ -435,12 +435,10 @@ fn start_with_nvml(cluster: &Cluster, config: &str) -> (Agent, std::path::PathBu
 /// Rewrites the h100-8x fixture at `path` so that `function` misbehaves with `action` (the fake
 /// re-reads a fixture that changed: the running child meets it at its next call).
 fn misbehave(path: &std::path::Path, function: &str, action: &str) {
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(common::nvml_fixture("h100-8x")).unwrap())
-            .unwrap();
-    v["faults"] = serde_json::json!({"misbehave": [{"function": function, "action": action}]});
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, v.to_string()).unwrap();
+    let faults = serde_json::json!({"misbehave": [{"function": function, "action": action}]});
+    let dir = path.parent().unwrap();
+    let tmp =
+        common::edited_nvml_fixture(dir, "nvml.json.tmp", "h100-8x", |v| v["faults"] = faults);
     std::fs::rename(&tmp, path).unwrap();
 }
 

@@ -62,12 +62,10 @@ fn nvml_missing_at_start_is_used_once_it_appears() {
 
 /// A copy of `h100-8x.json` whose `function` misbehaves with `action`.
 fn misbehaving_fixture(dir: &Path, function: &str, action: &str) -> PathBuf {
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(nvml_fixture("h100-8x")).unwrap()).unwrap();
-    v["faults"] = serde_json::json!({"misbehave": [{"function": function, "action": action}]});
-    let path = dir.join(format!("{action}.json"));
-    std::fs::write(&path, v.to_string()).unwrap();
-    path
+    let faults = serde_json::json!({"misbehave": [{"function": function, "action": action}]});
+    common::edited_nvml_fixture(dir, &format!("{action}.json"), "h100-8x", |v| {
+        v["faults"] = faults
+    })
 }
 
 /// NVML that hangs in init or crashes costs only NVML's labels: the daemon publishes every

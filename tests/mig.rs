@@ -99,13 +99,10 @@ fn h200_labels(mig_counts: &[(&str, &str)]) -> BTreeMap<String, String> {
 /// The H200 fixture has no bus id (the capture has none): NVML's GPU is placed by its own
 /// order, so sysfs shows it at the address NVML would not report. Give it one.
 fn h200_fixture(dir: &Path, faults: Value) -> PathBuf {
-    let mut f: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("h200-mig-me")).unwrap()).unwrap();
-    f["devices"][0]["pci_bus_id"] = json!("00000000:19:00.0");
-    f["faults"] = faults;
-    let p = dir.join("h200.json");
-    std::fs::write(&p, f.to_string()).unwrap();
-    p
+    common::edited_nvml_fixture(dir, "h200.json", "h200-mig-me", |f| {
+        f["devices"][0]["pci_bus_id"] = json!("00000000:19:00.0");
+        f["faults"] = faults;
+    })
 }
 
 fn h200_tree() -> tempfile::TempDir {
@@ -352,13 +349,7 @@ fn compute_instance_tree() -> tempfile::TempDir {
 }
 
 fn compute_instance_fixture(dir: &Path, edit: impl Fn(&mut Value)) -> PathBuf {
-    let mut f: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("a100-40gb-mig-ci")).unwrap())
-            .unwrap();
-    edit(&mut f);
-    let p = dir.join("a100-ci.json");
-    std::fs::write(&p, f.to_string()).unwrap();
-    p
+    common::edited_nvml_fixture(dir, "a100-ci.json", "a100-40gb-mig-ci", edit)
 }
 
 /// `gpu.mig` of that GPU: (profile, SMs, compute slices) per MIG device; 3 GPU instance slices,

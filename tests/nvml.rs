@@ -686,13 +686,7 @@ fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
 }
 
 fn gb200_fixture(dir: &std::path::Path, edit: impl Fn(&mut Value)) -> std::path::PathBuf {
-    let mut f: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("gb200-4x-clique")).unwrap())
-            .unwrap();
-    edit(&mut f);
-    let p = dir.join("gb200.json");
-    std::fs::write(&p, f.to_string()).unwrap();
-    p
+    common::edited_nvml_fixture(dir, "gb200.json", "gb200-4x-clique", edit)
 }
 
 fn gb200_labels(nvml: &std::path::Path, config: Option<&str>) -> BTreeMap<String, String> {

@@ -605,6 +605,27 @@ pub fn nvml_fixture(name: &str) -> PathBuf {
     fixtures().join("nvml").join(format!("{name}.json"))
 }
 
+/// The NVML fixture `name` as JSON, for a test to edit (see [`write_nvml_fixture`]).
+pub fn nvml_fixture_json(name: &str) -> serde_json::Value {
+    let path = nvml_fixture(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A copy of the NVML fixture `name` changed by `edit`, written to `dir/file`: its path.
+pub fn edited_nvml_fixture(
+    dir: &Path,
+    file: &str,
+    name: &str,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> PathBuf {
+    let mut v = nvml_fixture_json(name);
+    edit(&mut v);
+    let path = dir.join(file);
+    std::fs::write(&path, v.to_string()).unwrap();
+    path
+}
+
 /// Writes a sysfs tree (kernel layout) with one NVIDIA 3D controller per `(address, device id)`,
 /// driven by `nvidia`, for NVML fixtures whose machine has no captured tree.
 pub fn nvidia_sysfs(dir: &Path, gpus: &[(&str, &str)]) {
