@@ -17,8 +17,8 @@ use gpu_labeler::publish::node::{NodeWrites, OutcomeKind};
 use gpu_labeler::publish::taints::TAINTS_ANNOTATION;
 use kube::{KubeApiServer, Who};
 use node_extras::{
-    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, node_writes, prune_all, runtime, sink,
-    taints, unhealthy,
+    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, assert_pruned, node_writes, runtime,
+    sink, taints, unhealthy,
 };
 use serde_json::json;
 
@@ -203,15 +203,10 @@ fn prune_trusts_no_planted_annotation() {
         "kubectl-annotate",
         "dedicated=ml:NoSchedule",
     );
-    let r = prune_all(&s, &Who::admin());
-    assert_eq!(
-        (r.code, r.stdout.as_str()),
-        (
-            0,
-            "node n1:\n- label feature.node.kubernetes.io/gpu.count=8: removed\n1 node(s), 1 with something of gpu-labeler's\n"
-        ),
-        "{}",
-        r.stderr
+    assert_pruned(
+        &s,
+        &Who::admin(),
+        "node n1:\n- label feature.node.kubernetes.io/gpu.count=8: removed\n1 node(s), 1 with something of gpu-labeler's\n",
     );
     assert_eq!(taints(&s), json!([admin_taint()]));
     assert_eq!(annotation(&s).as_deref(), Some("dedicated=ml:NoSchedule"));
@@ -468,15 +463,10 @@ fn prune_leaves_a_condition_someone_else_edited() {
         )),
     );
     assert!(a.ok(), "{}", a.body);
-    let r = prune_all(&s, &Who::prune());
-    assert_eq!(
-        (r.code, r.stdout.as_str()),
-        (
-            0,
-            "node n1:\n- label feature.node.kubernetes.io/gpu.count=8: removed\n= condition GPUHealthy=False: stays, also owned by \"someone\"\n1 node(s), 1 with something of gpu-labeler's\n"
-        ),
-        "{}",
-        r.stderr
+    assert_pruned(
+        &s,
+        &Who::prune(),
+        "node n1:\n- label feature.node.kubernetes.io/gpu.count=8: removed\n= condition GPUHealthy=False: stays, also owned by \"someone\"\n1 node(s), 1 with something of gpu-labeler's\n",
     );
     assert_eq!(
         condition(&s).as_deref(),

@@ -753,29 +753,18 @@ fn the_shipped_health_rule_taints_a_degraded_node_only() {
 #[test]
 fn the_daemon_with_the_health_component_taints_while_degraded() {
     let s = cluster();
-    let dir = tempfile::tempdir().unwrap();
-    let snap = dir.path().join("snap.yaml");
+    let spec = support::agent().node(NODE);
+    let snap = spec.dir().join("snap.yaml");
     std::fs::write(&snap, health_snapshot("ok", "8")).unwrap();
-    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
     let rules = common::repo().join(HEALTH_RULES);
-    let args = apiserver::run_args(
-        &kubeconfig,
-        NODE,
-        &[
-            "--rules",
-            rules.to_str().unwrap(),
-            "--features",
-            snap.to_str().unwrap(),
-        ],
-    );
-    let mut agent = apiserver::Agent::start(&args, &[("GPU_LABELER_PUBLISH_TAINTS", "true")]);
+    let (rules, snap_path) = (rules.to_str().unwrap(), snap.to_str().unwrap());
+    let mut agent = spec
+        .args(&["--rules", rules, "--features", snap_path])
+        .env("GPU_LABELER_PUBLISH_TAINTS", "true")
+        .start_with(&s.kubeconfig(&Who::agent(NODE)));
     let wait = |want: Value| wait_for_taints(&s, &agent, want);
     // A first cycle done (ready): no taint while healthy.
-    let addr = agent.health_addr();
-    apiserver::wait_for(Duration::from_secs(20), || {
-        (apiserver::get(addr, "/readyz").0 == 200).then_some(())
-    })
-    .unwrap_or_else(|| panic!("never ready; log:\n{}", agent.log_text()));
+    support::wait_ready(&agent);
     assert_eq!(taints(&s), json!([admin_taint()]));
     std::fs::write(&snap, health_snapshot("degraded", "7")).unwrap();
     wait(json!([admin_taint(), unhealthy()]));

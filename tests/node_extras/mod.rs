@@ -77,6 +77,13 @@ pub fn prune_all(s: &KubeApiServer, who: &Who) -> crate::common::Run {
     ])
 }
 
+/// `prune --all-nodes` as `who`: it succeeds and prints `plan`, whole.
+#[track_caller]
+pub fn assert_pruned(s: &KubeApiServer, who: &Who, plan: &str) {
+    let r = prune_all(s, who);
+    assert_eq!((r.code, r.stdout.as_str()), (0, plan), "{}", r.stderr);
+}
+
 /// The agent's writes the server answered, as `verb uri code`.
 pub fn agent_writes(s: &KubeApiServer) -> Vec<String> {
     s.requests()
