@@ -57,6 +57,12 @@ fn nvml_env() -> Vec<(&'static str, String)> {
     )]
 }
 
+/// `--kubeconfig K --node-name NODE`.
+fn on_node(kubeconfig: &std::path::Path) -> [String; 4] {
+    let k = kubeconfig.display().to_string();
+    ["--kubeconfig".into(), k, "--node-name".into(), NODE.into()]
+}
+
 fn dell_args(cmd: &str, kubeconfig: &std::path::Path, extra: &[&str]) -> Vec<String> {
     let dell = "dell-xe9680-8xh100";
     let discovery = common::discovery_args_with_fake_nvml(
@@ -65,19 +71,10 @@ fn dell_args(cmd: &str, kubeconfig: &std::path::Path, extra: &[&str]) -> Vec<Str
     );
     let mut a = vec![cmd.to_string()];
     a.extend(discovery.iter().map(|s| s.to_string_lossy().into_owned()));
-    a.extend(
-        [
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--node-name",
-            NODE,
-            "--profile",
-            "nvidia-gfd",
-            "--rules",
-            "deploy/components/nfd-vendor-labels/rules.yaml",
-        ]
-        .map(String::from),
-    );
+    a.extend(on_node(kubeconfig));
+    let profile = ["--profile", "nvidia-gfd"];
+    let rules = ["--rules", "deploy/components/nfd-vendor-labels/rules.yaml"];
+    a.extend(profile.iter().chain(&rules).map(|s| s.to_string()));
     a.extend(extra.iter().map(|s| s.to_string()));
     a
 }
@@ -209,15 +206,7 @@ fn from_amds_node_labeller() {
             std::path::Path::new("/nonexistent"),
         );
         a.extend(discovery.iter().map(|s| s.to_string_lossy().into_owned()));
-        a.extend(
-            [
-                "--kubeconfig",
-                kubeconfig.to_str().unwrap(),
-                "--node-name",
-                NODE,
-            ]
-            .map(String::from),
-        );
+        a.extend(on_node(&kubeconfig));
         a.extend(extra.iter().map(|s| s.to_string()));
         a
     };

@@ -22,6 +22,21 @@ fn fnk(k: &str) -> String {
     format!("feature.node.kubernetes.io/{k}")
 }
 
+/// An empty NodeFeature of `node` in NS, as NFD's worker writes one.
+fn nodefeature(node: &str) -> Value {
+    json!({
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
+        "metadata": {"name": node, "namespace": NS,
+                     "labels": {"nfd.node.kubernetes.io/node-name": node}},
+        "spec": {"features": {}, "labels": {}},
+    })
+}
+
+/// The NodeFeatures of the clusters below: gpu-node-1's written by gpu-labeler, gpu-node-2's
+/// by NFD's worker.
+const NODEFEATURE_OWNERS: [(&str, &str); 2] =
+    [("gpu-node-1", "gpu-labeler"), ("gpu-node-2", "nfd-worker")];
+
 fn cluster() -> FakeApiServer {
     let server = FakeApiServer::start();
     for n in ["cpu-node", "gpu-node-1", "gpu-node-2"] {
@@ -53,17 +68,11 @@ fn cluster() -> FakeApiServer {
         let n2 = s.nodes.get_mut("gpu-node-2").unwrap();
         n2.apply("gpu-labeler", &ours_2, &BTreeMap::new(), false)
             .unwrap();
-        for (node, manager) in [("gpu-node-1", "gpu-labeler"), ("gpu-node-2", "nfd-worker")] {
-            let object = json!({
-                "apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
-                "metadata": {"name": node, "namespace": NS,
-                             "labels": {"nfd.node.kubernetes.io/node-name": node}},
-                "spec": {"features": {}, "labels": {}},
-            });
+        for (node, manager) in NODEFEATURE_OWNERS {
             s.nodefeatures.insert(
                 (NS.to_string(), node.to_string()),
                 NodeFeatureObj {
-                    object,
+                    object: nodefeature(node),
                     manager: manager.to_string(),
                     resource_version: 1,
                 },
@@ -125,13 +134,8 @@ fn real_cluster() -> KubeApiServer {
         "gpu-node-2",
         json!({"name": "gpu-node-2", "labels": {fnk("gpu.present"): "true"}}),
     );
-    for (n, manager) in [("gpu-node-1", "gpu-labeler"), ("gpu-node-2", "nfd-worker")] {
-        let object = json!({
-            "apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
-            "metadata": {"name": n, "namespace": NS,
-                         "labels": {"nfd.node.kubernetes.io/node-name": n}},
-            "spec": {"features": {}, "labels": {}},
-        });
+    for (n, manager) in NODEFEATURE_OWNERS {
+        let object = nodefeature(n);
         let a = s.apply(&admin, manager, &kube::object_path(&object), &object, false);
         assert!(a.ok(), "{}", a.body);
     }
