@@ -260,26 +260,16 @@ fn a_node_without_gpus_gets_no_sharing_label() {
     let with = config(dir.path(), &sharing_file("time-slicing.yaml"), "");
     let without = dir.path().join("empty.yaml");
     std::fs::write(&without, "").unwrap();
+    let this_vm = repo().join("tests/fixtures/sysfs/this-vm");
     let labels_with = |c: &Path| {
-        let out = Command::new(BIN)
-            .args([
-                "labels",
-                "-o",
-                "json",
-                "--no-nvml",
-                "--proc-root",
-                "/nonexistent",
-            ])
-            .arg("--sysfs-root")
-            .arg(repo().join("tests/fixtures/sysfs/this-vm"))
-            .arg("--config")
-            .arg(c)
-            .env_remove("GPU_LABELER_CONFIG")
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        serde_json::from_value::<BTreeMap<String, String>>(v["labels"].clone()).unwrap()
+        let (vm, c) = (this_vm.to_str().unwrap(), c.to_str().unwrap());
+        let no_proc = ["--no-nvml", "--proc-root", "/nonexistent"];
+        let args = [
+            &["labels", "-o", "json"],
+            &no_proc[..],
+            &["--sysfs-root", vm, "--config", c],
+        ];
+        common::labels_of(common::run(args.concat()).ok())
     };
     // The sharing file changes nothing where there is no GPU to share.
     assert_eq!(labels_with(&with), labels_with(&without));
