@@ -16,6 +16,15 @@ use common::{
 const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 const P: &str = "feature.node.kubernetes.io/";
 
+/// `COMMAND --sysfs-root ROOT --proc-root /nonexistent`: a tree of [`nvidia_sysfs`] alone.
+fn on_tree<'a>(command: &[&'a str], root: &'a str) -> Vec<&'a str> {
+    [
+        command,
+        &["--sysfs-root", root, "--proc-root", "/nonexistent"],
+    ]
+    .concat()
+}
+
 /// `gpu-labeler ARGS` with the fake NVML library `lib` answering from the fixture
 /// `nvml_fixture`.
 fn run(args: &[&str], nvml_fixture: &str, lib: &str) -> Run {
@@ -222,15 +231,7 @@ fn an_old_driver_without_mig_or_compute_capability_symbols_is_tolerated() {
     nvidia_sysfs(dir.path(), &[("0000:43:00.0", "0x1cb3")]);
     let root = dir.path().to_str().unwrap();
     let r = run(
-        &[
-            "labels",
-            "-o",
-            "json",
-            "--sysfs-root",
-            root,
-            "--proc-root",
-            "/nonexistent",
-        ],
+        &on_tree(&["labels", "-o", "json"], root),
         "old-driver-no-mig",
         "nvidia_ml_legacy",
     );
@@ -245,13 +246,7 @@ fn a100_40gb_with_two_3g_mig_devices() {
     nvidia_sysfs(dir.path(), &[("0000:00:04.0", "0x20b0")]);
     let root = dir.path().to_str().unwrap();
     let r = run(
-        &[
-            "features",
-            "--sysfs-root",
-            root,
-            "--proc-root",
-            "/nonexistent",
-        ],
+        &on_tree(&["features"], root),
         "a100-40gb-mig-2x3g",
         "nvidia_ml",
     );
@@ -267,15 +262,7 @@ fn a100_40gb_with_two_3g_mig_devices() {
         serde_json::json!([mig.clone(), mig])
     );
     let labels = run(
-        &[
-            "labels",
-            "-o",
-            "json",
-            "--sysfs-root",
-            root,
-            "--proc-root",
-            "/nonexistent",
-        ],
+        &on_tree(&["labels", "-o", "json"], root),
         "a100-40gb-mig-2x3g",
         "nvidia_ml",
     );
@@ -474,15 +461,7 @@ fn every_single_model_capture_gives_its_labels() {
         nvidia_sysfs(dir.path(), &gpus);
         let root = dir.path().to_str().unwrap();
         let r = run(
-            &[
-                "labels",
-                "-o",
-                "json",
-                "--sysfs-root",
-                root,
-                "--proc-root",
-                "/nonexistent",
-            ],
+            &on_tree(&["labels", "-o", "json"], root),
             fixture_name,
             "nvidia_ml",
         );
@@ -509,15 +488,7 @@ fn a_node_with_nvidia_and_amd_gpus_counts_each_vendor_and_family() {
     nvidia_sysfs(&tree, &[("0000:00:1e.0", "0x2237")]);
     let root = tree.to_str().unwrap();
     let r = run(
-        &[
-            "labels",
-            "-o",
-            "json",
-            "--sysfs-root",
-            root,
-            "--proc-root",
-            "/nonexistent",
-        ],
+        &on_tree(&["labels", "-o", "json"], root),
         "a10g",
         "nvidia_ml",
     );
@@ -614,13 +585,7 @@ fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
     let gpus: Vec<(&str, &str)> = buses.iter().map(|b| (*b, "0x20b2")).collect();
     nvidia_sysfs(dir.path(), &gpus);
     let root = dir.path().to_str().unwrap();
-    let args = [
-        "features",
-        "--sysfs-root",
-        root,
-        "--proc-root",
-        "/nonexistent",
-    ];
+    let args = on_tree(&["features"], root);
     let r = run(&args, "a100-8x-nvlink", "nvidia_ml");
     assert_eq!((r.code, r.stderr.as_str()), (0, ""));
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
