@@ -111,10 +111,16 @@ fn h200_tree() -> tempfile::TempDir {
     dir
 }
 
+/// An H200 tree and its fixture with `faults`: (the directory, the fixture).
+fn h200_with(faults: Value) -> (tempfile::TempDir, PathBuf) {
+    let dir = h200_tree();
+    let nvml = h200_fixture(dir.path(), faults);
+    (dir, nvml)
+}
+
 #[test]
 fn h200_profiles_are_named_as_nvidia_names_them_including_plus_me() {
-    let dir = h200_tree();
-    let nvml = h200_fixture(dir.path(), json!({}));
+    let (dir, nvml) = h200_with(json!({}));
     let f = features(&dir.path().join("sys"), &nvml);
     assert_eq!(
         f["instances"]["gpu.mig"]["elements"],
@@ -139,9 +145,7 @@ fn h200_profiles_are_named_as_nvidia_names_them_including_plus_me() {
 fn without_the_gpu_instance_calls_the_name_comes_from_the_slices_alone() {
     // A driver (or a container without the MIG monitor capability) that refuses the GPU
     // instance queries: the `+me` instance cannot be told apart from a plain 1g.
-    let dir = h200_tree();
-    let nvml = h200_fixture(
-        dir.path(),
+    let (dir, nvml) = h200_with(
         json!({"errors": [{"function": "nvmlDeviceGetGpuInstanceById", "error": "NO_PERMISSION"}]}),
     );
     let f = features(&dir.path().join("sys"), &nvml);
@@ -163,16 +167,12 @@ fn without_the_gpu_instance_calls_the_name_comes_from_the_slices_alone() {
 
 #[test]
 fn a_mig_device_that_vanishes_mid_scan_is_skipped_quietly() {
-    let dir = h200_tree();
     // Slot 2 (the 1g.18gb+me) is listed, then gone when its attributes are read; slot 1's
     // handle is gone already.
-    let nvml = h200_fixture(
-        dir.path(),
-        json!({"errors": [
-            {"function": "nvmlDeviceGetAttributes_v2", "gpu": 0, "mig": 2, "error": "NOT_FOUND"},
-            {"function": "nvmlDeviceGetMigDeviceHandleByIndex", "gpu": 0, "mig": 1, "error": "NOT_FOUND"}
-        ]}),
-    );
+    let (dir, nvml) = h200_with(json!({"errors": [
+        {"function": "nvmlDeviceGetAttributes_v2", "gpu": 0, "mig": 2, "error": "NOT_FOUND"},
+        {"function": "nvmlDeviceGetMigDeviceHandleByIndex", "gpu": 0, "mig": 1, "error": "NOT_FOUND"}
+    ]}));
     let f = features(&dir.path().join("sys"), &nvml);
     let all = h200_migs();
     assert_eq!(
@@ -190,13 +190,9 @@ fn a_mig_device_that_vanishes_mid_scan_is_skipped_quietly() {
 
 #[test]
 fn any_other_mig_failure_is_a_warning_and_the_rest_is_kept() {
-    let dir = h200_tree();
-    let nvml = h200_fixture(
-        dir.path(),
-        json!({"errors": [
-            {"function": "nvmlDeviceGetAttributes_v2", "gpu": 0, "mig": 0, "error": "UNKNOWN"}
-        ]}),
-    );
+    let (dir, nvml) = h200_with(json!({"errors": [
+        {"function": "nvmlDeviceGetAttributes_v2", "gpu": 0, "mig": 0, "error": "UNKNOWN"}
+    ]}));
     let r = run(
         &[
             "features",
@@ -323,8 +319,7 @@ fn mig_devices_on_two_gpus_are_counted_per_profile_across_the_node() {
 
 #[test]
 fn a_snapshot_relabels_mig_identically() {
-    let dir = h200_tree();
-    let nvml = h200_fixture(dir.path(), json!({}));
+    let (dir, nvml) = h200_with(json!({}));
     let f = features(&dir.path().join("sys"), &nvml);
     let snap = dir.path().join("snap.json");
     std::fs::write(&snap, f.to_string()).unwrap();
