@@ -209,6 +209,18 @@ fn without_a_sharing_file_there_are_no_sharing_labels_but_gfd_says_none() {
     );
 }
 
+/// `labels` with the device plugin's file `sharing`: one warning, `why` and "gpu.sharing left
+/// out", and the labels without sharing.
+#[track_caller]
+fn assert_left_out(dir: &Path, sharing: &Path, why: &str) {
+    let r = run("labels", &config(dir, sharing, ""));
+    assert_eq!(
+        r.stderr.lines().collect::<Vec<_>>(),
+        [format!("warning: {why}; gpu.sharing left out")]
+    );
+    assert_eq!(labels(&r), h100_default(&[]));
+}
+
 #[test]
 fn a_bad_file_is_reported_with_line_and_column_and_shares_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -225,16 +237,8 @@ fn a_bad_file_is_reported_with_line_and_column_and_shares_nothing() {
         ),
     ] {
         let path = sharing_file(file);
-        let c = config(dir.path(), &path, "");
-        let r = run("labels", &c);
-        assert_eq!(
-            r.stderr.lines().collect::<Vec<_>>(),
-            [format!(
-                "warning: invalid sharing config {}:{at}: {message}; gpu.sharing left out",
-                path.display()
-            )]
-        );
-        assert_eq!(labels(&r), h100_default(&[]));
+        let warning = format!("invalid sharing config {}:{at}: {message}", path.display());
+        assert_left_out(dir.path(), &path, &warning);
     }
 }
 
@@ -242,16 +246,11 @@ fn a_bad_file_is_reported_with_line_and_column_and_shares_nothing() {
 fn a_missing_file_is_reported_with_its_path() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope.yaml");
-    let c = config(dir.path(), &missing, "");
-    let r = run("labels", &c);
-    assert_eq!(
-        r.stderr.lines().collect::<Vec<_>>(),
-        [format!(
-            "warning: cannot read sharing config {}: No such file or directory (os error 2); gpu.sharing left out",
-            missing.display()
-        )]
+    let warning = format!(
+        "cannot read sharing config {}: No such file or directory (os error 2)",
+        missing.display()
     );
-    assert_eq!(labels(&r), h100_default(&[]));
+    assert_left_out(dir.path(), &missing, &warning);
 }
 
 #[test]
