@@ -142,6 +142,122 @@ fn show(p: &Path) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Rows whose input is one file: data, a line each kind of file, turned into rows here.
+
+/// Which option reads the file.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// `--rules` beside the good rule file (see [`good_rules`]).
+    Rules,
+    Config,
+    /// `--features` (a snapshot, no discovery).
+    Snapshot,
+}
+
+/// A row whose input is one file, `file` holding `text`, written into the row's directory.
+struct FileCase {
+    name: &'static str,
+    broken: &'static str,
+    kind: Kind,
+    file: &'static str,
+    text: String,
+}
+
+impl FileCase {
+    fn rules(
+        name: &'static str,
+        broken: &'static str,
+        file: &'static str,
+        text: impl Into<String>,
+    ) -> FileCase {
+        FileCase {
+            name,
+            broken,
+            kind: Kind::Rules,
+            file,
+            text: text.into(),
+        }
+    }
+
+    fn config(name: &'static str, broken: &'static str, text: &str) -> FileCase {
+        FileCase {
+            name,
+            broken,
+            kind: Kind::Config,
+            file: "config.yaml",
+            text: text.into(),
+        }
+    }
+
+    fn snapshot(
+        name: &'static str,
+        broken: &'static str,
+        file: &'static str,
+        text: &str,
+    ) -> FileCase {
+        FileCase {
+            name,
+            broken,
+            kind: Kind::Snapshot,
+            file,
+            text: text.into(),
+        }
+    }
+
+    /// The whole expected run; in `log`, `{file}` stands for the file's path.
+    fn expect(self, code: i32, log: Log, labels: Labels) -> Row {
+        let FileCase {
+            name,
+            broken,
+            kind,
+            file,
+            text,
+        } = self;
+        row(name, broken, move |dir| {
+            let path = write(dir, file, &text);
+            let out = match kind {
+                Kind::Rules => rules_path_row(dir, &path),
+                Kind::Config => dell_labels(os(&[&"--config", &path])),
+                Kind::Snapshot => {
+                    labels_run(os(&[&"labels", &"-o", &"json", &"--features", &path]), &[])
+                }
+            };
+            let log = log
+                .iter()
+                .map(|(level, m)| (level.clone(), m.replace("{file}", &show(&path))))
+                .collect();
+            (out, expect(code, log, labels.clone()))
+        })
+    }
+
+    /// A config or snapshot refused at `at` (line:column): exit 1, that one line, no labels.
+    fn error(self, at: &str, message: &str) -> Row {
+        let what = match self.kind {
+            Kind::Config => "config",
+            Kind::Snapshot => "snapshot",
+            Kind::Rules => unreachable!("a rule file's errors name only the file"),
+        };
+        let line = err(format!("invalid {what} {{file}}:{at}: {message}"));
+        self.expect(1, vec![line], Labels::new())
+    }
+
+    /// Read without a word: exit 0, `labels`.
+    fn labels(self, labels: Labels) -> Row {
+        self.expect(0, vec![], labels)
+    }
+
+    /// A rule file refused (exit 1, `message`); the good rules (and `more`) still label.
+    fn refused(self, message: &str, more: &[(&str, &str)]) -> Row {
+        self.expect(1, vec![err(message)], with(good_labels(), more))
+    }
+
+    /// A rule file that loads with a warning (`message`): the good rules and `more` label.
+    fn warned(self, message: &str, more: &[(&str, &str)]) -> Row {
+        self.expect(0, vec![warn(message)], with(good_labels(), more))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Rule files.
 
 const HEADER: &str = "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\n";
@@ -166,14 +282,6 @@ fn good_labels() -> Labels {
     with(dell_pci(), &[("good.nvidia", "true")])
 }
 
-/// `labels` with the good rule file and `bad` (a rule file written into `dir`).
-fn rules_row(dir: &Path, name: &str, text: &str) -> (PathBuf, Outcome) {
-    let good = good_rules(dir);
-    let bad = write(dir, name, text);
-    let out = dell_labels(os(&[&"--rules", &good, &"--rules", &bad]));
-    (bad, out)
-}
-
 /// A one-rule object (`metadata.name: r`) with the rule body `rule` (indented YAML).
 fn one_rule(rule: &str) -> String {
     format!("{HEADER}metadata:\n  name: r\nspec:\n  rules:\n{rule}")
@@ -183,6 +291,18 @@ fn one_rule(rule: &str) -> String {
 fn rules_path_row(dir: &Path, bad: &Path) -> Outcome {
     let good = good_rules(dir);
     dell_labels(os(&[&"--rules", &good, &"--rules", &bad]))
+}
+
+/// A JSON rule file whose label value holds DEL and a C1 control (valid JSON; serde_json writes
+/// them raw, as here).
+fn c1_json() -> String {
+    let text = serde_json::json!({"apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeatureRule", "metadata": {"name": "j"},
+        "spec": {"rules": [{"name": "c1",
+            "labels": {"c1": "a\u{7f}\u{88}b", "plain": "yes"}}]}})
+    .to_string();
+    assert!(text.contains('\u{88}'));
+    text
 }
 
 fn rule_rows() -> Vec<Row> {
@@ -247,231 +367,48 @@ fn rule_rows() -> Vec<Row> {
                 (out, e)
             },
         ),
-        row(
-            "rules: YAML syntax error",
-            "an unclosed flow mapping on line 8",
-            |dir| {
-                let text = one_rule("    - name: x\n      labels: {a: \"b\"\n");
-                let (bad, out) = rules_row(dir, "syntax.yaml", &text);
-                let e = expect(
-                    1,
-                    vec![err(format!(
-                        "{}:8:15: invalid YAML/JSON: unclosed bracket '{{'",
-                        show(&bad)
-                    ))],
-                    good_labels(),
-                );
-                (out, e)
-            },
-        ),
-        row(
-            "rules: unknown operator",
-            "`op: Inn` in one object; another object in the same file is fine",
-            |dir| {
-                let text = format!(
+        FileCase::rules("rules: YAML syntax error", "an unclosed flow mapping on line 8", "syntax.yaml", one_rule("    - name: x\n      labels: {a: \"b\"\n"))
+            .refused("{file}:8:15: invalid YAML/JSON: unclosed bracket '{'", &[]),
+        FileCase::rules("rules: unknown operator", "`op: Inn` in one object; another object in the same file is fine", "op.yaml", format!(
                     "{}---\n{}",
                     one_rule(
                         "    - name: typo\n      labels:\n        typo: \"true\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: Inn, value: [\"10de\"]}\n"
                     ),
                     nvidia_rule("other", "fine", "other.fine")
-                );
-                let (bad, out) = rules_row(dir, "op.yaml", &text);
-                let e = expect(
-                    1,
-                    vec![err(format!(
-                        "{}:13:26: rule \"typo\" (NodeFeatureRule \"r\"): matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Inn\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse",
-                        show(&bad)
-                    ))],
-                    with(good_labels(), &[("other.fine", "true")]),
-                );
-                (out, e)
-            },
-        ),
-        row(
-            "rules: a bad rule among good ones in one object",
-            "the object's second rule has `op: Inn`: the API server refuses the whole object, so its good rule does not apply either",
-            |dir| {
-                let text = one_rule(
+                ))
+            .refused("{file}:13:26: rule \"typo\" (NodeFeatureRule \"r\"): matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Inn\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse", &[("other.fine", "true")]),
+        FileCase::rules("rules: a bad rule among good ones in one object", "the object's second rule has `op: Inn`: the API server refuses the whole object, so its good rule does not apply either", "object.yaml", one_rule(
                     "    - name: fine\n      labels:\n        fine: \"true\"\n    - name: typo\n      labels:\n        typo: \"true\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: Inn, value: [\"10de\"]}\n",
-                );
-                let (bad, out) = rules_row(dir, "object.yaml", &text);
-                let e = expect(
-                    1,
-                    vec![err(format!(
-                        "{}:16:26: rule \"typo\" (NodeFeatureRule \"r\"): matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Inn\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse",
-                        show(&bad)
-                    ))],
-                    good_labels(),
-                );
-                (out, e)
-            },
-        ),
-        row(
-            "rules: wrong apiVersion",
-            "apiVersion nfd.k8s-sigs.io/v1",
-            |dir| {
-                let text = "apiVersion: nfd.k8s-sigs.io/v1\nkind: NodeFeatureRule\nmetadata:\n  name: r\nspec:\n  rules: []\n";
-                let (bad, out) = rules_row(dir, "apiversion.yaml", text);
-                let e = expect(
-                    1,
-                    vec![err(format!(
-                        "{}:1:13: NodeFeatureRule \"r\": unsupported apiVersion \"nfd.k8s-sigs.io/v1\" (expected \"nfd.k8s-sigs.io/v1alpha1\")",
-                        show(&bad)
-                    ))],
-                    good_labels(),
-                );
-                (out, e)
-            },
-        ),
-        row("rules: wrong kind", "kind NodeFeature", |dir| {
-            let text = "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeature\nmetadata:\n  name: r\nspec:\n  rules: []\n";
-            let (bad, out) = rules_row(dir, "kind.yaml", text);
-            let e = expect(
-                1,
-                vec![err(format!(
-                    "{}:2:7: NodeFeatureRule \"r\": unsupported kind \"NodeFeature\" (expected \"NodeFeatureRule\")",
-                    show(&bad)
-                ))],
-                good_labels(),
-            );
-            (out, e)
-        }),
-        row(
-            "rules: duplicate keys",
-            "label `a` twice in one map",
-            |dir| {
-                let text =
-                    one_rule("    - name: d\n      labels:\n        a: \"1\"\n        a: \"2\"\n");
-                let (bad, out) = rules_row(dir, "dup.yaml", &text);
-                let e = expect(
-                    1,
-                    vec![err(format!(
-                        "{}:10:9: invalid YAML/JSON: duplicate mapping key: a",
-                        show(&bad)
-                    ))],
-                    good_labels(),
-                );
-                (out, e)
-            },
-        ),
-        row(
-            "rules: bad regexp",
-            "`InRegexp [\"10d[\"]` on a present key: fails at evaluation, the other rules apply, exit 0",
-            |dir| {
-                let text = one_rule(
+                ))
+            .refused("{file}:16:26: rule \"typo\" (NodeFeatureRule \"r\"): matchFeatures[0].matchExpressions.vendor.op: unknown operator \"Inn\" (did you mean \"In\"?); supported: In, NotIn, InRegexp, Exists, DoesNotExist, Gt, Ge, Lt, Le, GtLt, GeLe, IsTrue, IsFalse", &[]),
+        FileCase::rules("rules: wrong apiVersion", "apiVersion nfd.k8s-sigs.io/v1", "apiversion.yaml", "apiVersion: nfd.k8s-sigs.io/v1\nkind: NodeFeatureRule\nmetadata:\n  name: r\nspec:\n  rules: []\n")
+            .refused("{file}:1:13: NodeFeatureRule \"r\": unsupported apiVersion \"nfd.k8s-sigs.io/v1\" (expected \"nfd.k8s-sigs.io/v1alpha1\")", &[]),
+        FileCase::rules("rules: wrong kind", "kind NodeFeature", "kind.yaml", "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeature\nmetadata:\n  name: r\nspec:\n  rules: []\n")
+            .refused("{file}:2:7: NodeFeatureRule \"r\": unsupported kind \"NodeFeature\" (expected \"NodeFeatureRule\")", &[]),
+        FileCase::rules("rules: duplicate keys", "label `a` twice in one map", "dup.yaml", one_rule("    - name: d\n      labels:\n        a: \"1\"\n        a: \"2\"\n"))
+            .refused("{file}:10:9: invalid YAML/JSON: duplicate mapping key: a", &[]),
+        FileCase::rules("rules: bad regexp", "`InRegexp [\"10d[\"]` on a present key: fails at evaluation, the other rules apply, exit 0", "regex.yaml", one_rule(
                     "    - name: re\n      labels:\n        re: \"1\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: InRegexp, value: [\"10d[\"]}\n",
-                );
-                let (bad, out) = rules_row(dir, "regex.yaml", &text);
-                let e = expect(
-                    0,
-                    vec![warn(format!(
-                        "rule \"re\" (NodeFeatureRule \"r\", {}:7:7) failed: invalid regexp \"10d[\": missing closing ]: `[`",
-                        show(&bad)
-                    ))],
-                    good_labels(),
-                );
-                (out, e)
-            },
-        ),
-        row(
-            "rules: Gt on a non-number",
-            "`vendor Gt 5`: the first PCI function's vendor 14e4 is not a number at evaluation",
-            |dir| {
-                let text = one_rule(
+                ))
+            .warned("rule \"re\" (NodeFeatureRule \"r\", {file}:7:7) failed: invalid regexp \"10d[\": missing closing ]: `[`", &[]),
+        FileCase::rules("rules: Gt on a non-number", "`vendor Gt 5`: the first PCI function's vendor 14e4 is not a number at evaluation", "gt.yaml", one_rule(
                     "    - name: gt\n      labels:\n        gt: \"1\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: Gt, value: [\"5\"]}\n",
-                );
-                let (bad, out) = rules_row(dir, "gt.yaml", &text);
-                let e = expect(
-                    0,
-                    vec![warn(format!(
-                        "rule \"gt\" (NodeFeatureRule \"r\", {}:7:7) failed: not a number \"14e4\"",
-                        show(&bad)
-                    ))],
-                    good_labels(),
-                );
-                (out, e)
-            },
-        ),
-        row(
-            "rules: a template that fails",
-            "labelsTemplate calls `now` (unsupported, as documented)",
-            |dir| {
-                let text = one_rule(
+                ))
+            .warned("rule \"gt\" (NodeFeatureRule \"r\", {file}:7:7) failed: not a number \"14e4\"", &[]),
+        FileCase::rules("rules: a template that fails", "labelsTemplate calls `now` (unsupported, as documented)", "tmpl.yaml", one_rule(
                     "    - name: tmpl\n      labelsTemplate: \"t={{ now }}\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: In, value: [\"10de\"]}\n",
-                );
-                let (bad, out) = rules_row(dir, "tmpl.yaml", &text);
-                let e = expect(
-                    0,
-                    vec![warn(format!(
-                        "rule \"tmpl\" (NodeFeatureRule \"r\", {}:7:7) failed: failed to expand template at line 8, column 29: template function \"now\" is not supported by gpu-labeler",
-                        show(&bad)
-                    ))],
-                    good_labels(),
-                );
-                (out, e)
-            },
-        ),
-        row(
-            "rules: a template line without `=`",
-            "labelsTemplate expands to `oops`",
-            |dir| {
-                let text = one_rule(
+                ))
+            .warned("rule \"tmpl\" (NodeFeatureRule \"r\", {file}:7:7) failed: failed to expand template at line 8, column 29: template function \"now\" is not supported by gpu-labeler", &[]),
+        FileCase::rules("rules: a template line without `=`", "labelsTemplate expands to `oops`", "noeq.yaml", one_rule(
                     "    - name: noeq\n      labelsTemplate: \"oops\"\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: In, value: [\"10de\"]}\n",
-                );
-                let (bad, out) = rules_row(dir, "noeq.yaml", &text);
-                let e = expect(
-                    0,
-                    vec![warn(format!(
-                        "rule \"noeq\" (NodeFeatureRule \"r\", {}:7:7) failed: failed to expand template: missing value in expanded template line \"oops\", (format must be '<key>=<value>')",
-                        show(&bad)
-                    ))],
-                    good_labels(),
-                );
-                (out, e)
-            },
-        ),
-        row(
-            "rules: an invalid label value",
-            "a rule gives `bad=has space`: refused and reported, its other label applies",
-            |dir| {
-                let text = one_rule(
+                ))
+            .warned("rule \"noeq\" (NodeFeatureRule \"r\", {file}:7:7) failed: failed to expand template: missing value in expanded template line \"oops\", (format must be '<key>=<value>')", &[]),
+        FileCase::rules("rules: an invalid label value", "a rule gives `bad=has space`: refused and reported, its other label applies", "value.yaml", one_rule(
                     "    - name: v\n      labels:\n        bad: \"has space\"\n        ok: \"yes\"\n",
-                );
-                let (bad, out) = rules_row(dir, "value.yaml", &text);
-                let e = expect(
-                    0,
-                    vec![warn(format!(
-                        "label \"{PREFIX}bad=has space\" from rule \"v\" (NodeFeatureRule \"r\", {}:7:7) rejected: invalid value \"has space\": a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-                        show(&bad)
-                    ))],
-                    with(good_labels(), &[("ok", "yes")]),
-                );
-                (out, e)
-            },
-        ),
-        row(
-            "rules: JSON with characters YAML does not print",
-            "a JSON rule file whose label value holds DEL and a C1 control (valid JSON): it loads, and that label is refused and reported",
-            |dir| {
-                // serde_json writes DEL and C1 controls raw, as here.
-                let text = serde_json::json!({"apiVersion": "nfd.k8s-sigs.io/v1alpha1",
-                    "kind": "NodeFeatureRule", "metadata": {"name": "j"},
-                    "spec": {"rules": [{"name": "c1",
-                        "labels": {"c1": "a\u{7f}\u{88}b", "plain": "yes"}}]}})
-                .to_string();
-                assert!(text.contains('\u{88}'));
-                let (bad, out) = rules_row(dir, "c1.json", &text);
-                let e = expect(
-                    0,
-                    vec![warn(format!(
-                        "label \"{PREFIX}c1=a\\u{{7f}}\\u{{88}}b\" from rule \"c1\" (NodeFeatureRule \"j\", {}) rejected: invalid value \"a\\u{{7f}}\\u{{88}}b\": a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-                        show(&bad)
-                    ))],
-                    with(good_labels(), &[("plain", "yes")]),
-                );
-                (out, e)
-            },
-        ),
+                ))
+            .warned("label \"feature.node.kubernetes.io/bad=has space\" from rule \"v\" (NodeFeatureRule \"r\", {file}:7:7) rejected: invalid value \"has space\": a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character", &[("ok", "yes")]),
+        FileCase::rules("rules: JSON with characters YAML does not print", "a JSON rule file whose label value holds DEL and a C1 control (valid JSON): it loads, and that label is refused and reported", "c1.json", c1_json())
+            .warned("label \"feature.node.kubernetes.io/c1=a\\u{7f}\\u{88}b\" from rule \"c1\" (NodeFeatureRule \"j\", {file}) rejected: invalid value \"a\\u{7f}\\u{88}b\": a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character", &[("plain", "yes")]),
         row(
             "rules: a path that does not exist",
             "--rules names a missing file",
@@ -496,12 +433,6 @@ fn rule_rows() -> Vec<Row> {
 // ---------------------------------------------------------------------------------------------
 // The config file.
 
-fn config_row(dir: &Path, text: &str) -> (PathBuf, Outcome) {
-    let c = write(dir, "config.yaml", text);
-    let out = dell_labels(os(&[&"--config", &c]));
-    (c, out)
-}
-
 /// A config error: exit 1, one line, nothing printed on stdout.
 fn config_error(c: &Path, at: &str, message: &str) -> Outcome {
     expect(
@@ -513,82 +444,20 @@ fn config_error(c: &Path, at: &str, message: &str) -> Outcome {
 
 fn config_rows() -> Vec<Row> {
     vec![
-        row(
-            "config: unknown key",
-            "sources.pci.deviceLabelFeilds",
-            |dir| {
-                let (c, out) =
-                    config_row(dir, "sources:\n  pci:\n    deviceLabelFeilds: [class]\n");
-                let e = config_error(
-                    &c,
-                    "3:5",
-                    "unknown key \"deviceLabelFeilds\" in sources.pci (did you mean \"deviceLabelFields\"?); known: deviceClassWhitelist, deviceLabelFields",
-                );
-                (out, e)
-            },
-        ),
-        row(
-            "config: wrong type",
-            "deviceClassWhitelist: 3 (a list is expected)",
-            |dir| {
-                let (c, out) = config_row(dir, "sources:\n  pci:\n    deviceClassWhitelist: 3\n");
-                let e = config_error(
-                    &c,
-                    "3:27",
-                    "sources.pci.deviceClassWhitelist: expected a list, got number 3",
-                );
-                (out, e)
-            },
-        ),
-        row("config: bad duration", "publish.interval: soon", |dir| {
-            let (c, out) = config_row(dir, "publish:\n  interval: soon\n");
-            let e = config_error(
-                &c,
-                "2:13",
-                "publish.interval: invalid duration \"soon\": expected e.g. 60s, 5m, 1h",
-            );
-            (out, e)
-        }),
-        row("config: unknown sink", "publish.sink: nowhere", |dir| {
-            let (c, out) = config_row(dir, "publish: {sink: nowhere}\n");
-            let e = config_error(
-                &c,
-                "1:17",
-                "publish.sink: unknown sink \"nowhere\", expected one of node, nodefeature, features-file, stdout",
-            );
-            (out, e)
-        }),
-        row("config: bad migStrategy", "migStrategy: sometimes", |dir| {
-            let (c, out) = config_row(dir, "migStrategy: sometimes\n");
-            let e = config_error(
-                &c,
-                "1:14",
-                "migStrategy: unknown value \"sometimes\"; expected one of none, single, mixed",
-            );
-            (out, e)
-        }),
-        row("config: unknown profile", "profiles: [nvidia-gdf]", |dir| {
-            let (c, out) = config_row(dir, "profiles: [nvidia-gdf]\n");
-            let e = config_error(
-                &c,
-                "1:12",
-                "profiles[0]: unknown value \"nvidia-gdf\" (did you mean \"nvidia-gfd\"?); expected one of nvidia-gfd",
-            );
-            (out, e)
-        }),
-        row(
-            "config: bad nvml.enabled",
-            "sources.nvml.enabled: maybe",
-            |dir| {
-                let (c, out) = config_row(dir, "sources:\n  nvml: {enabled: maybe}\n");
-                let e = config_error(
-                    &c,
-                    "2:19",
-                    "sources.nvml.enabled: unknown value \"maybe\"; expected one of auto, true, false",
-                );
-                (out, e)
-            },
-        ),
+        FileCase::config("config: unknown key", "sources.pci.deviceLabelFeilds", "sources:\n  pci:\n    deviceLabelFeilds: [class]\n")
+            .error("3:5", "unknown key \"deviceLabelFeilds\" in sources.pci (did you mean \"deviceLabelFields\"?); known: deviceClassWhitelist, deviceLabelFields"),
+        FileCase::config("config: wrong type", "deviceClassWhitelist: 3 (a list is expected)", "sources:\n  pci:\n    deviceClassWhitelist: 3\n")
+            .error("3:27", "sources.pci.deviceClassWhitelist: expected a list, got number 3"),
+        FileCase::config("config: bad duration", "publish.interval: soon", "publish:\n  interval: soon\n")
+            .error("2:13", "publish.interval: invalid duration \"soon\": expected e.g. 60s, 5m, 1h"),
+        FileCase::config("config: unknown sink", "publish.sink: nowhere", "publish: {sink: nowhere}\n")
+            .error("1:17", "publish.sink: unknown sink \"nowhere\", expected one of node, nodefeature, features-file, stdout"),
+        FileCase::config("config: bad migStrategy", "migStrategy: sometimes", "migStrategy: sometimes\n")
+            .error("1:14", "migStrategy: unknown value \"sometimes\"; expected one of none, single, mixed"),
+        FileCase::config("config: unknown profile", "profiles: [nvidia-gdf]", "profiles: [nvidia-gdf]\n")
+            .error("1:12", "profiles[0]: unknown value \"nvidia-gdf\" (did you mean \"nvidia-gfd\"?); expected one of nvidia-gfd"),
+        FileCase::config("config: bad nvml.enabled", "sources.nvml.enabled: maybe", "sources:\n  nvml: {enabled: maybe}\n")
+            .error("2:19", "sources.nvml.enabled: unknown value \"maybe\"; expected one of auto, true, false"),
         row(
             "config: bad duration, daemon",
             "publish.interval: soon, given to `run`: refused at start with its position",
@@ -639,140 +508,33 @@ fn config_rows() -> Vec<Row> {
 // ---------------------------------------------------------------------------------------------
 // Snapshots.
 
-fn snapshot_row(dir: &Path, name: &str, text: &str) -> (PathBuf, Outcome) {
-    let s = write(dir, name, text);
-    let out = labels_run(os(&[&"labels", &"-o", &"json", &"--features", &s]), &[]);
-    (s, out)
-}
-
-fn snapshot_error(s: &Path, at: &str, message: &str) -> Outcome {
-    expect(
-        1,
-        vec![err(format!("invalid snapshot {}:{at}: {message}", show(s)))],
-        Labels::new(),
-    )
-}
-
 fn snapshot_rows() -> Vec<Row> {
     vec![
-        row(
-            "snapshot: truncated JSON",
-            "the file ends inside an object",
-            |dir| {
-                let (s, out) = snapshot_row(
-                    dir,
-                    "trunc.json",
-                    "{\"flags\": {\"kernel.loadedmodule\": {\"elements\": {\"nvidia\": {}}}},\n \"attributes\": {\"gpu.node\": {\"elements\": {\"count\": \"8\"",
-                );
-                let e = snapshot_error(
-                    &s,
-                    "2:54",
-                    "EOF while parsing an object at line 2 column 54",
-                );
-                (out, e)
-            },
-        ),
-        row("snapshot: wrong structure", "`flags` is a list", |dir| {
-            let (s, out) =
-                snapshot_row(dir, "struct.json", "{\"flags\": [], \"attributes\": {}}\n");
-            let e = snapshot_error(&s, "1:3", "`flags` must be an object");
-            (out, e)
-        }),
-        row(
-            "snapshot: YAML syntax error",
-            "an unclosed flow mapping",
-            |dir| {
-                let (s, out) = snapshot_row(
-                    dir,
-                    "syntax.yaml",
-                    "attributes:\n  gpu.node:\n    elements: {count: \"8\"\n",
-                );
-                let e = snapshot_error(&s, "3:15", "unclosed bracket '{'");
-                (out, e)
-            },
-        ),
-        row(
-            "snapshot: a list where a string belongs",
-            "gpu.node count: [8]",
-            |dir| {
-                let (s, out) = snapshot_row(
-                    dir,
-                    "list.yaml",
-                    "attributes:\n  gpu.node:\n    elements:\n      count: [8]\n",
-                );
-                let e = snapshot_error(
-                    &s,
-                    "2:3",
-                    "attributes.gpu.node.elements must be a map of string values",
-                );
-                (out, e)
-            },
-        ),
-        row(
-            "snapshot: numbers where strings belong",
-            "unquoted YAML numbers and booleans: `count: 8`, `class: 0302`, `homogeneous: true` are the strings they spell",
-            |dir| {
-                let (_, out) = snapshot_row(
-                    dir,
-                    "numbers.yaml",
-                    "attributes:\n  gpu.node:\n    elements:\n      count: 8\n      vendor: nvidia\n      homogeneous: true\ninstances:\n  pci.device:\n    elements:\n      - attributes: {class: 0302, vendor: 10de}\n",
-                );
-                let e = expect(
-                    0,
-                    vec![],
-                    label_map(&[
+        FileCase::snapshot("snapshot: truncated JSON", "the file ends inside an object", "trunc.json", "{\"flags\": {\"kernel.loadedmodule\": {\"elements\": {\"nvidia\": {}}}},\n \"attributes\": {\"gpu.node\": {\"elements\": {\"count\": \"8\"")
+            .error("2:54", "EOF while parsing an object at line 2 column 54"),
+        FileCase::snapshot("snapshot: wrong structure", "`flags` is a list", "struct.json", "{\"flags\": [], \"attributes\": {}}\n")
+            .error("1:3", "`flags` must be an object"),
+        FileCase::snapshot("snapshot: YAML syntax error", "an unclosed flow mapping", "syntax.yaml", "attributes:\n  gpu.node:\n    elements: {count: \"8\"\n")
+            .error("3:15", "unclosed bracket '{'"),
+        FileCase::snapshot("snapshot: a list where a string belongs", "gpu.node count: [8]", "list.yaml", "attributes:\n  gpu.node:\n    elements:\n      count: [8]\n")
+            .error("2:3", "attributes.gpu.node.elements must be a map of string values"),
+        FileCase::snapshot("snapshot: numbers where strings belong", "unquoted YAML numbers and booleans: `count: 8`, `class: 0302`, `homogeneous: true` are the strings they spell", "numbers.yaml", "attributes:\n  gpu.node:\n    elements:\n      count: 8\n      vendor: nvidia\n      homogeneous: true\ninstances:\n  pci.device:\n    elements:\n      - attributes: {class: 0302, vendor: 10de}\n")
+            .labels(label_map(&[
                         ("gpu.count", "8"),
                         ("gpu.present", "true"),
                         ("gpu.vendor", "nvidia"),
                         ("pci-0302_10de.present", "true"),
-                    ]),
-                );
-                (out, e)
-            },
-        ),
-        row(
-            "snapshot: numbers in JSON",
-            "`\"count\": 8` (a JSON number) is the string \"8\"",
-            |dir| {
-                let (_, out) = snapshot_row(
-                    dir,
-                    "numbers.json",
-                    "{\"attributes\": {\"gpu.node\": {\"elements\": {\"count\": 8, \"vendor\": \"amd\"}}}}\n",
-                );
-                let e = expect(
-                    0,
-                    vec![],
-                    label_map(&[
+                    ])),
+        FileCase::snapshot("snapshot: numbers in JSON", "`\"count\": 8` (a JSON number) is the string \"8\"", "numbers.json", "{\"attributes\": {\"gpu.node\": {\"elements\": {\"count\": 8, \"vendor\": \"amd\"}}}}\n")
+            .labels(label_map(&[
                         ("gpu.count", "8"),
                         ("gpu.present", "true"),
                         ("gpu.vendor", "amd"),
-                    ]),
-                );
-                (out, e)
-            },
-        ),
-        row("snapshot: empty file", "zero bytes", |dir| {
-            let (s, out) = snapshot_row(dir, "empty.json", "");
-            let e = snapshot_error(
-                &s,
-                "1:1",
-                "expected an object with flags/attributes/instances, or a NodeFeature",
-            );
-            (out, e)
-        }),
-        row(
-            "snapshot: a bare string",
-            "the document is a string",
-            |dir| {
-                let (s, out) = snapshot_row(dir, "string.yaml", "\"just a string\"\n");
-                let e = snapshot_error(
-                    &s,
-                    "1:1",
-                    "expected an object with flags/attributes/instances, or a NodeFeature",
-                );
-                (out, e)
-            },
-        ),
+                    ])),
+        FileCase::snapshot("snapshot: empty file", "zero bytes", "empty.json", "")
+            .error("1:1", "expected an object with flags/attributes/instances, or a NodeFeature"),
+        FileCase::snapshot("snapshot: a bare string", "the document is a string", "string.yaml", "\"just a string\"\n")
+            .error("1:1", "expected an object with flags/attributes/instances, or a NodeFeature"),
         row(
             "snapshot: missing file",
             "--features names a file that does not exist",
@@ -1030,10 +792,7 @@ fn dell_nvml(fixture: &Path, lib: &Path) -> Outcome {
 
 /// A copy of `h100-8x.json` with `faults`, written into `dir`.
 fn h100_with_faults(dir: &Path, faults: serde_json::Value) -> PathBuf {
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(nvml_fixture("h100-8x")).unwrap()).unwrap();
-    v["faults"] = faults;
-    write(dir, "nvml.json", &v.to_string())
+    common::edited_nvml_fixture(dir, "nvml.json", "h100-8x", |v| v["faults"] = faults)
 }
 
 /// `labels` with NVML that misbehaves in `function` (for `gpu`): within the 1 s timeout plus
@@ -1066,6 +825,32 @@ fn nvml_misbehaves(
         dell_sysfs_default_labels(),
     );
     (out, e)
+}
+
+/// `labels` with NVML from a copy of `h100-8x.json` with `faults`: the whole expected run (in
+/// `log`, `{lib}` stands for the library's path).
+fn faults_row(
+    name: &'static str,
+    broken: &'static str,
+    faults: serde_json::Value,
+    log: Log,
+    labels: Labels,
+) -> Row {
+    row(name, broken, move |dir| {
+        let f = h100_with_faults(dir, faults.clone());
+        let lib = fake_nvml_lib("nvidia_ml");
+        let out = dell_nvml(&f, &lib);
+        let log = log
+            .iter()
+            .map(|(level, m)| {
+                (
+                    level.clone(),
+                    m.replace("{lib}", &lib.display().to_string()),
+                )
+            })
+            .collect();
+        (out, expect(0, log, labels.clone()))
+    })
 }
 
 fn h100() -> Labels {
@@ -1125,23 +910,12 @@ fn nvml_rows() -> Vec<Row> {
                 (out, expect(3, vec![err(why)], dell_sysfs_default_labels()))
             },
         ),
-        row(
+        faults_row(
             "nvml: init fails",
             "nvmlInit answers UNKNOWN: an error, sysfs labels",
-            |dir| {
-                let f = h100_with_faults(dir, serde_json::json!({"init": "UNKNOWN"}));
-                let lib = fake_nvml_lib("nvidia_ml");
-                let out = dell_nvml(&f, &lib);
-                let e = expect(
-                    0,
-                    vec![warn(format!(
-                        "NVML: {}: init failed: {DRIVER_ERROR}",
-                        lib.display()
-                    ))],
-                    dell_sysfs_default_labels(),
-                );
-                (out, e)
-            },
+            serde_json::json!({"init": "UNKNOWN"}),
+            vec![warn(format!("NVML: {{lib}}: init failed: {DRIVER_ERROR}"))],
+            dell_sysfs_default_labels(),
         ),
         row(
             "nvml: not a library",
@@ -1153,31 +927,21 @@ fn nvml_rows() -> Vec<Row> {
                 (out, expect(0, vec![warn(why)], dell_sysfs_default_labels()))
             },
         ),
-        row(
+        faults_row(
             "nvml: device count fails",
             "nvmlDeviceGetCount answers UNKNOWN: driver versions kept, GPUs from sysfs",
-            |dir| {
-                let f = h100_with_faults(
-                    dir,
-                    serde_json::json!({"errors": [{"function": "nvmlDeviceGetCount_v2", "error": "UNKNOWN"}]}),
-                );
-                let out = dell_nvml(&f, &fake_nvml_lib("nvidia_ml"));
-                let e = expect(
-                    0,
-                    vec![warn(format!("NVML: device count: {DRIVER_ERROR}"))],
-                    with(
-                        dell_sysfs_default_labels(),
-                        &[
-                            ("gpu.cuda.major", "12"),
-                            ("gpu.cuda.minor", "2"),
-                            ("gpu.driver.major", "535"),
-                            ("gpu.driver.minor", "161"),
-                            ("gpu.driver.version", "535.161.08"),
-                        ],
-                    ),
-                );
-                (out, e)
-            },
+            serde_json::json!({"errors": [{"function": "nvmlDeviceGetCount_v2", "error": "UNKNOWN"}]}),
+            vec![warn(format!("NVML: device count: {DRIVER_ERROR}"))],
+            with(
+                dell_sysfs_default_labels(),
+                &[
+                    ("gpu.cuda.major", "12"),
+                    ("gpu.cuda.minor", "2"),
+                    ("gpu.driver.major", "535"),
+                    ("gpu.driver.minor", "161"),
+                    ("gpu.driver.version", "535.161.08"),
+                ],
+            ),
         ),
         row(
             "nvml: one GPU lost",
@@ -1208,47 +972,27 @@ fn nvml_rows() -> Vec<Row> {
                 (out, e)
             },
         ),
-        row(
+        faults_row(
             "nvml: one call fails on one GPU",
             "nvmlDeviceGetMemoryInfo answers UNKNOWN for GPU 2",
-            |dir| {
-                let f = h100_with_faults(
-                    dir,
-                    serde_json::json!({"errors": [
+            serde_json::json!({"errors": [
                 {"function": "nvmlDeviceGetMemoryInfo", "gpu": 2, "error": "UNKNOWN"},
                 {"function": "nvmlDeviceGetMemoryInfo_v2", "gpu": 2, "error": "UNKNOWN"}]}),
-                );
-                let out = dell_nvml(&f, &fake_nvml_lib("nvidia_ml"));
-                let e = expect(
-                    0,
-                    vec![warn(format!("GPU 2: NVML memory: {DRIVER_ERROR}"))],
-                    without(
-                        h100(),
-                        &["gpu.memory", "gpu.memory.max", "gpu.memory.total"],
-                    ),
-                );
-                (out, e)
-            },
+            vec![warn(format!("GPU 2: NVML memory: {DRIVER_ERROR}"))],
+            without(
+                h100(),
+                &["gpu.memory", "gpu.memory.max", "gpu.memory.total"],
+            ),
         ),
-        row(
+        faults_row(
             "nvml: driver version fails",
             "nvmlSystemGetDriverVersion answers UNKNOWN",
-            |dir| {
-                let f = h100_with_faults(
-                    dir,
-                    serde_json::json!({"errors": [{"function": "nvmlSystemGetDriverVersion", "error": "UNKNOWN"}]}),
-                );
-                let out = dell_nvml(&f, &fake_nvml_lib("nvidia_ml"));
-                let e = expect(
-                    0,
-                    vec![warn(format!("NVML driver version: {DRIVER_ERROR}"))],
-                    without(
-                        h100(),
-                        &["gpu.driver.major", "gpu.driver.minor", "gpu.driver.version"],
-                    ),
-                );
-                (out, e)
-            },
+            serde_json::json!({"errors": [{"function": "nvmlSystemGetDriverVersion", "error": "UNKNOWN"}]}),
+            vec![warn(format!("NVML driver version: {DRIVER_ERROR}"))],
+            without(
+                h100(),
+                &["gpu.driver.major", "gpu.driver.minor", "gpu.driver.version"],
+            ),
         ),
         row(
             "nvml: hangs in init",
@@ -1299,25 +1043,15 @@ fn nvml_rows() -> Vec<Row> {
                 )
             },
         ),
-        row(
+        faults_row(
             "nvml: prints to stdout",
             "nvmlInit_v2 writes a line to standard output: the answer pipe is private, labels whole",
-            |dir| {
-                let f = h100_with_faults(
-                    dir,
-                    serde_json::json!({"misbehave": [{"function": "nvmlInit_v2", "action": "stdout"}]}),
-                );
-                let out = dell_nvml(&f, &fake_nvml_lib("nvidia_ml"));
-                let e = expect(
-                    0,
-                    vec![(
-                        String::new(),
-                        "fake-nvml: nvmlInit_v2 says hello on stdout".into(),
-                    )],
-                    h100(),
-                );
-                (out, e)
-            },
+            serde_json::json!({"misbehave": [{"function": "nvmlInit_v2", "action": "stdout"}]}),
+            vec![(
+                String::new(),
+                "fake-nvml: nvmlInit_v2 says hello on stdout".into(),
+            )],
+            h100(),
         ),
         row(
             "nvml: symbols missing",
@@ -1340,35 +1074,7 @@ fn nvml_rows() -> Vec<Row> {
                 ]);
                 let f = nvml_fixture("old-driver-no-mig");
                 let out = labels_run(a, &[("FAKE_NVML_FIXTURE", f.as_os_str())]);
-                let e = expect(
-                    0,
-                    vec![],
-                    label_map(&[
-                        ("gpu-nvidia.count", "1"),
-                        // No v2 CUDA version symbol: v1 answers.
-                        ("gpu.cuda.major", "10"),
-                        ("gpu.cuda.minor", "1"),
-                        ("gpu.count", "1"),
-                        ("gpu.health", "ok"),
-                        ("gpu.healthy.count", "1"),
-                        ("gpu.driver.major", "418"),
-                        ("gpu.driver.minor", "43"),
-                        ("gpu.driver.version", "418.43"),
-                        ("gpu.interconnect", "pcie"),
-                        ("gpu.memory", "1998"),
-                        ("gpu.memory.max", "1998"),
-                        ("gpu.memory.total", "1998"),
-                        ("gpu.mig.capable", "false"),
-                        ("gpu.mig.enabled", "false"),
-                        ("gpu.pcie.roots", "1"),
-                        ("gpu.present", "true"),
-                        ("gpu.product", "Quadro-P400"),
-                        ("gpu.vendor", "nvidia"),
-                        ("gpu.vgpu.present", "false"),
-                        ("gpu.virtual", "false"),
-                        ("pci-0302_10de.present", "true"),
-                    ]),
-                );
+                let e = expect(0, vec![], common::p400_old_driver_labels());
                 (out, e)
             },
         ),

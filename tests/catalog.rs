@@ -63,13 +63,7 @@ fn table(name: &str) -> Table {
         .skip(1)
         .skip_while(|l| l.trim().is_empty())
         .take_while(|l| l.trim_start().starts_with('|'));
-    let cells = |line: &str| -> Vec<String> {
-        line.trim()
-            .trim_matches('|')
-            .split('|')
-            .map(|c| c.trim().to_string())
-            .collect()
-    };
+    let cells = table_cells;
     let header = cells(lines.next().unwrap_or_else(|| panic!("{marker}: no table")));
     let separator = cells(lines.next().expect("separator row"));
     assert!(

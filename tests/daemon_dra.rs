@@ -7,12 +7,14 @@
 mod apiserver;
 mod common;
 mod kube;
+mod support;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kube::{KubeApiServer, Who, object_path};
+use kube::object_path;
 use serde_json::{Value, json};
+use support::Cluster;
 
 const NODE: &str = "n1";
 
@@ -38,36 +40,24 @@ fn want(dir: &std::path::Path, objects: Option<Vec<Value>>) -> BTreeMap<String, 
 
 /// Waits up to 20 s for the Node's labels to be `want`; how long that took.
 fn wait_labels(
-    s: &KubeApiServer,
+    s: &impl support::NodeLabels,
     agent: &apiserver::Agent,
     want: &BTreeMap<String, String>,
 ) -> Duration {
-    let t = Instant::now();
-    apiserver::wait_for(Duration::from_secs(20), || {
-        (s.labels(NODE) == *want).then_some(())
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "labels never became {want:#?}, are {:#?}; log:\n{}",
-            s.labels(NODE),
-            agent.log_text()
-        )
-    });
-    t.elapsed()
+    support::wait_labels_of(s, NODE, support::WAIT, agent, want)
+}
+
+/// The agent on NODE with the shipped rules and the DRA source.
+fn with_dra() -> support::AgentSpec {
+    support::agent().node(NODE).default_rules().dra()
 }
 
 #[test]
 fn the_daemon_relabels_within_2_s_of_its_nodes_slice_appearing_or_going() {
-    let s = KubeApiServer::with_shipped_node_policy();
-    s.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
+    let s = Cluster::named(NODE, &[("kubernetes.io/hostname", NODE)]);
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
     // The interval far longer than the bound: only the slice watch can relabel in time.
-    let mut args = apiserver::run_args(&kubeconfig, NODE, &[]);
-    args.retain(|a| a != "--no-default-rules" && a != "--no-dra");
-    let i = args.iter().position(|a| a == "--interval").unwrap();
-    args[i + 1] = "60s".into();
-    let agent = apiserver::Agent::start(&args, &[]);
+    let agent = with_dra().interval("60s").start(&s);
 
     // DRA served, no slice yet: none of the 8 GPUs is covered.
     let none = want(dir.path(), Some(vec![]));
@@ -82,14 +72,7 @@ fn the_daemon_relabels_within_2_s_of_its_nodes_slice_appearing_or_going() {
 
     // Another node's slice: nothing changes for this one.
     let other = common::dell_dra_slice("n2");
-    let a = s.apply(
-        &Who::admin(),
-        "gpu.nvidia.com",
-        &object_path(&other),
-        &other,
-        true,
-    );
-    assert!(a.ok(), "{}", a.body);
+    s.admin_apply("gpu.nvidia.com", &other);
 
     // NVIDIA's kubelet plugin publishes this node's GPUs.
     let ours = common::dell_dra_slice(NODE);
@@ -98,14 +81,7 @@ fn the_daemon_relabels_within_2_s_of_its_nodes_slice_appearing_or_going() {
         complete.get("feature.node.kubernetes.io/gpu.dra.coverage"),
         Some(&"complete".to_string())
     );
-    let a = s.apply(
-        &Who::admin(),
-        "gpu.nvidia.com",
-        &object_path(&ours),
-        &ours,
-        true,
-    );
-    assert!(a.ok(), "{}", a.body);
+    s.admin_apply("gpu.nvidia.com", &ours);
     let took = wait_labels(&s, &agent, &complete);
     assert!(
         took <= Duration::from_secs(2),
@@ -139,28 +115,11 @@ fn without_dra_in_the_cluster_there_is_no_dra_label_and_it_is_said_once() {
     let server = apiserver::FakeApiServer::start();
     server.add_node(NODE, &[("kubernetes.io/hostname", NODE)]);
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = apiserver::write_kubeconfig(dir.path(), &server.url());
-    let mut args = apiserver::run_args(&kubeconfig, NODE, &[]);
-    args.retain(|a| a != "--no-default-rules" && a != "--no-dra");
-    let mut agent = apiserver::Agent::start(&args, &[]);
-    let expected = want(dir.path(), None);
-    let got = apiserver::wait_for(Duration::from_secs(20), || {
-        let l = server.labels(NODE);
-        (l == expected).then_some(l)
-    });
-    assert!(
-        got.is_some(),
-        "labels {:#?}; log:\n{}",
-        server.labels(NODE),
-        agent.log_text()
-    );
+    let mut agent = with_dra().start_fake(&server);
+    wait_labels(&server, &agent, &want(dir.path(), None));
     // A few cycles on: still said once.
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(agent.stop(), 0);
     let log = agent.log_text();
-    let said: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("no resource.k8s.io"))
-        .collect();
-    assert_eq!(said.len(), 1, "{log}");
+    assert_eq!(agent.count_lines("no resource.k8s.io"), 1, "{log}");
 }

@@ -257,12 +257,7 @@ fn a_mig_reconfiguration_under_the_running_nvml_child_relabels_within_seconds() 
     let kubeconfig = apiserver::write_kubeconfig(dir.path(), &server.url());
     let sys = dir.path().join("sys");
     common::nvidia_sysfs(&sys, &[("0000:00:04.0", "0x20b0")]);
-    let mut discovery: Vec<OsString> = common::discovery_args(&sys, &dir.path().join("proc"));
-    discovery.retain(|a| a != "--no-nvml");
-    discovery.extend([
-        "--nvml-lib".into(),
-        common::fake_nvml_lib("nvidia_ml").into(),
-    ]);
+    let discovery = common::discovery_args_with_fake_nvml(&sys, &dir.path().join("proc"));
     // Two 3g.20gb instances; the live fixture the fake driver reads, rewritten atomically, in a
     // directory the agent does not watch (only the NVML check can see the change).
     std::fs::create_dir(dir.path().join("driver")).unwrap();
@@ -338,12 +333,7 @@ fn the_nvlink_clique_appears_when_the_fabric_finishes_registering() {
     ];
     let gpus: Vec<(&str, &str)> = buses.iter().map(|b| (*b, "0x2941")).collect();
     common::nvidia_sysfs(&sys, &gpus);
-    let mut discovery: Vec<OsString> = common::discovery_args(&sys, &dir.path().join("proc"));
-    discovery.retain(|a| a != "--no-nvml");
-    discovery.extend([
-        "--nvml-lib".into(),
-        common::fake_nvml_lib("nvidia_ml").into(),
-    ]);
+    let discovery = common::discovery_args_with_fake_nvml(&sys, &dir.path().join("proc"));
     std::fs::create_dir(dir.path().join("driver")).unwrap();
     let live = dir.path().join("driver/nvml.json");
     let done: serde_json::Value = serde_json::from_str(

@@ -7,11 +7,14 @@
 
 mod apiserver;
 mod common;
+mod kube;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use apiserver::{Agent, FakeApiServer, map, run_args, union, wait_for, write_kubeconfig, writes};
-use common::{Tree, nvml_fixture, pci_ids, proc_fixture};
+use apiserver::{map, union, wait_for, writes};
+use common::{Tree, nvml_fixture};
+use support::{NODE, agent, fake_server, wait_labels};
 
 const HOLD: Duration = Duration::from_secs(4);
 
@@ -34,39 +37,18 @@ fn lines(v: &[&str]) -> Vec<String> {
 #[test]
 fn a_fault_shows_holds_through_flapping_and_clears_after_clear_after() {
     let tree = Tree::copy_of("dell-xe9680-8xh100");
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("gpu-labeler");
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        format!("sources:\n  health:\n    clearAfter: {}s\n", HOLD.as_secs()),
-    )
-    .unwrap();
-    let args: Vec<String> = [
-        "run",
-        "--sysfs-root",
-        tree.root().to_str().unwrap(),
-        "--proc-root",
-        proc_fixture("dell-xe9680-8xh100").to_str().unwrap(),
-        "--pci-ids",
-        pci_ids().to_str().unwrap(),
-        "--no-nvml",
-        "--config",
-        config.to_str().unwrap(),
-        "--sink",
-        "features-file",
-        "--features-file",
-        file.to_str().unwrap(),
-        "--interval",
-        "1s",
-        "--no-events",
-        "--listen",
-        "127.0.0.1:0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let mut agent = Agent::start(&args, &[]);
+    let spec = agent();
+    let file = spec.dir().join("gpu-labeler");
+    let mut agent = spec
+        .sysfs_root(tree.root())
+        .default_rules()
+        .config(&format!(
+            "sources:\n  health:\n    clearAfter: {}s\n",
+            HOLD.as_secs()
+        ))
+        .args(&["--sink", "features-file", "--features-file"])
+        .args(&[file.to_str().unwrap(), "--no-events"])
+        .start_local();
     let ok = lines(&["gpu.health=ok", "gpu.healthy.count=8"]);
     let degraded = lines(&["gpu.health=degraded", "gpu.healthy.count=7"]);
     let wait = Duration::from_secs(20);
@@ -128,46 +110,25 @@ fn a_fault_shows_holds_through_flapping_and_clears_after_clear_after() {
 /// warning and the fault are said once, not every cycle.
 #[test]
 fn a_gpu_lost_and_back_every_second_changes_only_its_health_once() {
-    const NODE: &str = "gpu-node-1";
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[("kubernetes.io/os", "linux")]);
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
-    let config = dir.path().join("config.yaml");
-    std::fs::write(&config, "sources:\n  nvml: {checkInterval: 1s}\n").unwrap();
-    let fixture = dir.path().join("nvml.json");
+    let server = fake_server(&[("kubernetes.io/os", "linux")]);
+    let spec = agent();
+    let dir = spec.dir().to_path_buf();
+    let fixture = dir.join("nvml.json");
     let state = |name: &str| {
         // Renamed into place: the fake reads the file whole or keeps the last one.
-        let tmp = dir.path().join("nvml.json.tmp");
+        let tmp = dir.join("nvml.json.tmp");
         std::fs::copy(nvml_fixture(name), &tmp).unwrap();
         std::fs::rename(&tmp, &fixture).unwrap();
     };
     state("h100-8x");
-    let lib = common::fake_nvml_lib("nvidia_ml");
-    let mut args: Vec<String> = run_args(&kubeconfig, NODE, &[])
-        .into_iter()
-        .filter(|a| a != "--no-nvml" && a != "--no-default-rules")
-        .collect();
-    args.extend(
-        [
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-        ]
-        .map(String::from),
-    );
-    let mut agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+    let mut agent = spec
+        .fake_nvml(&common::fake_nvml_lib("nvidia_ml"), &fixture)
+        .default_rules()
+        .config("sources:\n  nvml: {checkInterval: 1s}\n")
+        .start_fake(&server);
     let kubelet = map(&[("kubernetes.io/os", "linux")]);
     let healthy = union(&[&kubelet, &common::h100_default_labels()]);
-    let wait = Duration::from_secs(20);
-    let labelled = wait_for(wait, || (server.labels(NODE) == healthy).then_some(()));
-    assert!(
-        labelled.is_some(),
-        "{:#?}\n{}",
-        server.labels(NODE),
-        agent.log_text()
-    );
+    wait_labels(&server, &agent, &healthy);
     server.clear_requests();
 
     let mut seen = std::collections::BTreeSet::new();

@@ -5,23 +5,17 @@
 mod apiserver;
 mod common;
 mod kube;
+mod support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use apiserver::*;
-use kube::{KubeApiServer, Who};
+use kube::KubeApiServer;
+use support::{Cluster, NODE, WAIT, agent, wait_labels};
 
-const NODE: &str = "gpu-node-1";
-const WAIT: Duration = Duration::from_secs(20);
-
-/// Kubernetes' own API server with our Node, under the shipped policy, and a fault proxy in
-/// front of it that forwards as the agent's node-bound token.
-fn proxied() -> (KubeApiServer, FakeApiServer) {
-    let kube = KubeApiServer::with_shipped_node_policy();
-    kube.create_node(NODE, &[("kubernetes.io/os", "linux")]);
-    let proxy = FakeApiServer::proxy_to(&kube.kubeconfig(&Who::agent(NODE)));
-    (kube, proxy)
+fn proxied() -> Cluster {
+    Cluster::with_node(&[("kubernetes.io/os", "linux")]).proxied()
 }
 
 fn want() -> BTreeMap<String, String> {
@@ -31,29 +25,9 @@ fn want() -> BTreeMap<String, String> {
     ])
 }
 
-fn start(proxy: &FakeApiServer, dir: &std::path::Path) -> Agent {
-    let kubeconfig = write_kubeconfig(dir, &proxy.url());
-    Agent::start(&run_args(&kubeconfig, NODE, &[]), &[])
-}
-
-fn wait_labels(kube: &KubeApiServer, agent: &Agent) {
-    let ok = wait_for(WAIT, || (kube.labels(NODE) == want()).then_some(()));
-    assert!(
-        ok.is_some(),
-        "labels {:#?}\nlog:\n{}",
-        kube.labels(NODE),
-        agent.log_text()
-    );
-}
-
 /// The agent's peak resident memory so far (VmHWM), in KiB.
 fn peak_rss_kib(agent: &Agent) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.pid())).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
+    support::status_kib(agent, "VmHWM")
 }
 
 /// A Node watch whose stream is garbage (a proxy's error page, a cut stream) ends at once,
@@ -61,14 +35,14 @@ fn peak_rss_kib(agent: &Agent) -> u64 {
 /// one watch request a second, where the agent used to send a thousand.
 #[test]
 fn a_garbage_watch_stream_is_not_a_request_storm() {
-    let (kube, proxy) = proxied();
+    let cluster = proxied();
+    let proxy = cluster.proxy();
     proxy.set_faults(Faults {
         watch: Some(WatchFault::Garbage),
         ..Faults::default()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let agent = start(&proxy, dir.path());
-    wait_labels(&kube, &agent);
+    let agent = agent().start(&cluster);
+    wait_labels(&cluster, &agent, &want());
     let t = Instant::now();
     std::thread::sleep(Duration::from_secs(8));
     let watches: Vec<Instant> = proxy
@@ -104,14 +78,14 @@ fn agent_alive(mut agent: Agent) -> bool {
 #[test]
 fn a_huge_watch_event_is_cut_and_memory_stays_bounded() {
     let peak_after = |fault: Option<WatchFault>| -> u64 {
-        let (kube, proxy) = proxied();
+        let cluster = proxied();
+        let proxy = cluster.proxy();
         proxy.set_faults(Faults {
             watch: fault.clone(),
             ..Faults::default()
         });
-        let dir = tempfile::tempdir().unwrap();
-        let agent = start(&proxy, dir.path());
-        wait_labels(&kube, &agent);
+        let agent = agent().start(&cluster);
+        wait_labels(&cluster, &agent, &want());
         let ok = wait_for(WAIT, || (!proxy.watches().is_empty()).then_some(()));
         assert!(ok.is_some(), "no watch; log:\n{}", agent.log_text());
         std::thread::sleep(Duration::from_secs(4));
@@ -139,10 +113,9 @@ fn a_huge_watch_event_is_cut_and_memory_stays_bounded() {
 /// 64 such clients made 0 of 60 probes answer, and the liveness probe restarted the pod).
 #[test]
 fn idle_clients_never_keep_a_probe_out() {
-    let (kube, proxy) = proxied();
-    let dir = tempfile::tempdir().unwrap();
-    let agent = start(&proxy, dir.path());
-    wait_labels(&kube, &agent);
+    let cluster = proxied();
+    let agent = agent().start(&cluster);
+    wait_labels(&cluster, &agent, &want());
     let addr = agent.health_addr();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut clients = Vec::new();
@@ -207,20 +180,17 @@ fn idle_clients_never_keep_a_probe_out() {
 /// writes and 20,440 warnings in 25 s).
 #[test]
 fn nvml_garbage_is_refused_and_the_last_good_labels_stay() {
-    let (kube, proxy) = proxied();
-    let dir = tempfile::tempdir().unwrap();
-    let fixture = dir.path().join("nvml.json");
+    let cluster = proxied();
+    let (kube, proxy) = (&cluster.kube, cluster.proxy());
+    let spec = agent();
+    let fixture = spec.dir().join("nvml.json");
     let good = std::fs::read_to_string(common::nvml_fixture("h100-8x")).unwrap();
     std::fs::write(&fixture, &good).unwrap();
-    let kubeconfig = write_kubeconfig(dir.path(), &proxy.url());
-    let mut args = run_args(&kubeconfig, NODE, &[]);
     // NVML, and the built-in rules that make its labels.
-    args.retain(|a| a != "--no-nvml" && a != "--no-default-rules");
-    args.extend([
-        "--nvml-lib".into(),
-        common::fake_nvml_lib("nvidia_ml").display().to_string(),
-    ]);
-    let agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+    let agent = spec
+        .fake_nvml(&common::fake_nvml_lib("nvidia_ml"), &fixture)
+        .default_rules()
+        .start(&cluster);
     let ok = wait_for(WAIT, || {
         (kube
             .labels(NODE)
@@ -338,14 +308,14 @@ fn huge_regexes_cost_bounded_memory_and_only_their_own_rules() {
 /// named as such, not a network one; the next attempt goes through.
 #[test]
 fn a_garbage_answer_is_a_decode_failure() {
-    let (kube, proxy) = proxied();
+    let cluster = proxied();
+    let proxy = cluster.proxy();
     proxy.set_faults(Faults {
         garbage: 1,
         ..Faults::default()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let agent = start(&proxy, dir.path());
-    wait_labels(&kube, &agent);
+    let agent = agent().start(&cluster);
+    wait_labels(&cluster, &agent, &want());
     let addr = agent.health_addr();
     let m = |reason: &str| {
         metric(
@@ -399,23 +369,20 @@ fn an_answer_that_is_not_http_is_a_decode_failure() {
 /// keeps the labels of the last one read, where every cycle failed before.
 #[test]
 fn a_snapshot_is_read_once_and_again_only_when_it_changes() {
-    let (kube, proxy) = proxied();
-    let dir = tempfile::tempdir().unwrap();
-    let snapshot = dir.path().join("features.json");
+    let cluster = proxied();
+    let kube = &cluster.kube;
+    let spec = agent();
+    let snapshot = spec.dir().join("features.json");
     let features = common::run(common::fixture_args(
         &["features", "-o", "json"],
         "dell-xe9680-8xh100",
         &[],
     ));
     std::fs::write(&snapshot, features.ok()).unwrap();
-    let kubeconfig = write_kubeconfig(dir.path(), &proxy.url());
-    let args = run_args(
-        &kubeconfig,
-        NODE,
-        &["--features", snapshot.to_str().unwrap()],
-    );
-    let agent = Agent::start(&args, &[]);
-    wait_labels(&kube, &agent);
+    let agent = spec
+        .args(&["--features", snapshot.to_str().unwrap()])
+        .start(&cluster);
+    wait_labels(&cluster, &agent, &want());
     let addr = agent.health_addr();
     // Gone: the cycles go on with what was read.
     std::fs::remove_file(&snapshot).unwrap();
@@ -442,58 +409,36 @@ fn a_snapshot_is_read_once_and_again_only_when_it_changes() {
     std::fs::write(&snapshot, v.to_string()).unwrap();
     let mut fewer = want();
     fewer.remove("feature.node.kubernetes.io/pci-0300_102b.present");
-    let ok = wait_for(WAIT, || (kube.labels(NODE) == fewer).then_some(()));
-    assert!(
-        ok.is_some(),
-        "{:#?}\n{}",
-        kube.labels(NODE),
-        agent.log_text()
-    );
+    wait_labels(&cluster, &agent, &fewer);
     assert!(agent_alive(agent));
 }
 
 /// An agent with NVML from the fake library on a copy of the h100-8x fixture (returned, for
 /// the test to rewrite), the built-in rules on, `config`, and the rules folder `dir/rules`
 /// holding `a.yaml`: a rule that labels `test.a`.
-fn start_with_nvml(
-    proxy: &FakeApiServer,
-    dir: &std::path::Path,
-    config: &str,
-) -> (Agent, std::path::PathBuf) {
-    let fixture = dir.join("nvml.json");
+fn start_with_nvml(cluster: &Cluster, config: &str) -> (Agent, std::path::PathBuf) {
+    let spec = agent();
+    let fixture = spec.dir().join("nvml.json");
     std::fs::copy(common::nvml_fixture("h100-8x"), &fixture).unwrap();
-    let kubeconfig = write_kubeconfig(dir, &proxy.url());
-    let config_file = dir.join("config.yaml");
-    std::fs::write(&config_file, config).unwrap();
-    let rules = dir.join("rules");
+    let rules = spec.dir().join("rules");
     std::fs::create_dir_all(&rules).unwrap();
     std::fs::write(rules.join("a.yaml"), rule_file(&[("nvidia", "test.a")])).unwrap();
-    let mut args = run_args(&kubeconfig, NODE, &[]);
-    args.retain(|a| a != "--no-nvml" && a != "--no-default-rules");
-    args.extend(
-        [
-            "--nvml-lib",
-            common::fake_nvml_lib("nvidia_ml").to_str().unwrap(),
-            "--config",
-            config_file.to_str().unwrap(),
-            "--rules",
-            rules.to_str().unwrap(),
-        ]
-        .map(String::from),
-    );
-    let agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+    let agent = spec
+        .fake_nvml(&common::fake_nvml_lib("nvidia_ml"), &fixture)
+        .default_rules()
+        .config(config)
+        .args(&["--rules", rules.to_str().unwrap()])
+        .start(cluster);
     (agent, fixture)
 }
 
 /// Rewrites the h100-8x fixture at `path` so that `function` misbehaves with `action` (the fake
 /// re-reads a fixture that changed: the running child meets it at its next call).
 fn misbehave(path: &std::path::Path, function: &str, action: &str) {
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(common::nvml_fixture("h100-8x")).unwrap())
-            .unwrap();
-    v["faults"] = serde_json::json!({"misbehave": [{"function": function, "action": action}]});
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, v.to_string()).unwrap();
+    let faults = serde_json::json!({"misbehave": [{"function": function, "action": action}]});
+    let dir = path.parent().unwrap();
+    let tmp =
+        common::edited_nvml_fixture(dir, "nvml.json.tmp", "h100-8x", |v| v["faults"] = faults);
     std::fs::rename(&tmp, path).unwrap();
 }
 
@@ -521,16 +466,15 @@ fn wait_label(kube: &KubeApiServer, agent: &Agent, label: &str, value: &str) -> 
 /// said once, not every check.
 #[test]
 fn nvml_that_hangs_mid_run_never_delays_other_labels() {
-    let (kube, proxy) = proxied();
-    let dir = tempfile::tempdir().unwrap();
+    let cluster = proxied();
+    let kube = &cluster.kube;
     let (agent, fixture) = start_with_nvml(
-        &proxy,
-        dir.path(),
+        &cluster,
         "publish: {spread: 0s}\nsources:\n  nvml: {timeout: 3s, checkInterval: 1s}\n",
     );
-    let rules = dir.path().join("rules");
-    wait_label(&kube, &agent, "test.a", "true");
-    wait_label(&kube, &agent, "gpu.memory", "81559");
+    let rules = fixture.with_file_name("rules");
+    wait_label(kube, &agent, "test.a", "true");
+    wait_label(kube, &agent, "gpu.memory", "81559");
     let before = kube.labels(NODE);
 
     misbehave(&fixture, "nvmlDeviceGetCount_v2", "hang");
@@ -542,7 +486,7 @@ fn nvml_that_hangs_mid_run_never_delays_other_labels() {
     )
     .unwrap();
     std::fs::rename(rules.join("b.yaml.tmp"), rules.join("b.yaml")).unwrap();
-    let took = wait_label(&kube, &agent, "test.b", "true");
+    let took = wait_label(kube, &agent, "test.b", "true");
     assert!(
         took < Duration::from_secs(2),
         "took {took:?}\n{}",
@@ -574,14 +518,13 @@ fn nvml_that_hangs_mid_run_never_delays_other_labels() {
 /// says so once, not once a cycle (before: one warning a second), and the labels stay.
 #[test]
 fn a_segfaulting_query_is_said_once_per_change() {
-    let (kube, proxy) = proxied();
-    let dir = tempfile::tempdir().unwrap();
+    let cluster = proxied();
+    let kube = &cluster.kube;
     let (agent, fixture) = start_with_nvml(
-        &proxy,
-        dir.path(),
+        &cluster,
         "sources:\n  nvml: {timeout: 3s, checkInterval: 1s}\n",
     );
-    wait_label(&kube, &agent, "gpu.memory", "81559");
+    wait_label(kube, &agent, "gpu.memory", "81559");
     let labels = kube.labels(NODE);
     misbehave(&fixture, "nvmlDeviceGetCount_v2", "segv");
     let addr = agent.health_addr();
@@ -670,13 +613,7 @@ fn a_large_snapshot_costs_a_bounded_multiple_of_its_size() {
 #[test]
 fn bursts_of_connections_never_keep_a_probe_out() {
     use std::io::{Read, Write};
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = write_kubeconfig(dir.path(), "http://127.0.0.1:9");
-    let mut args = run_args(&kubeconfig, NODE, &[]);
-    let at = args.iter().position(|a| a == "--kubeconfig").unwrap();
-    args.drain(at..at + 4);
-    args.extend(["--sink".into(), "stdout".into()]);
-    let agent = Agent::start(&args, &[]);
+    let agent = agent().args(&["--sink", "stdout"]).start_local();
     let addr = agent.health_addr();
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut lost = Vec::new();

@@ -1,30 +1,26 @@
 //! `/healthz`, `/readyz`, `/metrics` and the JSON logs of `gpu-labeler run`.
 
 mod apiserver;
+mod kube;
+mod support;
 
 use std::time::Duration;
 
 use apiserver::*;
-
-const NODE: &str = "gpu-node-1";
-const WAIT: Duration = Duration::from_secs(20);
+use support::{NODE, WAIT, agent, fake_server, status_kib, wait_ready};
 
 #[test]
 fn health_readiness_and_metrics_tell_what_happened() {
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[]);
-    let dir = tempfile::tempdir().unwrap();
-    let kc = write_kubeconfig(dir.path(), &server.url());
-    let rules = dir.path().join("rules.yaml");
+    let server = fake_server(&[]);
+    let spec = agent();
+    let rules = spec.dir().join("rules.yaml");
     std::fs::write(&rules, OUTCOME_RULES).unwrap();
-    let mut agent = Agent::start(
-        &run_args(&kc, NODE, &["--rules", rules.to_str().unwrap()]),
-        &[],
-    );
+    let mut agent = spec
+        .args(&["--rules", rules.to_str().unwrap()])
+        .start_fake(&server);
     let addr = agent.health_addr();
     assert_eq!(get(addr, "/healthz"), (200, "ok\n".to_string()));
-    let ok = wait_for(WAIT, || (get(addr, "/readyz").0 == 200).then_some(()));
-    assert!(ok.is_some(), "{}", agent.log_text());
+    wait_ready(&agent);
     assert_eq!(
         server.labels(NODE),
         union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])])
@@ -83,11 +79,8 @@ fn health_readiness_and_metrics_tell_what_happened() {
 
 #[test]
 fn log_json_writes_one_json_object_per_line() {
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[]);
-    let dir = tempfile::tempdir().unwrap();
-    let kc = write_kubeconfig(dir.path(), &server.url());
-    let mut agent = Agent::start(&run_args(&kc, NODE, &["--log-json"]), &[]);
+    let server = fake_server(&[]);
+    let mut agent = agent().args(&["--log-json"]).start_fake(&server);
     agent.wait_log("published to node", WAIT);
     assert_eq!(agent.stop(), 0);
     let lines = agent.log();
@@ -99,29 +92,16 @@ fn log_json_writes_one_json_object_per_line() {
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// 8,000 idle connections from any pod (an open `/metrics` port): the agent holds at most 256
 /// at once (closing the quietest for a new one) and closes idle ones after the header timeout, so memory stays bounded (it went from 9 to
 /// 104 MB before) and /healthz answers again as soon as the flood stops.
 #[test]
 fn a_flood_of_idle_connections_costs_bounded_memory() {
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[]);
-    let dir = tempfile::tempdir().unwrap();
-    let kc = write_kubeconfig(dir.path(), &server.url());
-    let mut agent = Agent::start(&run_args(&kc, NODE, &[]), &[]);
+    let server = fake_server(&[]);
+    let mut agent = agent().start_fake(&server);
     let addr = agent.health_addr();
-    let ok = wait_for(WAIT, || (get(addr, "/readyz").0 == 200).then_some(()));
-    assert!(ok.is_some(), "{}", agent.log_text());
-    let before = rss_kib(agent.pid());
+    wait_ready(&agent);
+    let before = status_kib(&agent, "VmRSS");
     let mut held = Vec::new();
     for _ in 0..8000 {
         if let Ok(s) = std::net::TcpStream::connect(addr) {
@@ -129,7 +109,7 @@ fn a_flood_of_idle_connections_costs_bounded_memory() {
         }
     }
     std::thread::sleep(Duration::from_millis(500));
-    let during = rss_kib(agent.pid());
+    let during = status_kib(&agent, "VmRSS");
     assert!(
         during < before + 16 * 1024,
         "RSS {before} KiB before, {during} KiB with {} idle connections",

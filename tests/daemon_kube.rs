@@ -6,94 +6,36 @@
 
 mod apiserver;
 mod kube;
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use apiserver::{
-    Agent, fixture_pci_labels, map, rule_file, rule_labels, run_args, union, wait_for,
-};
-use kube::{KubeApiServer, Who};
+use apiserver::{fixture_pci_labels, map, rule_labels, union, wait_for};
 use serde_json::json;
+use support::{
+    AgentSpec, Cluster, NODE, WAIT, agent, kubelet_labels, published, wait_labels, wait_ready,
+};
 
-const NODE: &str = "gpu-node-1";
-const WAIT: Duration = Duration::from_secs(20);
 const UA: &str = concat!("gpu-labeler/", env!("CARGO_PKG_VERSION"));
-
-fn kubelet_labels() -> BTreeMap<String, String> {
-    map(&[
-        ("kubernetes.io/hostname", NODE),
-        ("kubernetes.io/os", "linux"),
-    ])
-}
 
 fn foreign() -> BTreeMap<String, String> {
     union(&[&kubelet_labels(), &map(&[("team", "ml")])])
 }
 
 /// The shipped policy; our Node as the kubelet registered it, and an admin's label.
-fn cluster() -> KubeApiServer {
-    let s = KubeApiServer::with_shipped_node_policy();
-    s.create_node(
-        NODE,
-        &[
-            ("kubernetes.io/hostname", NODE),
-            ("kubernetes.io/os", "linux"),
-        ],
-    );
-    let a = s.merge_patch(
-        &Who::admin(),
-        "kubectl-label",
-        &format!("/api/v1/nodes/{NODE}"),
-        &json!({"metadata": {"labels": {"team": "ml"}}}),
-    );
-    assert!(a.ok(), "{}", a.body);
-    s
+fn cluster() -> Cluster {
+    let c = Cluster::new();
+    c.merge_patch_labels("kubectl-label", &[("team", Some("ml"))]);
+    c
 }
 
-struct Setup {
-    _dir: tempfile::TempDir,
-    kubeconfig: std::path::PathBuf,
-    rules: std::path::PathBuf,
-}
-
-fn setup(server: &KubeApiServer, rules: &[(&str, &str)]) -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let rules_path = dir.path().join("rules.yaml");
-    std::fs::write(&rules_path, rule_file(rules)).unwrap();
-    Setup {
-        kubeconfig: server.kubeconfig(&Who::agent(NODE)),
-        rules: rules_path,
-        _dir: dir,
-    }
-}
-
-fn start(s: &Setup, extra: &[&str]) -> Agent {
-    Agent::start(&run_args_of(s, extra), &[])
-}
-
-/// `run` on the setup's kubeconfig and rules, plus `extra`.
-fn run_args_of(s: &Setup, extra: &[&str]) -> Vec<String> {
-    let mut extra_all = vec!["--rules", s.rules.to_str().unwrap()];
-    extra_all.extend_from_slice(extra);
-    run_args(&s.kubeconfig, NODE, &extra_all)
-}
-
-/// `run` for our Node with the rules of `s`, at `interval`.
-fn args_at(s: &Setup, interval: &str) -> Vec<String> {
-    let mut args = run_args(&s.kubeconfig, NODE, &["--rules", s.rules.to_str().unwrap()]);
-    let i = args.iter().position(|a| a == "--interval").unwrap();
-    args[i + 1] = interval.into();
-    args
-}
-
-/// Waits until the agent has completed a cycle (`/readyz` answers 200).
-/// Starts the agent with `args` on a Node that has its labels: in its first 2.5 s it reads the
+/// Starts the agent `spec` on a Node that has its labels: in its first 2.5 s it reads the
 /// Node once and sends nothing else (its watch aside).
-fn restart_reads_the_node_once(server: &KubeApiServer, args: &[String]) {
+fn restart_reads_the_node_once(server: &Cluster, spec: &AgentSpec) {
     let before = agent_requests(server).len();
-    let agent = Agent::start(args, &[]);
-    ready(&agent);
+    let agent = spec.start(server);
+    wait_ready(&agent);
     std::thread::sleep(Duration::from_millis(2500));
     let after: Vec<(String, String)> = agent_requests(server)[before..]
         .iter()
@@ -106,26 +48,8 @@ fn restart_reads_the_node_once(server: &KubeApiServer, args: &[String]) {
     );
 }
 
-fn ready(agent: &Agent) {
-    let addr = agent.health_addr();
-    let ok = wait_for(WAIT, || {
-        (apiserver::get(addr, "/readyz").0 == 200).then_some(())
-    });
-    assert!(ok.is_some(), "never ready; log:\n{}", agent.log_text());
-}
-
-fn wait_labels(server: &KubeApiServer, agent: &Agent, want: &BTreeMap<String, String>) {
-    let ok = wait_for(WAIT, || (server.labels(NODE) == *want).then_some(()));
-    assert!(
-        ok.is_some(),
-        "labels never became {want:#?}\nthey are {:#?}\nlog:\n{}",
-        server.labels(NODE),
-        agent.log_text()
-    );
-}
-
 /// The agent's requests as the server logged them: (verb, URI) in order.
-fn agent_requests(server: &KubeApiServer) -> Vec<kube::Logged> {
+fn agent_requests(server: &Cluster) -> Vec<kube::Logged> {
     server
         .requests()
         .into_iter()
@@ -140,13 +64,9 @@ fn keys(m: &BTreeMap<String, String>) -> Vec<String> {
 #[test]
 fn applies_labels_as_gpu_labeler_once_and_reuses_its_connection() {
     let server = cluster();
-    let s = setup(&server, &[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
-    let mut agent = start(&s, &[]);
-    let ours = union(&[
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia", "test.h100"]),
-    ]);
-    wait_labels(&server, &agent, &union(&[&foreign(), &ours]));
+    let s = agent().rules(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
+    let mut agent = s.start_labelled(&server, &foreign());
+    let ours = s.expected(&BTreeMap::new());
 
     // The real field manager's record: the agent's Apply owns exactly its keys, the others'
     // entries are as they were.
@@ -178,7 +98,7 @@ fn applies_labels_as_gpu_labeler_once_and_reuses_its_connection() {
         ]
     );
     // A change: one more apply, on the connection the first cycle opened.
-    std::fs::write(&s.rules, rule_file(&[("nvidia", "test.nvidia")])).unwrap();
+    s.rewrite_rules(&[("nvidia", "test.nvidia")]);
     let ours = union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])]);
     wait_labels(&server, &agent, &union(&[&foreign(), &ours]));
     let reqs = agent_requests(&server);
@@ -205,15 +125,10 @@ fn applies_labels_as_gpu_labeler_once_and_reuses_its_connection() {
 #[test]
 fn a_rule_removed_from_the_file_removes_its_label_and_its_ownership() {
     let server = cluster();
-    let s = setup(&server, &[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
-    let agent = start(&s, &[]);
-    let both = union(&[
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia", "test.h100"]),
-    ]);
-    wait_labels(&server, &agent, &union(&[&foreign(), &both]));
+    let s = agent().rules(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
+    let agent = s.start_labelled(&server, &foreign());
 
-    std::fs::write(&s.rules, rule_file(&[("nvidia", "test.nvidia")])).unwrap();
+    s.rewrite_rules(&[("nvidia", "test.nvidia")]);
     let one = union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])]);
     wait_labels(&server, &agent, &union(&[&foreign(), &one]));
     assert_eq!(server.label_owners(NODE)["gpu-labeler/Apply"], keys(&one));
@@ -224,17 +139,12 @@ fn a_rule_removed_from_the_file_removes_its_label_and_its_ownership() {
 #[test]
 fn a_restart_with_nothing_changed_reads_the_node_once_and_writes_nothing() {
     let server = cluster();
-    let s = setup(&server, &[("nvidia", "test.nvidia")]);
-    let mut agent = start(&s, &[]);
-    let want = union(&[
-        &foreign(),
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia"]),
-    ]);
-    wait_labels(&server, &agent, &want);
+    let s = agent().rules(&[("nvidia", "test.nvidia")]);
+    let mut agent = s.start_labelled(&server, &foreign());
     assert_eq!(agent.stop(), 0);
+    let want = s.expected(&foreign());
     let rv = server.node(NODE)["metadata"]["resourceVersion"].clone();
-    restart_reads_the_node_once(&server, &run_args_of(&s, &[]));
+    restart_reads_the_node_once(&server, &s);
     assert_eq!(server.node(NODE)["metadata"]["resourceVersion"], rv);
     assert_eq!(server.labels(NODE), want);
 }
@@ -245,23 +155,19 @@ fn a_restart_with_nothing_changed_reads_the_node_once_and_writes_nothing() {
 #[test]
 fn a_label_removed_by_someone_else_comes_back_through_the_watch() {
     let server = cluster();
-    let s = setup(&server, &[("nvidia", "test.nvidia")]);
     // An hour's interval: the first cycle at start, then only the watch brings a relabel.
-    let agent = Agent::start(&args_at(&s, "1h"), &[]);
-    let want = union(&[
-        &foreign(),
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia"]),
-    ]);
+    let agent = agent()
+        .rules(&[("nvidia", "test.nvidia")])
+        .interval("1h")
+        .start(&server);
+    let want = published(&foreign(), &["test.nvidia"]);
     wait_labels(&server, &agent, &want);
     let t = Instant::now();
-    let a = server.merge_patch(
-        &Who::admin(),
+    server.admin_patch(
         "kubectl-label",
         &format!("/api/v1/nodes/{NODE}"),
         &json!({"metadata": {"labels": {"feature.node.kubernetes.io/test.nvidia": null}}}),
     );
-    assert!(a.ok(), "{}", a.body);
     wait_labels(&server, &agent, &want);
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     agent.wait_log(
@@ -297,60 +203,15 @@ fn a_label_removed_by_someone_else_comes_back_through_the_watch() {
     }
 }
 
-/// A key another controller owns with another value: the real server's 409 (its own message
-/// and causes) is understood, that key left to its owner and reported, the rest applied.
-#[test]
-fn a_key_owned_by_another_manager_is_reported_and_the_rest_applied() {
-    let server = cluster();
-    let s = setup(&server, &[("nvidia", "test.nvidia")]);
-    let agent = start(&s, &["--no-events"]);
-    let mut want = union(&[
-        &foreign(),
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia"]),
-    ]);
-    wait_labels(&server, &agent, &want);
-    // Another controller takes over one of our keys after we read the Node.
-    let a = server.merge_patch(
-        &Who::admin(),
-        "ops-controller",
-        &format!("/api/v1/nodes/{NODE}"),
-        &json!({"metadata": {"labels": {"feature.node.kubernetes.io/test.nvidia": "no"}}}),
-    );
-    assert!(a.ok(), "{}", a.body);
-    std::fs::write(
-        &s.rules,
-        rule_file(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]),
-    )
-    .unwrap();
-    want.insert("feature.node.kubernetes.io/test.nvidia".into(), "no".into());
-    want.insert("feature.node.kubernetes.io/test.h100".into(), "true".into());
-    wait_labels(&server, &agent, &want);
-    agent.wait_log(
-        "label feature.node.kubernetes.io/test.nvidia is owned by field manager \"ops-controller\"",
-        WAIT,
-    );
-    let owners = server.label_owners(NODE);
-    assert_eq!(
-        owners["ops-controller/Update"],
-        ["feature.node.kubernetes.io/test.nvidia"]
-    );
-}
-
 #[test]
 fn a_label_no_longer_produced_is_removed_across_a_restart() {
     let server = cluster();
-    let s = setup(&server, &[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
-    let mut agent = start(&s, &[]);
-    let both = union(&[
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia", "test.h100"]),
-    ]);
-    wait_labels(&server, &agent, &union(&[&foreign(), &both]));
+    let s = agent().rules(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
+    let mut agent = s.start_labelled(&server, &foreign());
     assert_eq!(agent.stop(), 0);
 
-    std::fs::write(&s.rules, rule_file(&[("nvidia", "test.nvidia")])).unwrap();
-    let agent = start(&s, &[]);
+    s.rewrite_rules(&[("nvidia", "test.nvidia")]);
+    let agent = s.start(&server);
     let one = union(&[&fixture_pci_labels(), &rule_labels(&["test.nvidia"])]);
     wait_labels(&server, &agent, &union(&[&foreign(), &one]));
     assert_eq!(server.label_owners(NODE)["gpu-labeler/Apply"], keys(&one));
@@ -362,22 +223,11 @@ fn a_label_no_longer_produced_is_removed_across_a_restart() {
 #[test]
 fn a_policy_denial_costs_only_the_keys_it_refuses_reported_once() {
     let server = cluster();
-    let s = setup(
-        &server,
-        &[("nvidia", "test.nvidia"), ("amd", "amd.com/gpu.present")],
-    );
-    let config = s.rules.with_file_name("config.yaml");
-    std::fs::write(
-        &config,
-        "labels:\n  allowedNs: [feature.node.kubernetes.io, amd.com]\n",
-    )
-    .unwrap();
-    let agent = start(&s, &["--config", config.to_str().unwrap()]);
-    let want = union(&[
-        &foreign(),
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia"]),
-    ]);
+    let agent = agent()
+        .rules(&[("nvidia", "test.nvidia"), ("amd", "amd.com/gpu.present")])
+        .config("labels:\n  allowedNs: [feature.node.kubernetes.io, amd.com]\n")
+        .start(&server);
+    let want = published(&foreign(), &["test.nvidia"]);
     wait_labels(&server, &agent, &want);
     std::thread::sleep(Duration::from_millis(3500));
     let line = "label amd.com/gpu.present left out: the API server's admission policy refused the apply that carried it (gpu-labeler may only add labels in its own namespaces, and change or remove only the labels it owns); the other keys are published";
@@ -407,18 +257,13 @@ fn a_policy_denial_costs_only_the_keys_it_refuses_reported_once() {
 #[test]
 fn a_new_node_is_labelled_within_seconds_of_the_start_whatever_the_interval() {
     let server = cluster();
-    let s = setup(&server, &[("nvidia", "test.nvidia")]);
-    let args = args_at(&s, "60s");
-    let want = union(&[
-        &foreign(),
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia"]),
-    ]);
+    let s = agent().rules(&[("nvidia", "test.nvidia")]).interval("60s");
+    let want = published(&foreign(), &["test.nvidia"]);
     let started = Instant::now();
-    let mut agent = Agent::start(&args, &[]);
+    let mut agent = s.start(&server);
     wait_labels(&server, &agent, &want);
     let took = started.elapsed();
     assert!(took < Duration::from_secs(3), "first labels after {took:?}");
     assert_eq!(agent.stop(), 0);
-    restart_reads_the_node_once(&server, &args);
+    restart_reads_the_node_once(&server, &s);
 }

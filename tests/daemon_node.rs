@@ -7,86 +7,20 @@
 
 mod apiserver;
 mod kube;
+mod support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use apiserver::*;
-use kube::{KubeApiServer, Who};
-
-const NODE: &str = "gpu-node-1";
-const WAIT: Duration = Duration::from_secs(20);
-
-fn kubelet_labels() -> BTreeMap<String, String> {
-    map(&[
-        ("kubernetes.io/hostname", NODE),
-        ("kubernetes.io/os", "linux"),
-    ])
-}
+use kube::Who;
+use support::{Cluster, NODE, WAIT, agent, kubelet_labels, published, wait_labels};
 
 /// Kubernetes' own API server with our Node (kubelet's labels and one label from another
-/// controller), and the fault proxy the agent talks to.
-struct Cluster {
-    kube: KubeApiServer,
-    proxy: FakeApiServer,
-}
-
-impl Cluster {
-    fn url(&self) -> String {
-        self.proxy.url()
-    }
-
-    fn labels(&self, node: &str) -> BTreeMap<String, String> {
-        self.kube.labels(node)
-    }
-
-    /// Another controller's merge patch (a `None` value removes the label).
-    fn merge_patch_labels(&self, node: &str, manager: &str, labels: &[(&str, Option<&str>)]) {
-        let labels: serde_json::Map<String, serde_json::Value> = labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
-            .collect();
-        let a = self.kube.merge_patch(
-            &Who::admin(),
-            manager,
-            &format!("/api/v1/nodes/{node}"),
-            &serde_json::json!({"metadata": {"labels": labels}}),
-        );
-        assert!(a.ok(), "{}", a.body);
-    }
-
-    /// The requests the agent sent through the proxy.
-    fn requests(&self) -> Vec<Recorded> {
-        self.proxy.requests()
-    }
-
-    fn clear_requests(&self) {
-        self.proxy.clear_requests()
-    }
-
-    fn set_faults(&self, faults: Faults) {
-        self.proxy.set_faults(faults)
-    }
-}
-
-fn real() -> KubeApiServer {
-    let kube = KubeApiServer::with_shipped_node_policy();
-    kube.create_node(
-        NODE,
-        &[
-            ("kubernetes.io/hostname", NODE),
-            ("kubernetes.io/os", "linux"),
-        ],
-    );
-    kube
-}
-
-/// The cluster, its proxy on `port` (0: any).
+/// controller), and the fault proxy the agent talks to, on `port` (0: any).
 fn cluster_on(port: u16) -> Cluster {
-    let kube = real();
-    let proxy = FakeApiServer::proxy_on(port, &kube.kubeconfig(&Who::agent(NODE)));
-    let c = Cluster { kube, proxy };
-    c.merge_patch_labels(NODE, "ops-controller", &[("team", Some("ml"))]);
+    let c = Cluster::new().proxied_on(port);
+    c.merge_patch_labels("ops-controller", &[("team", Some("ml"))]);
     c
 }
 
@@ -98,49 +32,11 @@ fn foreign() -> BTreeMap<String, String> {
     union(&[&kubelet_labels(), &map(&[("team", "ml")])])
 }
 
-struct Setup {
-    dir: tempfile::TempDir,
-    kubeconfig: std::path::PathBuf,
-    rules: std::path::PathBuf,
-}
-
-fn setup(server_url: &str, rules: &[(&str, &str)]) -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = write_kubeconfig(dir.path(), server_url);
-    let rules_path = dir.path().join("rules.yaml");
-    std::fs::write(&rules_path, rule_file(rules)).unwrap();
-    Setup {
-        kubeconfig,
-        rules: rules_path,
-        dir,
-    }
-}
-
-fn start(s: &Setup, extra: &[&str]) -> Agent {
-    let mut extra_all = vec!["--rules", s.rules.to_str().unwrap()];
-    extra_all.extend_from_slice(extra);
-    Agent::start(&run_args(&s.kubeconfig, NODE, &extra_all), &[])
-}
-
-/// Waits until the Node's labels are exactly `want`.
-fn wait_labels(server: &Cluster, agent: &Agent, want: &BTreeMap<String, String>) {
-    let ok = wait_for(WAIT, || (server.labels(NODE) == *want).then_some(()));
-    assert!(
-        ok.is_some(),
-        "labels never became {want:#?}\nthey are {:#?}\nlog:\n{}",
-        server.labels(NODE),
-        agent.log_text()
-    );
-}
-
 #[test]
 fn an_api_server_down_at_start_is_retried_until_it_answers() {
     let port = reserve_port();
-    let s = setup(
-        &format!("http://127.0.0.1:{port}"),
-        &[("nvidia", "test.nvidia")],
-    );
-    let mut agent = start(&s, &[]);
+    let s = agent().rules(&[("nvidia", "test.nvidia")]);
+    let mut agent = s.start_at(&format!("http://127.0.0.1:{port}"));
     let addr = agent.health_addr();
     agent.wait_log("retrying in", WAIT);
     assert_eq!(get(addr, "/readyz").0, 503, "not ready before a publish");
@@ -148,11 +44,7 @@ fn an_api_server_down_at_start_is_retried_until_it_answers() {
     assert!(agent.child_alive());
 
     let server = cluster_on(port);
-    let want = union(&[
-        &foreign(),
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia"]),
-    ]);
+    let want = published(&foreign(), &["test.nvidia"]);
     wait_labels(&server, &agent, &want);
     let ok = wait_for(WAIT, || (get(addr, "/readyz").0 == 200).then_some(()));
     assert!(ok.is_some());
@@ -166,7 +58,7 @@ fn an_api_server_down_at_start_is_retried_until_it_answers() {
 #[test]
 fn errors_500_conflicts_409_dropped_connections_and_slow_answers_are_retried() {
     let server = cluster();
-    server.set_faults(Faults {
+    server.proxy().set_faults(Faults {
         drop: 1,
         error_500: 1,
         conflict_409: 1,
@@ -175,19 +67,16 @@ fn errors_500_conflicts_409_dropped_connections_and_slow_answers_are_retried() {
         slow_for: Duration::from_secs(4),
         ..Faults::default()
     });
-    let s = setup(&server.url(), &[("nvidia", "test.nvidia")]);
-    let mut agent = start(&s, &[]);
-    let want = union(&[
-        &foreign(),
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia"]),
-    ]);
+    let s = agent().rules(&[("nvidia", "test.nvidia")]);
+    let mut agent = s.start(&server);
+    let want = published(&foreign(), &["test.nvidia"]);
     let ok = wait_for(Duration::from_secs(60), || {
         (server.labels(NODE) == want).then_some(())
     });
     assert!(ok.is_some(), "log:\n{}", agent.log_text());
     // The agent's requests (the set-up merge patch aside).
     let faults: Vec<Option<&str>> = server
+        .proxy()
         .requests()
         .iter()
         .filter(|r| !r.query.contains("ops-controller"))
@@ -216,16 +105,14 @@ fn a_key_owned_by_another_manager_is_reported_and_the_rest_applied() {
     let server = cluster();
     // Another controller already set one of our keys to another value.
     let contested = "feature.node.kubernetes.io/pci-0302_10de.present";
-    server.merge_patch_labels(NODE, "ops-controller", &[(contested, Some("false"))]);
-    let s = setup(&server.url(), &[("nvidia", "test.nvidia")]);
+    server.merge_patch_labels("ops-controller", &[(contested, Some("false"))]);
     // Without events: with the Node watch, the agent sees the takeover before it applies (and
     // never gets the 409 this test is about).
-    let agent = start(&s, &["--no-events"]);
-    let mut want = union(&[
-        &foreign(),
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia"]),
-    ]);
+    let s = agent()
+        .rules(&[("nvidia", "test.nvidia")])
+        .args(&["--no-events"]);
+    let agent = s.start(&server);
+    let mut want = published(&foreign(), &["test.nvidia"]);
     want.insert(contested.to_string(), "false".to_string());
     wait_labels(&server, &agent, &want);
     agent.wait_log(
@@ -241,15 +128,10 @@ fn a_key_owned_by_another_manager_is_reported_and_the_rest_applied() {
     // The same conflict found by the API server on apply (the other controller took over one
     // of our keys after we read the Node): the rest is still applied.
     server.merge_patch_labels(
-        NODE,
         "ops-controller",
         &[("feature.node.kubernetes.io/test.nvidia", Some("no"))],
     );
-    std::fs::write(
-        &s.rules,
-        rule_file(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]),
-    )
-    .unwrap();
+    s.rewrite_rules(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
     want.insert("feature.node.kubernetes.io/test.nvidia".into(), "no".into());
     want.insert("feature.node.kubernetes.io/test.h100".into(), "true".into());
     wait_labels(&server, &agent, &want);
@@ -258,44 +140,63 @@ fn a_key_owned_by_another_manager_is_reported_and_the_rest_applied() {
         WAIT,
     );
     let conflicts = server
+        .proxy()
         .requests()
         .iter()
         .filter(|r| r.method == "PATCH" && r.query.contains("gpu-labeler"))
         .count();
     assert_eq!(conflicts, 3, "first apply, then the 409 and its retry");
+    // The real field manager's record: each contested key left to its owner.
+    let keys = |ks: &[&str]| -> Vec<String> { ks.iter().map(|k| k.to_string()).collect() };
+    assert_eq!(
+        server.label_owners(NODE),
+        BTreeMap::from([
+            (
+                "gpu-labeler/Apply".to_string(),
+                keys(&[
+                    "feature.node.kubernetes.io/pci-0300_102b.present",
+                    "feature.node.kubernetes.io/pci-0302_10de.sriov.capable",
+                    "feature.node.kubernetes.io/test.h100",
+                ])
+            ),
+            (
+                "kubelet/Update".to_string(),
+                keys(&["kubernetes.io/hostname", "kubernetes.io/os"])
+            ),
+            (
+                "ops-controller/Update".to_string(),
+                keys(&[contested, "feature.node.kubernetes.io/test.nvidia", "team"])
+            ),
+        ])
+    );
 }
 
 #[test]
 fn an_invalid_rules_file_is_reported_and_the_last_good_rules_kept() {
     let server = cluster();
-    let s = setup(&server.url(), &[("nvidia", "test.nvidia")]);
-    let agent = start(&s, &[]);
-    let want = union(&[
-        &foreign(),
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia"]),
-    ]);
-    wait_labels(&server, &agent, &want);
-    let writes_before = writes(&server.requests()).len();
+    let s = agent().rules(&[("nvidia", "test.nvidia")]);
+    let agent = s.start_labelled(&server, &foreign());
+    let want = s.expected(&foreign());
+    let writes_before = writes(&server.proxy().requests()).len();
 
     // A ConfigMap-style update: a new file renamed over the old one.
-    let tmp = s.dir.path().join("rules.yaml.new");
+    let tmp = s.dir().join("rules.yaml.new");
     std::fs::write(
         &tmp,
         "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: broken\nspec:\n  rules:\n    - name: bad\n      labels: {x: \"y\"}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: Matches, value: [\"10de\"]}\n",
     )
     .unwrap();
-    std::fs::rename(&tmp, &s.rules).unwrap();
+    std::fs::rename(&tmp, s.rules_path()).unwrap();
     let line = agent.wait_log("keeping the last good rules", WAIT);
     assert!(line.contains("ERROR"), "{line}");
     let err = agent.wait_log("rules.yaml:", WAIT);
     assert!(
-        err.contains(&format!("{}:12:", s.rules.display())),
+        err.contains(&format!("{}:12:", s.rules_path().display())),
         "file:line:column in {err:?}"
     );
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(server.labels(NODE), want);
-    assert_eq!(writes(&server.requests()).len(), writes_before);
+    assert_eq!(writes(&server.proxy().requests()).len(), writes_before);
     // Reported once, not every cycle.
     let reports = agent
         .log()
@@ -308,26 +209,15 @@ fn an_invalid_rules_file_is_reported_and_the_last_good_rules_kept() {
 #[test]
 fn sighup_reloads_at_once() {
     let server = cluster();
-    let s = setup(&server.url(), &[("nvidia", "test.nvidia")]);
     // An hour's interval: nothing happens on its own within the test.
-    let mut args = run_args(&s.kubeconfig, NODE, &["--rules", s.rules.to_str().unwrap()]);
-    let i = args.iter().position(|a| a == "1s").unwrap();
-    args[i] = "1h".into();
-    let mut agent = Agent::start(&args, &[]);
+    let s = agent().rules(&[("nvidia", "test.nvidia")]).interval("1h");
+    let mut agent = s.start(&server);
     agent.wait_log("first cycle in", WAIT);
     agent.signal("HUP");
-    let one = union(&[
-        &foreign(),
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia"]),
-    ]);
+    let one = published(&foreign(), &["test.nvidia"]);
     wait_labels(&server, &agent, &one);
 
-    std::fs::write(
-        &s.rules,
-        rule_file(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]),
-    )
-    .unwrap();
+    s.rewrite_rules(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
     agent.signal("HUP");
     let two = union(&[&one, &rule_labels(&["test.h100"])]);
     wait_labels(&server, &agent, &two);
@@ -337,19 +227,18 @@ fn sighup_reloads_at_once() {
 #[test]
 fn sigint_stops_cleanly_and_leaves_the_labels() {
     let server = cluster();
-    let s = setup(&server.url(), &[("nvidia", "test.nvidia")]);
-    let mut agent = start(&s, &[]);
-    let want = union(&[
-        &foreign(),
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia"]),
-    ]);
-    wait_labels(&server, &agent, &want);
-    server.clear_requests();
+    let s = agent().rules(&[("nvidia", "test.nvidia")]);
+    let mut agent = s.start_labelled(&server, &foreign());
+    server.proxy().clear_requests();
+    let want = s.expected(&foreign());
     agent.signal("INT");
     assert_eq!(agent.wait_exit(WAIT), 0);
     assert_eq!(server.labels(NODE), want);
-    assert_eq!(writes(&server.requests()).len(), 0, "no cleanup on exit");
+    assert_eq!(
+        writes(&server.proxy().requests()).len(),
+        0,
+        "no cleanup on exit"
+    );
 }
 
 /// A rules ConfigMap caught half-way through kubelet's update (`..data` dangling for a moment)
@@ -358,10 +247,9 @@ fn sigint_stops_cleanly_and_leaves_the_labels() {
 #[test]
 fn a_configmap_caught_mid_swap_keeps_the_last_good_rules() {
     let server = cluster();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
+    let spec = agent();
     // The layout kubelet mounts: rules.yaml -> ..data/rules.yaml, ..data -> ..<timestamp>.
-    let cm = dir.path().join("rules");
+    let cm = spec.dir().join("rules");
     std::fs::create_dir_all(cm.join("..v1")).unwrap();
     std::fs::write(
         cm.join("..v1/rules.yaml"),
@@ -370,15 +258,9 @@ fn a_configmap_caught_mid_swap_keeps_the_last_good_rules() {
     .unwrap();
     std::os::unix::fs::symlink("..v1", cm.join("..data")).unwrap();
     std::os::unix::fs::symlink("..data/rules.yaml", cm.join("rules.yaml")).unwrap();
-    let agent = Agent::start(
-        &run_args(&kubeconfig, NODE, &["--rules", cm.to_str().unwrap()]),
-        &[],
-    );
-    let want = union(&[
-        &foreign(),
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia"]),
-    ]);
+    let spec = spec.args(&["--rules", cm.to_str().unwrap()]);
+    let agent = spec.start(&server);
+    let want = published(&foreign(), &["test.nvidia"]);
     wait_labels(&server, &agent, &want);
     let addr = agent.health_addr();
 
@@ -417,25 +299,19 @@ fn a_configmap_caught_mid_swap_keeps_the_last_good_rules() {
 fn a_label_outside_the_allowed_namespaces_is_refused_alone() {
     // The shipped policy, through the real plugin.
     let server = cluster();
-    let s = setup(
-        &server.url(),
-        &[("nvidia", "test.nvidia"), ("amd", "amd.com/gpu.present")],
-    );
-    let agent = start(&s, &[]);
-    let want = union(&[
-        &foreign(),
-        &fixture_pci_labels(),
-        &rule_labels(&["test.nvidia"]),
-    ]);
+    let s = agent().rules(&[("nvidia", "test.nvidia"), ("amd", "amd.com/gpu.present")]);
+    let agent = s.start(&server);
+    let want = published(&foreign(), &["test.nvidia"]);
     wait_labels(&server, &agent, &want);
     agent.wait_log(
         &format!(
             "label \"amd.com/gpu.present=true\" from rule \"amd\" (NodeFeatureRule \"test-rules\", {}:14:7) rejected: namespace \"amd.com\" is not in labels.allowedNs [feature.node.kubernetes.io, *.feature.node.kubernetes.io, profile.node.kubernetes.io, *.profile.node.kubernetes.io] (the admission policy must allow it too)",
-            s.rules.display()
+            s.rules_path().display()
         ),
         WAIT,
     );
     let refused = server
+        .proxy()
         .requests()
         .iter()
         .filter(|r| r.body.contains("amd.com"))
@@ -443,12 +319,6 @@ fn a_label_outside_the_allowed_namespaces_is_refused_alone() {
     assert_eq!(refused, 0, "never sent");
 
     // Widening both together: the config's allowedNs and the policy.
-    let config = s.dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        "labels:\n  allowedNs: [feature.node.kubernetes.io, amd.com]\n",
-    )
-    .unwrap();
     server.kube.widen_node_policy(r"amd\.com/");
     server.kube.wait_admitted(
         &Who::agent(NODE),
@@ -457,7 +327,8 @@ fn a_label_outside_the_allowed_namespaces_is_refused_alone() {
                             "metadata": {"name": NODE, "labels": {"amd.com/gpu.present": "true"}}}),
     );
     drop(agent);
-    let agent = start(&s, &["--config", config.to_str().unwrap()]);
+    let s = s.config("labels:\n  allowedNs: [feature.node.kubernetes.io, amd.com]\n");
+    let agent = s.start(&server);
     let mut wider = want.clone();
     wider.insert("amd.com/gpu.present".into(), "true".into());
     wait_labels(&server, &agent, &wider);

@@ -4,48 +4,35 @@
 
 mod apiserver;
 mod common;
+mod kube;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use apiserver::*;
 use common::nvml_fixture;
-
-const WAIT: Duration = Duration::from_secs(20);
+use support::{AgentSpec, NODE, WAIT, agent, fake_server, wait_labels_of};
 
 /// The fake library that `cargo test --workspace` builds.
 fn fake_lib() -> PathBuf {
     common::fake_nvml_lib("nvidia_ml")
 }
 
-fn args(lib: &Path) -> Vec<String> {
-    let mut a = vec!["run".to_string()];
-    // The fixture's discovery flags, with NVML from `lib` instead of `--no-nvml`.
-    a.extend(fixture_args().into_iter().filter(|x| x != "--no-nvml"));
-    for x in [
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-        "--sink",
-        "stdout",
-        "--interval",
-        "1s",
-        "--listen",
-        "127.0.0.1:0",
-    ] {
-        a.push(x.to_string());
-    }
-    a
+/// An agent with NVML from the fake library answering from `fixture`, and the shipped rules.
+fn with_nvml(fixture: &Path) -> AgentSpec {
+    agent().fake_nvml(&fake_lib(), fixture).default_rules()
 }
 
 #[test]
 fn nvml_missing_at_start_is_used_once_it_appears() {
-    let dir = tempfile::tempdir().unwrap();
-    let lib = dir.path().join("libnvidia-ml.so.1");
-    let fixture = nvml_fixture("h100-8x");
-    let mut agent = Agent::start(
-        &args(&lib),
-        &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())],
-    );
+    let spec = agent();
+    let lib = spec.dir().join("libnvidia-ml.so.1");
+    let mut agent = spec
+        .fake_nvml(&lib, &nvml_fixture("h100-8x"))
+        .default_rules()
+        .args(&["--sink", "stdout"])
+        .start_local();
     let addr = agent.health_addr();
     let unavailable = wait_for(WAIT, || {
         (metric(addr, "gpu_labeler_nvml_status{status=\"unavailable\"}")? == 1.0).then_some(())
@@ -75,12 +62,10 @@ fn nvml_missing_at_start_is_used_once_it_appears() {
 
 /// A copy of `h100-8x.json` whose `function` misbehaves with `action`.
 fn misbehaving_fixture(dir: &Path, function: &str, action: &str) -> PathBuf {
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(nvml_fixture("h100-8x")).unwrap()).unwrap();
-    v["faults"] = serde_json::json!({"misbehave": [{"function": function, "action": action}]});
-    let path = dir.join(format!("{action}.json"));
-    std::fs::write(&path, v.to_string()).unwrap();
-    path
+    let faults = serde_json::json!({"misbehave": [{"function": function, "action": action}]});
+    common::edited_nvml_fixture(dir, &format!("{action}.json"), "h100-8x", |v| {
+        v["faults"] = faults
+    })
 }
 
 /// NVML that hangs in init or crashes costs only NVML's labels: the daemon publishes every
@@ -91,31 +76,19 @@ fn a_hanging_or_crashing_nvml_costs_only_its_own_labels() {
         ("nvmlInit_v2", "hang", "timeout"),
         ("nvmlDeviceGetCount_v2", "segv", "crash"),
     ] {
-        let server = FakeApiServer::start();
-        server.add_node("gpu-node-1", &[("kubernetes.io/os", "linux")]);
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = write_kubeconfig(dir.path(), &server.url());
-        let fixture = misbehaving_fixture(dir.path(), function, action);
+        let server = fake_server(&[("kubernetes.io/os", "linux")]);
+        let spec = agent();
+        let fixture = misbehaving_fixture(spec.dir(), function, action);
         let lib = fake_lib();
-        let mut args: Vec<String> = run_args(&kubeconfig, "gpu-node-1", &[])
-            .into_iter()
-            .filter(|a| a != "--no-nvml")
-            .collect();
-        args.extend(
-            ["--nvml-lib", lib.to_str().unwrap(), "--nvml-timeout", "1s"].map(String::from),
-        );
-        let mut agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+        let mut agent = spec
+            .fake_nvml(&lib, &fixture)
+            .args(&["--nvml-timeout", "1s"])
+            .start_fake(&server);
         let want = union(&[
             &map(&[("kubernetes.io/os", "linux")]),
             &fixture_pci_labels(),
         ]);
-        let published = wait_for(WAIT, || (server.labels("gpu-node-1") == want).then_some(()));
-        assert!(
-            published.is_some(),
-            "{action}: labels {:#?}\nlog:\n{}",
-            server.labels("gpu-node-1"),
-            agent.log_text()
-        );
+        labels_become(&server, &agent, &want, action);
         let addr = agent.health_addr();
         let ready = wait_for(WAIT, || (get(addr, "/readyz").0 == 200).then_some(()));
         assert!(
@@ -159,21 +132,15 @@ fn wedge(agent: &Agent, dir: &Path, fixture: &Path) {
 }
 
 /// Waits until the Node's labels are `want`; `what` names the step in the failure.
+#[track_caller]
 fn labels_become(
     server: &FakeApiServer,
     agent: &Agent,
     want: &std::collections::BTreeMap<String, String>,
     what: &str,
 ) {
-    let ok = wait_for(WAIT, || {
-        (server.labels("gpu-node-1") == *want).then_some(())
-    });
-    assert!(
-        ok.is_some(),
-        "{what}: labels {:#?}\nlog:\n{}",
-        server.labels("gpu-node-1"),
-        agent.log_text()
-    );
+    eprintln!("waiting for the labels: {what}");
+    wait_labels_of(server, NODE, WAIT, agent, want);
 }
 
 /// The pid of `agent`'s NVML child (spawned by any of its threads), once there is one.
@@ -189,33 +156,13 @@ fn nvml_child(agent: &Agent) -> Option<u32> {
 /// period (`gpu.node.nvml=stale`), then fall back to what sysfs knows.
 #[test]
 fn nvml_labels_outlive_a_wedged_driver_for_the_grace_period() {
-    let server = FakeApiServer::start();
-    server.add_node("gpu-node-1", &[("kubernetes.io/os", "linux")]);
+    let server = fake_server(&[("kubernetes.io/os", "linux")]);
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        "sources:\n  nvml: {timeout: 1s, gracePeriod: 6s}\n",
-    )
-    .unwrap();
     let fixture = dir.path().join("nvml.json");
     std::fs::copy(nvml_fixture("h100-8x"), &fixture).unwrap();
-    let lib = fake_lib();
-    let mut args: Vec<String> = run_args(&kubeconfig, "gpu-node-1", &[])
-        .into_iter()
-        .filter(|a| a != "--no-nvml" && a != "--no-default-rules")
-        .collect();
-    args.extend(
-        [
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-        ]
-        .map(String::from),
-    );
-    let mut agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+    let mut agent = with_nvml(&fixture)
+        .config("sources:\n  nvml: {timeout: 1s, gracePeriod: 6s}\n")
+        .start_fake(&server);
     let kubelet = map(&[("kubernetes.io/os", "linux")]);
     let with_nvml = union(&[&kubelet, &common::h100_default_labels()]);
     labels_become(&server, &agent, &with_nvml, "NVML answering");
@@ -223,7 +170,7 @@ fn nvml_labels_outlive_a_wedged_driver_for_the_grace_period() {
 
     // The driver wedges: the next child hangs in init.
     wedge(&agent, dir.path(), &fixture);
-    assert_eq!(server.labels("gpu-node-1"), with_nvml, "kept while stale");
+    assert_eq!(server.labels(NODE), with_nvml, "kept while stale");
 
     // After the grace period, what sysfs knows.
     let mut sysfs = kubelet.clone();
@@ -242,37 +189,16 @@ fn nvml_labels_outlive_a_wedged_driver_for_the_grace_period() {
 /// values with it: the Node then carries what a good NVML would say of the GPUs left.
 #[test]
 fn nvml_labels_stay_while_their_gpus_are_on_the_bus() {
-    let server = FakeApiServer::start();
-    server.add_node("gpu-node-1", &[("kubernetes.io/os", "linux")]);
+    let server = fake_server(&[("kubernetes.io/os", "linux")]);
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = write_kubeconfig(dir.path(), &server.url());
     let sysfs = dir.path().join("sys");
     common::copy_tree(&common::sysfs_fixture("dell-xe9680-8xh100"), &sysfs);
-    let config = dir.path().join("config.yaml");
-    std::fs::write(&config, "sources:\n  nvml: {timeout: 1s}\n").unwrap();
     let fixture = dir.path().join("nvml.json");
     std::fs::copy(nvml_fixture("h100-8x"), &fixture).unwrap();
-    let lib = fake_lib();
-    let with_sysfs = |args: Vec<String>| -> Vec<String> {
-        let mut args: Vec<String> = args
-            .into_iter()
-            .filter(|a| a != "--no-nvml" && a != "--no-default-rules")
-            .collect();
-        let i = args.iter().position(|a| a == "--sysfs-root").unwrap();
-        args[i + 1] = sysfs.display().to_string();
-        args.extend(
-            [
-                "--nvml-lib",
-                lib.to_str().unwrap(),
-                "--config",
-                config.to_str().unwrap(),
-            ]
-            .map(String::from),
-        );
-        args
-    };
-    let args = with_sysfs(run_args(&kubeconfig, "gpu-node-1", &[]));
-    let agent = Agent::start(&args, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+    let spec = with_nvml(&fixture)
+        .sysfs_root(&sysfs)
+        .config("sources:\n  nvml: {timeout: 1s}\n");
+    let agent = spec.start_fake(&server);
     let kubelet = map(&[("kubernetes.io/os", "linux")]);
     let with_nvml = union(&[&kubelet, &common::h100_default_labels()]);
     labels_become(&server, &agent, &with_nvml, "NVML answering");
@@ -282,7 +208,7 @@ fn nvml_labels_stay_while_their_gpus_are_on_the_bus() {
     // Longer than the old 6 s of the test above, and nothing changes.
     std::thread::sleep(Duration::from_secs(8));
     assert_eq!(
-        server.labels("gpu-node-1"),
+        server.labels(NODE),
         with_nvml,
         "kept while the GPUs are there"
     );
@@ -298,19 +224,15 @@ fn nvml_labels_stay_while_their_gpus_are_on_the_bus() {
         .unwrap()
         .retain(|d| d["pci_bus_id"] != "00000000:19:00.0");
     std::fs::write(&seven, v.to_string()).unwrap();
-    let labels = with_sysfs(common_labels_args());
-    let r = common::run_env(&labels, &[("FAKE_NVML_FIXTURE", seven.as_os_str())]);
+    // What `labels` says on the same inputs, NVML answering from `seven`.
+    let r = common::run_env(
+        spec.labels_command(),
+        &[("FAKE_NVML_FIXTURE", seven.as_os_str())],
+    );
     let mut want = common::labels_of(r.ok());
     want.extend(kubelet.clone());
     assert_eq!(want["feature.node.kubernetes.io/gpu.count"], "7");
     labels_become(&server, &agent, &want, "a GPU gone");
-}
-
-/// `labels -o json` of the Dell fixture (its sysfs root replaced by the caller).
-fn common_labels_args() -> Vec<String> {
-    let mut a = vec!["labels".to_string(), "-o".into(), "json".into()];
-    a.extend(fixture_args());
-    a
 }
 
 /// A critical XID under a running agent (#37): NVML's child keeps an event set open, and its
@@ -318,22 +240,17 @@ fn common_labels_args() -> Vec<String> {
 /// interval; the XID clears after `clearAfter`, and the end of the hold wakes a relabel again.
 #[test]
 fn a_critical_xid_under_a_running_agent_wakes_a_relabel_and_clears() {
-    let dir = tempfile::tempdir().unwrap();
-    let fixture = dir.path().join("h100-8x.json");
+    let spec = agent();
+    let fixture = spec.dir().join("h100-8x.json");
     std::fs::copy(nvml_fixture("h100-8x"), &fixture).unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        "sources:\n  nvml: {checkInterval: 200ms}\n  health: {clearAfter: 2s, criticalXids: [79]}\n",
-    )
-    .unwrap();
-    let lib = fake_lib();
-    let mut a = args(&lib);
     // A long interval: only the light check can explain a relabel within the test.
-    let at = a.iter().position(|x| x == "1s").unwrap();
-    a[at] = "10m".into();
-    a.extend(["--config".to_string(), config.to_str().unwrap().to_string()]);
-    let mut agent = Agent::start(&a, &[("FAKE_NVML_FIXTURE", fixture.to_str().unwrap())]);
+    let mut agent = spec
+        .fake_nvml(&fake_lib(), &fixture)
+        .default_rules()
+        .interval("10m")
+        .config("sources:\n  nvml: {checkInterval: 200ms}\n  health: {clearAfter: 2s, criticalXids: [79]}\n")
+        .args(&["--sink", "stdout"])
+        .start_local();
     agent.wait_log("published to stdout", WAIT);
     // The driver reports XID 79 on GPU 2.
     let mut v: serde_json::Value =

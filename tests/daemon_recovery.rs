@@ -7,27 +7,27 @@
 
 mod apiserver;
 mod kube;
+mod support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use apiserver::*;
-use kube::{KubeApiServer, Who};
-
-const NODE: &str = "gpu-node-1";
-const WAIT: Duration = Duration::from_secs(20);
-
-fn kubelet() -> BTreeMap<String, String> {
-    map(&[("kubernetes.io/os", "linux")])
-}
+use support::{Cluster, NODE, WAIT, agent, wait_labels};
 
 fn want() -> BTreeMap<String, String> {
-    union(&[&kubelet(), &fixture_pci_labels()])
+    union(&[
+        &map(&[("kubernetes.io/os", "linux")]),
+        &fixture_pci_labels(),
+    ])
 }
 
-fn start(url: &str, dir: &std::path::Path) -> Agent {
-    let kubeconfig = write_kubeconfig(dir, url);
-    Agent::start(&run_args(&kubeconfig, NODE, &[]), &[])
+/// Kubernetes' own API server with our Node, and a fault proxy in front of it on `port` (0:
+/// any) that forwards as the agent's token bound to its node, with `faults` set.
+fn proxied_on(port: u16, faults: Faults) -> Cluster {
+    let cluster = Cluster::with_node(&[("kubernetes.io/os", "linux")]).proxied_on(port);
+    cluster.proxy().set_faults(faults);
+    cluster
 }
 
 /// Health answers within a second, every time it is asked over `during`.
@@ -47,51 +47,26 @@ fn health_stays_up(agent: &Agent, during: Duration) {
     }
 }
 
-/// Kubernetes' own API server with our Node, and a fault proxy in front of it on `port` (0:
-/// any) that forwards as the agent's token bound to its node.
-fn proxied_on(port: u16) -> (KubeApiServer, FakeApiServer) {
-    let kube = real();
-    let proxy = FakeApiServer::proxy_on(port, &kube.kubeconfig(&Who::agent(NODE)));
-    (kube, proxy)
-}
-
-fn real() -> KubeApiServer {
-    let kube = KubeApiServer::with_shipped_node_policy();
-    kube.create_node(NODE, &[("kubernetes.io/os", "linux")]);
-    kube
-}
-
-fn wait_labels(server: &KubeApiServer, agent: &Agent) -> Duration {
-    let start = Instant::now();
-    let ok = wait_for(WAIT, || (server.labels(NODE) == want()).then_some(()));
-    assert!(
-        ok.is_some(),
-        "labels {:#?}\nlog:\n{}",
-        server.labels(NODE),
-        agent.log_text()
-    );
-    start.elapsed()
-}
-
 /// At a 1 s interval, after an outage long enough for the old backoff to reach 16 s, the labels
 /// land within 5 s of the API server answering again (three 500s and one 409 included).
 #[test]
 fn after_an_outage_labels_land_within_seconds() {
-    let dir = tempfile::tempdir().unwrap();
     let port = reserve_port();
-    let mut agent = start(&format!("http://127.0.0.1:{port}"), dir.path());
+    let mut agent = agent().start_at(&format!("http://127.0.0.1:{port}"));
     let addr = agent.health_addr();
     std::thread::sleep(Duration::from_secs(12));
     assert_eq!(get(addr, "/readyz").0, 503, "not ready while down");
     assert_eq!(get(addr, "/healthz").0, 200, "alive while down");
 
-    let (kube, server) = proxied_on(port);
-    server.set_faults(Faults {
-        error_500: 3,
-        conflict_409: 1,
-        ..Faults::default()
-    });
-    let took = wait_labels(&kube, &agent);
+    let cluster = proxied_on(
+        port,
+        Faults {
+            error_500: 3,
+            conflict_409: 1,
+            ..Faults::default()
+        },
+    );
+    let took = wait_labels(&cluster, &agent, &want());
     assert!(
         took < Duration::from_secs(5),
         "labels landed {took:?} after the server came back; log:\n{}",
@@ -105,16 +80,17 @@ fn after_an_outage_labels_land_within_seconds() {
 /// A 64 MiB answer is cut at 4 MiB: a failed attempt, named, and the next one succeeds.
 #[test]
 fn a_huge_answer_is_refused_and_the_daemon_recovers() {
-    let (kube, server) = proxied_on(0);
-    server.set_faults(Faults {
-        huge_body: 3,
-        ..Faults::default()
-    });
+    let cluster = proxied_on(
+        0,
+        Faults {
+            huge_body: 3,
+            ..Faults::default()
+        },
+    );
     huge_node();
-    let dir = tempfile::tempdir().unwrap();
-    let mut agent = start(&server.url(), dir.path());
+    let mut agent = agent().start(&cluster);
     health_stays_up(&agent, Duration::from_secs(2));
-    wait_labels(&kube, &agent);
+    wait_labels(&cluster, &agent, &want());
     agent.wait_log(
         &format!("GET node {NODE}: the answer is larger than 4 MiB; not read (too_large)"),
         WAIT,
@@ -134,17 +110,19 @@ fn a_huge_answer_is_refused_and_the_daemon_recovers() {
 /// (2 s at a 1 s interval) while /healthz keeps answering.
 #[test]
 fn endless_bodies_and_slow_headers_time_out_while_health_answers() {
-    let (kube, server) = proxied_on(0);
-    server.set_faults(Faults {
-        endless_body: 1,
-        slow: 1,
-        slow_for: Duration::from_secs(30),
-        ..Faults::default()
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let mut agent = start(&server.url(), dir.path());
+    let cluster = proxied_on(
+        0,
+        Faults {
+            endless_body: 1,
+            slow: 1,
+            slow_for: Duration::from_secs(30),
+            ..Faults::default()
+        },
+    );
+    let server = cluster.proxy();
+    let mut agent = agent().start(&cluster);
     health_stays_up(&agent, Duration::from_secs(4));
-    wait_labels(&kube, &agent);
+    wait_labels(&cluster, &agent, &want());
     let addr = agent.health_addr();
     assert_eq!(
         metric(addr, "gpu_labeler_publish_errors_total{reason=\"timeout\"}"),
@@ -159,15 +137,17 @@ fn endless_bodies_and_slow_headers_time_out_while_health_answers() {
 /// would retry within the 1 s interval; each attempt is one request (no retries inside it).
 #[test]
 fn too_many_requests_waits_for_retry_after() {
-    let (kube, server) = proxied_on(0);
-    server.set_faults(Faults {
-        throttle_429: 1,
-        retry_after_secs: 3,
-        ..Faults::default()
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let mut agent = start(&server.url(), dir.path());
-    wait_labels(&kube, &agent);
+    let cluster = proxied_on(
+        0,
+        Faults {
+            throttle_429: 1,
+            retry_after_secs: 3,
+            ..Faults::default()
+        },
+    );
+    let server = cluster.proxy();
+    let mut agent = agent().start(&cluster);
+    wait_labels(&cluster, &agent, &want());
     let reqs = server.requests();
     assert_eq!(reqs[0].fault, Some("429"));
     let gap = reqs[1].at - reqs[0].at;
@@ -190,15 +170,17 @@ fn too_many_requests_waits_for_retry_after() {
 /// and applies at once, in the same cycle, and reports nothing.
 #[test]
 fn a_stale_409_on_apply_is_retried_at_once_after_a_read() {
-    let (kube, server) = proxied_on(0);
-    server.set_faults(Faults {
-        conflict_409: 1,
-        only_method: Some("PATCH".into()),
-        ..Faults::default()
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let mut agent = start(&server.url(), dir.path());
-    wait_labels(&kube, &agent);
+    let cluster = proxied_on(
+        0,
+        Faults {
+            conflict_409: 1,
+            only_method: Some("PATCH".into()),
+            ..Faults::default()
+        },
+    );
+    let server = cluster.proxy();
+    let mut agent = agent().start(&cluster);
+    wait_labels(&cluster, &agent, &want());
     let reqs = server.requests();
     let seq: Vec<(&str, Option<&str>)> = reqs
         .iter()

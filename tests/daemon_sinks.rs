@@ -2,41 +2,25 @@
 //! modes `--oneshot` and `--dry-run`, end to end with the real binary.
 
 mod apiserver;
+mod common;
 mod kube;
+mod support;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use apiserver::*;
 use serde_json::{Value, json};
-
-const NODE: &str = "gpu-node-1";
-const WAIT: Duration = Duration::from_secs(20);
+use support::{NODE, WAIT, agent, fake_server};
 
 /// `gpu-labeler <command> <fixture args> ARGS`: stdout, asserting success.
 fn gpu_labeler(command: &str, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-labeler"))
-        .arg(command)
-        .args(fixture_args())
-        .args(args)
-        .env_remove("GPU_LABELER_CONFIG")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn rules_file(dir: &Path, rules: &[(&str, &str)]) -> String {
-    let p = dir.join("rules.yaml");
-    std::fs::write(&p, rule_file(rules)).unwrap();
-    p.display().to_string()
+    let mut a = vec![command.to_string()];
+    a.extend(fixture_args());
+    a.extend(args.iter().map(|s| s.to_string()));
+    common::run(a).ok().to_string()
 }
 
 fn nodefeature(server: &FakeApiServer, ns: &str) -> Option<Value> {
@@ -63,11 +47,12 @@ fn nodefeature_sink_writes_nfds_object_once_and_reads_it_after_a_restart() {
     let server = kube::KubeApiServer::with_policy(&policy);
     server.create_namespace("gpu-system");
     server.create_node(NODE, &[]);
-    let dir = tempfile::tempdir().unwrap();
     let kc = server.kubeconfig(&kube::Who::agent(NODE));
-    let rules = rules_file(dir.path(), &[("nvidia", "test.nvidia")]);
-    let args = run_args(&kc, NODE, &["--sink", "nodefeature", "--rules", &rules]);
-    let mut agent = Agent::start(&args, &[("POD_NAMESPACE", "gpu-system")]);
+    let spec = agent()
+        .rules(&[("nvidia", "test.nvidia")])
+        .args(&["--sink", "nodefeature"])
+        .env("POD_NAMESPACE", "gpu-system");
+    let mut agent = spec.start_with(&kc);
     let path = format!("/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-system/nodefeatures/{NODE}");
     let get = |path: &str| {
         let a = server.request(&kube::Who::admin(), "GET", path, None);
@@ -140,7 +125,7 @@ fn nodefeature_sink_writes_nfds_object_once_and_reads_it_after_a_restart() {
 
     // Restart, nothing changed: one read, no write.
     let before = calls().len();
-    let agent = Agent::start(&args, &[("POD_NAMESPACE", "gpu-system")]);
+    let agent = spec.start_with(&kc);
     agent.wait_log("first cycle in", WAIT);
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(
@@ -151,14 +136,10 @@ fn nodefeature_sink_writes_nfds_object_once_and_reads_it_after_a_restart() {
 
 #[test]
 fn oneshot_publishes_once_and_exits_0_and_nodefeature_defaults_to_nfds_namespace() {
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[]);
-    let dir = tempfile::tempdir().unwrap();
-    let kc = write_kubeconfig(dir.path(), &server.url());
-    let mut agent = Agent::start(
-        &run_args(&kc, NODE, &["--sink", "nodefeature", "--oneshot"]),
-        &[],
-    );
+    let server = fake_server(&[]);
+    let mut agent = agent()
+        .args(&["--sink", "nodefeature", "--oneshot"])
+        .start_fake(&server);
     assert_eq!(agent.wait_exit(WAIT), 0, "{}", agent.log_text());
     let obj = nodefeature(&server, "node-feature-discovery").expect("object");
     assert_eq!(obj["spec"]["labels"], json!(fixture_pci_labels()));
@@ -167,9 +148,9 @@ fn oneshot_publishes_once_and_exits_0_and_nodefeature_defaults_to_nfds_namespace
 #[test]
 fn oneshot_exits_3_when_the_api_server_never_answers() {
     let port = reserve_port();
-    let dir = tempfile::tempdir().unwrap();
-    let kc = write_kubeconfig(dir.path(), &format!("http://127.0.0.1:{port}"));
-    let mut agent = Agent::start(&run_args(&kc, NODE, &["--oneshot"]), &[]);
+    let mut agent = agent()
+        .args(&["--oneshot"])
+        .start_at(&format!("http://127.0.0.1:{port}"));
     assert_eq!(agent.wait_exit(Duration::from_secs(40)), 3);
     let log = agent.log_text();
     assert!(log.contains("publishing failed after 4 attempts"), "{log}");
@@ -177,11 +158,8 @@ fn oneshot_exits_3_when_the_api_server_never_answers() {
 
 #[test]
 fn oneshot_publishes_to_the_node() {
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[("kubernetes.io/hostname", NODE)]);
-    let dir = tempfile::tempdir().unwrap();
-    let kc = write_kubeconfig(dir.path(), &server.url());
-    let mut agent = Agent::start(&run_args(&kc, NODE, &["--oneshot"]), &[]);
+    let server = fake_server(&[("kubernetes.io/hostname", NODE)]);
+    let mut agent = agent().args(&["--oneshot"]).start_fake(&server);
     assert_eq!(agent.wait_exit(WAIT), 0, "{}", agent.log_text());
     assert_eq!(
         server.labels(NODE),
@@ -194,11 +172,8 @@ fn oneshot_publishes_to_the_node() {
 
 #[test]
 fn dry_run_logs_the_diff_and_writes_nothing() {
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[("kubernetes.io/hostname", NODE)]);
-    let dir = tempfile::tempdir().unwrap();
-    let kc = write_kubeconfig(dir.path(), &server.url());
-    let agent = Agent::start(&run_args(&kc, NODE, &["--dry-run"]), &[]);
+    let server = fake_server(&[("kubernetes.io/hostname", NODE)]);
+    let agent = agent().args(&["--dry-run"]).start_fake(&server);
     let line = agent.wait_log("dry run", WAIT);
     let diff: Vec<String> = fixture_pci_labels()
         .iter()
@@ -221,42 +196,30 @@ fn dry_run_logs_the_diff_and_writes_nothing() {
 
 #[test]
 fn features_file_is_written_atomically_only_on_change_and_kept_on_exit() {
-    let dir = tempfile::tempdir().unwrap();
-    let out_dir = dir.path().join("features.d");
+    let spec = agent().rules(&[("nvidia", "test.nvidia")]);
+    let out_dir = spec.dir().join("features.d");
     std::fs::create_dir(&out_dir).unwrap();
     let file = out_dir.join("gpu-labeler");
-    let rules = rules_file(dir.path(), &[("nvidia", "test.nvidia")]);
-    let mut args = vec!["run".to_string()];
-    args.extend(fixture_args());
-    for a in [
-        "--no-default-rules",
-        "--rules",
-        &rules,
-        "--sink",
-        "features-file",
-        "--features-file",
-        file.to_str().unwrap(),
-        "--interval",
-        "1s",
-        "--listen",
-        "127.0.0.1:0",
-    ] {
-        args.push(a.to_string());
-    }
-    let mut agent = Agent::start(&args, &[]);
+    let spec = spec.args(&["--sink", "features-file", "--features-file"]);
+    let spec = spec.args(&[file.to_str().unwrap()]);
+    let rules = spec.rules_path().to_str().unwrap();
+    let mut agent = spec.start_local();
+    // What `labels -o features-file` says of the rules as they are now.
+    let expected = || {
+        gpu_labeler(
+            "labels",
+            &[
+                "-o",
+                "features-file",
+                "--no-default-rules",
+                "--rules",
+                rules,
+            ],
+        )
+    };
     let content = wait_for(WAIT, || std::fs::read_to_string(&file).ok());
     let content = content.unwrap_or_else(|| panic!("no file; log:\n{}", agent.log_text()));
-    let expected = gpu_labeler(
-        "labels",
-        &[
-            "-o",
-            "features-file",
-            "--no-default-rules",
-            "--rules",
-            &rules,
-        ],
-    );
-    assert_eq!(content, expected);
+    assert_eq!(content, expected());
     let inode = std::fs::metadata(&file).unwrap().ino();
 
     // Steady state: the very same file (no rewrite).
@@ -264,27 +227,14 @@ fn features_file_is_written_atomically_only_on_change_and_kept_on_exit() {
     assert_eq!(std::fs::metadata(&file).unwrap().ino(), inode);
 
     // A change: a new file renamed over the old one, no temporary left behind.
-    std::fs::write(
-        dir.path().join("rules.yaml"),
-        rule_file(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]),
-    )
-    .unwrap();
+    spec.rewrite_rules(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
     let changed = wait_for(WAIT, || {
         std::fs::read_to_string(&file)
             .ok()
             .filter(|c| c.contains("test.h100"))
     })
     .expect("rewritten");
-    let expected = gpu_labeler(
-        "labels",
-        &[
-            "-o",
-            "features-file",
-            "--no-default-rules",
-            "--rules",
-            &rules,
-        ],
-    );
+    let expected = expected();
     assert_eq!(changed, expected);
     assert_ne!(
         std::fs::metadata(&file).unwrap().ino(),
@@ -307,30 +257,12 @@ fn features_file_is_written_atomically_only_on_change_and_kept_on_exit() {
 
 #[test]
 fn stdout_prints_on_change_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let rules = rules_file(dir.path(), &[("nvidia", "test.nvidia")]);
-    let mut args = vec!["run".to_string()];
-    args.extend(fixture_args());
-    for a in [
-        "--no-default-rules",
-        "--rules",
-        &rules,
-        "--sink",
-        "stdout",
-        "--interval",
-        "1s",
-        "--listen",
-        "127.0.0.1:0",
-    ] {
-        args.push(a.to_string());
-    }
-    let mut agent = Agent::start(&args, &[]);
+    let spec = agent()
+        .rules(&[("nvidia", "test.nvidia")])
+        .args(&["--sink", "stdout"]);
+    let mut agent = spec.start_local();
     agent.wait_log("published to stdout", WAIT);
-    std::fs::write(
-        dir.path().join("rules.yaml"),
-        rule_file(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]),
-    )
-    .unwrap();
+    spec.rewrite_rules(&[("nvidia", "test.nvidia"), ("h100", "test.h100")]);
     agent.wait_log("+feature.node.kubernetes.io/test.h100=true", WAIT);
     std::thread::sleep(Duration::from_millis(2000));
     assert_eq!(agent.stop(), 0);
@@ -353,20 +285,10 @@ fn stdout_prints_on_change_only() {
 
 #[test]
 fn an_invalid_config_is_reported_and_the_last_good_one_kept() {
-    let server = FakeApiServer::start();
-    server.add_node(NODE, &[]);
-    let dir = tempfile::tempdir().unwrap();
-    let kc = write_kubeconfig(dir.path(), &server.url());
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        "sources:\n  pci:\n    deviceLabelFields: [class, vendor, device]\n",
-    )
-    .unwrap();
-    let agent = Agent::start(
-        &run_args(&kc, NODE, &["--config", config.to_str().unwrap()]),
-        &[],
-    );
+    let server = fake_server(&[]);
+    let spec = agent().config("sources:\n  pci:\n    deviceLabelFields: [class, vendor, device]\n");
+    let config = spec.config_path();
+    let agent = spec.start_fake(&server);
     let with_device: BTreeMap<String, String> = [
         "feature.node.kubernetes.io/pci-0300_102b_0536.present",
         "feature.node.kubernetes.io/pci-0302_10de_2330.present",
@@ -375,13 +297,7 @@ fn an_invalid_config_is_reported_and_the_last_good_one_kept() {
     .iter()
     .map(|k| (k.to_string(), "true".to_string()))
     .collect();
-    let ok = wait_for(WAIT, || (server.labels(NODE) == with_device).then_some(()));
-    assert!(
-        ok.is_some(),
-        "{:#?}\n{}",
-        server.labels(NODE),
-        agent.log_text()
-    );
+    support::wait_labels(&server, &agent, &with_device);
 
     std::fs::write(
         &config,
@@ -406,11 +322,11 @@ fn an_invalid_config_is_reported_and_the_last_good_one_kept() {
 
 #[test]
 fn the_node_sink_needs_a_node_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let kc = write_kubeconfig(dir.path(), "http://127.0.0.1:1");
-    let mut args = run_args(&kc, NODE, &[]);
-    let i = args.iter().position(|a| a == "--node-name").unwrap();
-    args.drain(i..i + 2);
+    let spec = agent();
+    let mut args = spec.command_line(&write_kubeconfig(spec.dir(), "http://127.0.0.1:1"));
+    // Without `--node-name NODE`.
+    let at = args.iter().position(|a| a == "--node-name").unwrap();
+    args.drain(at..=at + 1);
     let mut agent = Agent::start(&args, &[]);
     // How the command was invoked: the usage code.
     assert_eq!(agent.wait_exit(WAIT), 2);

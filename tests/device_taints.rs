@@ -99,14 +99,7 @@ fn cluster() -> KubeApiServer {
     let s = KubeApiServer::with_policy(&shipped_device_taint_policy(false));
     s.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
     let slice = common::dell_dra_slice(NODE);
-    let a = s.apply(
-        &Who::admin(),
-        "gpu.nvidia.com",
-        &object_path(&slice),
-        &slice,
-        true,
-    );
-    assert!(a.ok(), "{}", a.body);
+    s.admin_apply("gpu.nvidia.com", &slice);
     s
 }
 
@@ -257,14 +250,7 @@ fn a_restarted_agent_keeps_the_rules_without_writing_them_and_never_touches_anot
             "taint": {"key": "example.com/maintenance", "value": "firmware", "effect": "NoSchedule"},
         },
     });
-    let a = s.apply(
-        &Who::admin(),
-        "kubectl",
-        &object_path(&theirs),
-        &theirs,
-        true,
-    );
-    assert!(a.ok(), "{}", a.body);
+    s.admin_apply("kubectl", &theirs);
     let admin_rule = s.get(&object_path(&theirs));
     tree.write_attr("0000:4c:00.0", "current_link_width", b"4\n");
 
@@ -383,8 +369,7 @@ fn the_policy_refuses_every_forged_device_taint() {
     let a = s.apply(&agent, "gpu-labeler", &object_path(&none), &none, false);
     assert!(a.ok(), "{}", a.body);
     // Taken over by an admin: no longer the agent's to change or delete.
-    let a = s.apply(&Who::admin(), "kubectl", &object_path(&ok), &ok, true);
-    assert!(a.ok(), "{}", a.body);
+    s.admin_apply("kubectl", &ok);
     let mine = "gpu-labeler may only change or delete its own DeviceTaintRules (its node's pool, no other manager in the spec)";
     let a = s.apply(&agent, "gpu-labeler", &object_path(&none), &none, true);
     assert_eq!(a.denial(), Some(mine.to_string()));
@@ -488,14 +473,7 @@ fn prune_deletes_the_agents_rules_and_only_those() {
     let mut theirs = mine.clone();
     theirs["metadata"]["name"] = json!("gpu-labeler-n1-0000-4c-00-0");
     theirs["spec"]["deviceSelector"]["device"] = json!("gpu-2");
-    let a = s.apply(
-        &Who::admin(),
-        "kubectl",
-        &object_path(&theirs),
-        &theirs,
-        true,
-    );
-    assert!(a.ok(), "{}", a.body);
+    s.admin_apply("kubectl", &theirs);
     let prune = s.kubeconfig(&Who::prune());
     let k = prune.to_str().unwrap();
     let args = ["prune", "--kubeconfig", k, "--node-name", NODE];
@@ -537,37 +515,13 @@ fn explain_names_the_device_taint_of_a_faulty_gpu() {
         &["--dra", dra.to_str().unwrap(), "--node-name", NODE],
     );
     let ran = common::run(&args);
-    let rules = std::fs::read_to_string(common::repo().join("rules/gpu.yaml")).unwrap();
-    let line = rules
-        .lines()
-        .position(|l| l.contains("name: \"gpu health\""))
-        .unwrap()
-        + 1;
-    let term = rules
-        .lines()
-        .enumerate()
-        .skip(line)
-        .find(|(_, l)| l.contains("- feature: gpu.node"))
-        .unwrap()
-        .0
-        + 1;
-    let expected = format!(
-        "\
-label feature.node.kubernetes.io/gpu.health=degraded: present
-  the rules that name it:
-
-NodeFeatureRule \"gpu-labeler-gpu\" (builtin:rules/gpu.yaml)
-  rule \"gpu health\" (builtin:rules/gpu.yaml:{line}:7): MATCHED
-    matchFeatures (all terms must match): matched
-      term 1 (line {term}): feature \"gpu.node\" (18 attribute(s)): matched
-        gpu.node.health = \"degraded\": health Exists -> yes
-          (gpu.node.health: 0000:3b:00.0: pcie-link (x8 of x16))
-          (dra: GPU 0000:3b:00.0 (gpu.nvidia.com n1/gpu-1) is tainted out by DeviceTaintRule gpu-labeler-n1-0000-3b-00-0: None pcie-link)
-        flags/attributes: all expressions hold
-    label feature.node.kubernetes.io/gpu.health=@gpu.node.health (published as feature.node.kubernetes.io/gpu.health=degraded)
-    label feature.node.kubernetes.io/gpu.healthy.count=@gpu.node.healthy_count (published as feature.node.kubernetes.io/gpu.healthy.count=7)
-
-"
+    let expected = common::explain_degraded(
+        18,
+        &[
+            "gpu.node.health: 0000:3b:00.0: pcie-link (x8 of x16)",
+            "dra: GPU 0000:3b:00.0 (gpu.nvidia.com n1/gpu-1) is tainted out by DeviceTaintRule gpu-labeler-n1-0000-3b-00-0: None pcie-link",
+        ],
+        "7",
     );
     assert_eq!(ran.ok(), expected);
 }
@@ -576,13 +530,10 @@ NodeFeatureRule \"gpu-labeler-gpu\" (builtin:rules/gpu.yaml)
 /// DeviceTaintRules beside them, and from the cluster itself.
 #[test]
 fn match_names_the_gpus_that_are_tainted_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let pod = dir.path().join("pod.yaml");
-    std::fs::write(
-        &pod,
+    let (dir, pod) = common::temp_file(
+        "pod.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: train}\nspec:\n  containers: [{name: c, image: x}]\n",
-    )
-    .unwrap();
+    );
     let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}});
     let rule = |name: &str, device: &str, gpu: Option<&str>, effect: &str| {
         let mut r = json!({
@@ -637,8 +588,7 @@ dra: n1: device gpu.nvidia.com n1/gpu-2 carries the informational taint of Devic
     let s = KubeApiServer::start();
     s.create_node(NODE, &[]);
     for r in [&ours, &info, &other] {
-        let a = s.apply(&Who::admin(), "kubectl", &object_path(r), r, true);
-        assert!(a.ok(), "{}", a.body);
+        s.admin_apply("kubectl", r);
     }
     let admin = s.kubeconfig(&Who::admin());
     let from_cluster = common::run([

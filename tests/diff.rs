@@ -20,15 +20,8 @@ fn migrating_cluster() -> KubeApiServer {
     let server = KubeApiServer::with_shipped_node_policy();
     server.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
     let path = format!("/api/v1/nodes/{NODE}");
-    let admin = Who::admin();
     let merge = |manager: &str, labels: serde_json::Value| {
-        let a = server.merge_patch(
-            &admin,
-            manager,
-            &path,
-            &json!({"metadata": {"labels": labels}}),
-        );
-        assert!(a.ok(), "{}", a.body);
+        server.admin_patch(manager, &path, &json!({"metadata": {"labels": labels}}));
     };
     merge(
         "nfd-master",
@@ -106,16 +99,9 @@ fn diff_shows_what_the_node_sink_would_do_and_the_publish_does_it() {
         "json",
     ]));
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let statuses: Vec<(String, String)> = v["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["key"].as_str().unwrap().to_string(),
-                r["status"].as_str().unwrap().to_string(),
-            )
-        })
+    let statuses: Vec<(String, String)> = common::string_pairs(&v["rows"], "/key", "/status")
+        .into_iter()
+        .map(|(k, s)| (k.to_string(), s.to_string()))
         .collect();
     let fnk = |k: &str| format!("feature.node.kubernetes.io/{k}");
     assert_eq!(code, 4);

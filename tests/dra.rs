@@ -138,20 +138,11 @@ type Mutation = (&'static str, Box<dyn Fn(&mut Value)>, Value, Value);
 /// The Dell's eight GPUs, each `unpublished`.
 fn every_gpu_unpublished() -> Value {
     json!(
-        [
-            "0000:19:00.0",
-            "0000:3b:00.0",
-            "0000:4c:00.0",
-            "0000:5d:00.0",
-            "0000:9b:00.0",
-            "0000:bb:00.0",
-            "0000:cb:00.0",
-            "0000:db:00.0"
-        ]
-        .iter()
-        .map(|b| json!({"reason": "unpublished", "pciBusID": b,
+        common::DELL_GPUS
+            .iter()
+            .map(|b| json!({"reason": "unpublished", "pciBusID": b,
                             "measured": "NVIDIA H100 80GB HBM3"}))
-        .collect::<Vec<_>>()
+            .collect::<Vec<_>>()
     )
 }
 
@@ -340,13 +331,10 @@ fn the_dra_labels_are_the_labels_without_dra_and_the_coverage() {
 /// `--node-name` name the nodes.
 #[test]
 fn a_bad_dra_file_is_an_error_with_its_position_and_the_rest_is_labelled() {
-    let dir = tempfile::tempdir().unwrap();
-    let bad = dir.path().join("bad.yaml");
-    std::fs::write(
-        &bad,
+    let (dir, bad) = common::temp_file(
+        "bad.yaml",
         "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\nspec:\n  driver: gpu.nvidia.com\n  nodeName: n1\n  pool: {name: n1, generation: 1, resourceSliceCount: 1}\n  devices:\n    - name: gpu-0\n      attributes:\n        productName: {text: \"H100\"}\n",
-    )
-    .unwrap();
+    );
     let without = labels_of(command("labels", "amd-mi210-8x", None, &[]).ok());
     let r = command("labels", "amd-mi210-8x", None, &dra_arg(&bad));
     assert_eq!(r.code, 1, "{}", r.stderr);

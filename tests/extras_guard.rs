@@ -8,6 +8,7 @@ mod apiserver;
 mod common;
 mod kube;
 mod node_extras;
+mod support;
 
 use std::time::{Duration, Instant};
 
@@ -17,8 +18,8 @@ use gpu_labeler::publish::outcome::OutcomeKind;
 use gpu_labeler::publish::taints::TAINTS_ANNOTATION;
 use kube::{KubeApiServer, Who};
 use node_extras::{
-    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, prune_all, runtime, sink, taints,
-    unhealthy,
+    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, assert_pruned, node_writes, runtime,
+    sink, taints, unhealthy,
 };
 use serde_json::json;
 
@@ -31,13 +32,11 @@ fn cluster(policy: bool) -> KubeApiServer {
         KubeApiServer::start()
     };
     s.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
-    let a = s.merge_patch(
-        &Who::admin(),
+    s.admin_patch(
         "kubectl-taint",
         &format!("/api/v1/nodes/{NODE}"),
         &json!({"spec": {"taints": [admin_taint()]}}),
     );
-    assert!(a.ok(), "{}", a.body);
     s
 }
 
@@ -115,14 +114,7 @@ fn a_planted_annotation_removes_nothing_and_stops_nothing() {
         );
         let rt = runtime();
         // Taints off: the annotation is not ours to act on.
-        let mut off = sink(
-            &rt,
-            &s,
-            NodeWrites {
-                taints: false,
-                condition: true,
-            },
-        );
+        let mut off = sink(&rt, &s, node_writes(false, true));
         let out = rt.block_on(off.publish(&degraded(), false)).unwrap();
         assert_eq!(
             (out.kind, out.warnings, out.refused),
@@ -142,14 +134,7 @@ fn a_planted_annotation_removes_nothing_and_stops_nothing() {
         );
 
         // Taints on: ours beside the admin's, the planted annotation still left alone.
-        let mut on = sink(
-            &rt,
-            &s,
-            NodeWrites {
-                taints: true,
-                condition: true,
-            },
-        );
+        let mut on = sink(&rt, &s, node_writes(true, true));
         let out = rt.block_on(on.publish(&degraded(), false)).unwrap();
         assert_eq!(
             (out.kind, out.warnings),
@@ -219,15 +204,10 @@ fn prune_trusts_no_planted_annotation() {
         "kubectl-annotate",
         "dedicated=ml:NoSchedule",
     );
-    let r = prune_all(&s, &Who::admin());
-    assert_eq!(
-        (r.code, r.stdout.as_str()),
-        (
-            0,
-            "node n1:\n- label feature.node.kubernetes.io/gpu.count=8: removed\n1 node(s), 1 with something of gpu-labeler's\n"
-        ),
-        "{}",
-        r.stderr
+    assert_pruned(
+        &s,
+        &Who::admin(),
+        "node n1:\n- label feature.node.kubernetes.io/gpu.count=8: removed\n1 node(s), 1 with something of gpu-labeler's\n",
     );
     assert_eq!(taints(&s), json!([admin_taint()]));
     assert_eq!(annotation(&s).as_deref(), Some("dedicated=ml:NoSchedule"));
@@ -276,19 +256,12 @@ fn three_thousand_taints_in_a_rule_do_not_stop_the_health_taint_or_the_condition
     .unwrap();
     let snap = dir.path().join("snap.yaml");
     std::fs::write(&snap, health_snapshot("degraded", "7")).unwrap();
-    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
-    let mut args = apiserver::run_args(
-        &kubeconfig,
-        NODE,
-        &[
-            "--rules",
-            rules.to_str().unwrap(),
-            "--features",
-            snap.to_str().unwrap(),
-            "--oneshot",
-        ],
-    );
-    args.retain(|a| a != "--no-default-rules");
+    let (rules_dir, snap) = (rules.to_str().unwrap(), snap.to_str().unwrap());
+    let args = support::agent()
+        .node(NODE)
+        .default_rules()
+        .args(&["--rules", rules_dir, "--features", snap, "--oneshot"])
+        .command_line(&s.kubeconfig(&Who::agent(NODE)));
     let r = common::run_env(
         &args,
         &[
@@ -372,13 +345,11 @@ fn a_taint_or_condition_of_ours_changed_by_someone_else_is_restored_within_two_i
 
     let admin = Who::admin();
     // The taint taken off by someone else.
-    let a = s.merge_patch(
-        &admin,
+    s.admin_patch(
         "kubectl-taint",
         &format!("/api/v1/nodes/{NODE}"),
         &json!({"spec": {"taints": [admin_taint()]}}),
     );
-    assert!(a.ok(), "{}", a.body);
     let took = within(Duration::from_secs(10), settled);
     assert!(
         took.is_some_and(|t| t <= Duration::from_secs(2)),
@@ -461,11 +432,11 @@ fn a_taint_write_refused_for_good_is_tried_once_and_the_condition_still_written(
     assert_eq!(taints(&s), json!([admin_taint()]));
     assert_eq!(apiserver::get(addr, "/readyz").0, 200);
     let log = agent.log_text();
-    let said: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("this site manages taints itself"))
-        .collect();
-    assert_eq!(said.len(), 1, "{log}");
+    assert_eq!(
+        agent.count_lines("this site manages taints itself"),
+        1,
+        "{log}"
+    );
     assert_eq!(agent.stop(), 0, "{}", agent.log_text());
 }
 
@@ -477,14 +448,7 @@ fn prune_leaves_a_condition_someone_else_edited() {
     let s = cluster(true);
     s.add_policy(&kube::shipped_prune_policy());
     let rt = runtime();
-    let mut sink = sink(
-        &rt,
-        &s,
-        NodeWrites {
-            taints: false,
-            condition: true,
-        },
-    );
+    let mut sink = sink(&rt, &s, node_writes(false, true));
     rt.block_on(sink.publish(&degraded(), false)).unwrap();
     assert_eq!(condition(&s).as_deref(), Some(DEGRADED));
     let a = s.request(
@@ -500,15 +464,10 @@ fn prune_leaves_a_condition_someone_else_edited() {
         )),
     );
     assert!(a.ok(), "{}", a.body);
-    let r = prune_all(&s, &Who::prune());
-    assert_eq!(
-        (r.code, r.stdout.as_str()),
-        (
-            0,
-            "node n1:\n- label feature.node.kubernetes.io/gpu.count=8: removed\n= condition GPUHealthy=False: stays, also owned by \"someone\"\n1 node(s), 1 with something of gpu-labeler's\n"
-        ),
-        "{}",
-        r.stderr
+    assert_pruned(
+        &s,
+        &Who::prune(),
+        "node n1:\n- label feature.node.kubernetes.io/gpu.count=8: removed\n= condition GPUHealthy=False: stays, also owned by \"someone\"\n1 node(s), 1 with something of gpu-labeler's\n",
     );
     assert_eq!(
         condition(&s).as_deref(),

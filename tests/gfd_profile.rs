@@ -23,6 +23,8 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 
 type Labels = BTreeMap<String, String>;
@@ -48,22 +50,20 @@ fn gfd(snapshot: &Value, config: &str) -> Labels {
     std::fs::write(&snap, snapshot.to_string()).unwrap();
     let cfg = dir.path().join("config.yaml");
     std::fs::write(&cfg, format!("profiles: [nvidia-gfd]\n{config}")).unwrap();
-    let out = Command::new(BIN)
-        .args(["labels", "-o", "json", "--no-default-rules", "--features"])
-        .arg(&snap)
-        .arg("--config")
-        .arg(&cfg)
-        .env_remove("GPU_LABELER_CONFIG")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    serde_json::from_value(v["labels"].clone()).unwrap()
+    let (snap, cfg) = (snap.to_str().unwrap(), cfg.to_str().unwrap());
+    let r = common::run([
+        "labels",
+        "-o",
+        "json",
+        "--no-default-rules",
+        "--features",
+        snap,
+        "--config",
+        cfg,
+    ]);
+    let labels = common::labels_of(r.ok());
+    assert_eq!(r.stderr, "");
+    labels
 }
 
 // ---- GFD's mocks as snapshots ----
@@ -890,79 +890,32 @@ fn captured(file: &str) -> Labels {
     out
 }
 
-fn fake_lib() -> PathBuf {
-    let bin_dir = Path::new(BIN).parent().unwrap();
-    for dir in [bin_dir.join("deps"), bin_dir.to_path_buf()] {
-        let p = dir.join("libnvidia_ml.so");
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("libnvidia_ml.so not built: run the tests with `cargo test --workspace`");
-}
-
 /// `labels` discovered through the fake NVML with the profile on.
 fn discovered(sysfs: &Path, proc: &str, nvml: &str, config: &str) -> Labels {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("config.yaml");
     std::fs::write(&cfg, format!("profiles: [nvidia-gfd]\n{config}")).unwrap();
-    let out = Command::new(BIN)
-        .args([
-            "labels",
-            "-o",
-            "json",
-            "--no-default-rules",
-            "--proc-root",
-            proc,
-        ])
-        .arg("--sysfs-root")
-        .arg(sysfs)
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--nvml-lib")
-        .arg(fake_lib())
-        .arg("--pci-ids")
-        .arg(repo().join("tests/fixtures/pci.ids"))
-        .env(
-            "FAKE_NVML_FIXTURE",
-            repo()
-                .join("tests/fixtures/nvml")
-                .join(format!("{nvml}.json")),
-        )
-        .env_remove("GPU_LABELER_CONFIG")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let all: Labels = serde_json::from_value(v["labels"].clone()).unwrap();
+    let (sysfs, cfg) = (sysfs.to_str().unwrap(), cfg.to_str().unwrap());
+    let args = [
+        "labels",
+        "-o",
+        "json",
+        "--no-default-rules",
+        "--proc-root",
+        proc,
+    ];
+    let args = [&args[..], &["--sysfs-root", sysfs, "--config", cfg]].concat();
+    let r = common::run_fake_nvml(&args, "nvidia_ml", &common::nvml_fixture(nvml));
+    let all = common::labels_of(r.ok());
+    assert_eq!(r.stderr, "");
     all.into_iter()
         .filter(|(k, _)| k.starts_with("nvidia.com/"))
         .collect()
 }
 
-/// A sysfs tree with NVIDIA 3D controllers and a DMI product name.
+/// A sysfs tree with NVIDIA 3D controllers (their identity alone) and a DMI product name.
 fn nvidia_sysfs(dir: &Path, gpus: &[(&str, &str)], product_name: Option<&str>) {
-    for (addr, device) in gpus {
-        let bus = &addr[..7];
-        let dev = dir.join(format!("devices/pci{bus}/{addr}"));
-        std::fs::create_dir_all(&dev).unwrap();
-        for (k, v) in [
-            ("class", "0x030200"),
-            ("vendor", "0x10de"),
-            ("device", device),
-            ("subsystem_vendor", "0x10de"),
-            ("subsystem_device", "0x1234"),
-        ] {
-            std::fs::write(dev.join(k), format!("{v}\n")).unwrap();
-        }
-        std::fs::create_dir_all(dir.join("bus/pci/devices")).unwrap();
-        std::os::unix::fs::symlink(
-            format!("../../../devices/pci{bus}/{addr}"),
-            dir.join("bus/pci/devices").join(addr),
-        )
-        .unwrap();
-    }
+    common::nvidia_sysfs_as(dir, gpus, common::Detail::Identity);
     if let Some(p) = product_name {
         std::fs::create_dir_all(dir.join("class/dmi/id")).unwrap();
         std::fs::write(dir.join("class/dmi/id/product_name"), format!("{p}\n")).unwrap();

@@ -249,38 +249,13 @@ fn explain_names_the_faulty_gpus() {
         &["--no-nvml"],
     ));
     let out = r.ok().to_string();
-    let expected = "\
-label feature.node.kubernetes.io/gpu.health=degraded: present
-  the rules that name it:
-
-NodeFeatureRule \"gpu-labeler-gpu\" (builtin:rules/gpu.yaml)
-  rule \"gpu health\" (builtin:rules/gpu.yaml:LINE:7): MATCHED
-    matchFeatures (all terms must match): matched
-      term 1 (line TERM): feature \"gpu.node\" (18 attribute(s)): matched
-        gpu.node.health = \"degraded\": health Exists -> yes
-          (gpu.node.health: 0000:3b:00.0: pcie-link (x8 of x16); 0000:9b:00.0: unbound (no driver; the others are bound to nvidia))
-        flags/attributes: all expressions hold
-    label feature.node.kubernetes.io/gpu.health=@gpu.node.health (published as feature.node.kubernetes.io/gpu.health=degraded)
-    label feature.node.kubernetes.io/gpu.healthy.count=@gpu.node.healthy_count (published as feature.node.kubernetes.io/gpu.healthy.count=6)
-
-";
-    let rules = std::fs::read_to_string(common::repo().join("rules/gpu.yaml")).unwrap();
-    let line = rules
-        .lines()
-        .position(|l| l.contains("name: \"gpu health\""))
-        .unwrap()
-        + 1;
-    let term = rules
-        .lines()
-        .enumerate()
-        .skip(line)
-        .find(|(_, l)| l.contains("- feature: gpu.node"))
-        .unwrap()
-        .0
-        + 1;
-    let expected = expected
-        .replace("LINE", &line.to_string())
-        .replace("TERM", &term.to_string());
+    let expected = common::explain_degraded(
+        18,
+        &[
+            "gpu.node.health: 0000:3b:00.0: pcie-link (x8 of x16); 0000:9b:00.0: unbound (no driver; the others are bound to nvidia)",
+        ],
+        "6",
+    );
     assert_eq!(out, expected);
 }
 

@@ -2,13 +2,13 @@
 //! (tests/fixtures/sysfs/GPU_PROVENANCE.md). Each fixture's expected values were derived by hand
 //! from the capture (`<machine>.expected-gpu.json`), independently of this code.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 
 /// The `gpu.device` keys the expected files speak about; each is compared whole (present with the
 /// same value, or absent on both sides).
@@ -33,31 +33,24 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// `gpu-labeler COMMAND` on the sysfs tree `root`, without NVML or a proc tree.
+fn on_tree(command: &[&str], root: &std::path::Path) -> common::Run {
+    let mut args: Vec<std::ffi::OsString> = command.iter().map(Into::into).collect();
+    args.extend(common::discovery_args(
+        root,
+        std::path::Path::new("/nonexistent"),
+    ));
+    common::run(args)
+}
+
 fn features(machine: &str) -> Value {
-    let out = Command::new(BIN)
-        .args([
-            "features",
-            "--no-nvml",
-            "--proc-root",
-            "/nonexistent",
-            "--sysfs-root",
-        ])
-        .arg(repo().join("tests/fixtures/sysfs").join(machine))
-        .arg("--pci-ids")
-        .arg(repo().join("tests/fixtures/pci.ids"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let r = on_tree(
+        &["features"],
+        &repo().join("tests/fixtures/sysfs").join(machine),
     );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
-        "",
-        "no warnings expected"
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let features = serde_json::from_str(r.ok()).unwrap();
+    assert_eq!(r.stderr, "", "no warnings expected");
+    features
 }
 
 fn project(attrs: &Value, keys: &[&str]) -> BTreeMap<String, String> {
@@ -153,30 +146,9 @@ fn amd_mi300x_labels() {
 
 /// `labels -o json` of a sysfs tree with the shipped rules, no NVML; no warning expected.
 fn labels_of(root: &std::path::Path) -> BTreeMap<String, String> {
-    let out = Command::new(BIN)
-        .args([
-            "labels",
-            "-o",
-            "json",
-            "--no-nvml",
-            "--proc-root",
-            "/nonexistent",
-            "--sysfs-root",
-        ])
-        .arg(root)
-        .arg("--pci-ids")
-        .arg(repo().join("tests/fixtures/pci.ids"))
-        .output()
-        .unwrap();
-    assert_eq!(
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).as_ref()
-        ),
-        (Some(0), "")
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    serde_json::from_value(v["labels"].clone()).unwrap()
+    let r = on_tree(&["labels", "-o", "json"], root);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    common::labels_of(&r.stdout)
 }
 
 fn label_map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -200,23 +172,10 @@ fn copy_of(machine: &str) -> tempfile::TempDir {
 }
 
 fn features_of(root: &std::path::Path) -> (Value, String) {
-    let out = Command::new(BIN)
-        .args([
-            "features",
-            "--no-nvml",
-            "--proc-root",
-            "/nonexistent",
-            "--sysfs-root",
-        ])
-        .arg(root)
-        .arg("--pci-ids")
-        .arg(repo().join("tests/fixtures/pci.ids"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+    // `common::run` fails on a panic.
+    let r = on_tree(&["features"], root);
+    assert_eq!(r.code, 0);
+    (serde_json::from_str(&r.stdout).unwrap(), r.stderr)
 }
 
 fn gpu0(f: &Value) -> BTreeMap<String, String> {

@@ -11,36 +11,14 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 mod common;
-use common::{label_map as map, nvidia_sysfs, nvml_fixture as fixture, repo};
-
-fn fake_lib() -> PathBuf {
-    common::fake_nvml_lib("nvidia_ml")
-}
+use common::{Run, label_map as map, nvidia_sysfs, nvml_fixture as fixture};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn run(args: &[&str], nvml_fixture: &Path) -> Run {
-    let out = Command::new(BIN)
-        .args(args)
-        .args(["--proc-root", "/nonexistent", "--nvml-lib"])
-        .arg(fake_lib())
-        .arg("--pci-ids")
-        .arg(repo().join("tests/fixtures/pci.ids"))
-        .env("FAKE_NVML_FIXTURE", nvml_fixture)
-        .env_remove("GPU_LABELER_CONFIG")
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
+    let mut a = args.to_vec();
+    a.extend(["--proc-root", "/nonexistent"]);
+    common::run_fake_nvml(&a, "nvidia_ml", nvml_fixture)
 }
 
 fn features(root: &Path, nvml_fixture: &Path) -> Value {
@@ -100,13 +78,9 @@ fn h200_migs() -> Vec<Value> {
 }
 
 fn h200_labels(mig_counts: &[(&str, &str)]) -> BTreeMap<String, String> {
-    let mut m = map(&[
-        ("gpu-nvidia.count", "1"),
+    let mut m = common::one_nvidia_gpu(&[
         ("gpu.compute.major", "9"),
         ("gpu.compute.minor", "0"),
-        ("gpu.count", "1"),
-        ("gpu.health", "ok"),
-        ("gpu.healthy.count", "1"),
         ("gpu.family", "hopper"),
         ("gpu.interconnect", "pcie"),
         ("gpu.memory", "143771"),
@@ -115,11 +89,7 @@ fn h200_labels(mig_counts: &[(&str, &str)]) -> BTreeMap<String, String> {
         ("gpu.mig.capable", "true"),
         ("gpu.mig.enabled", "true"),
         ("gpu.pcie.roots", "1"),
-        ("gpu.present", "true"),
         ("gpu.product", "NVIDIA-H200"),
-        ("gpu.vendor", "nvidia"),
-        ("gpu.vgpu.present", "false"),
-        ("gpu.virtual", "false"),
         ("pci-0302_10de.present", "true"),
     ]);
     m.extend(map(mig_counts));
@@ -129,13 +99,10 @@ fn h200_labels(mig_counts: &[(&str, &str)]) -> BTreeMap<String, String> {
 /// The H200 fixture has no bus id (the capture has none): NVML's GPU is placed by its own
 /// order, so sysfs shows it at the address NVML would not report. Give it one.
 fn h200_fixture(dir: &Path, faults: Value) -> PathBuf {
-    let mut f: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("h200-mig-me")).unwrap()).unwrap();
-    f["devices"][0]["pci_bus_id"] = json!("00000000:19:00.0");
-    f["faults"] = faults;
-    let p = dir.join("h200.json");
-    std::fs::write(&p, f.to_string()).unwrap();
-    p
+    common::edited_nvml_fixture(dir, "h200.json", "h200-mig-me", |f| {
+        f["devices"][0]["pci_bus_id"] = json!("00000000:19:00.0");
+        f["faults"] = faults;
+    })
 }
 
 fn h200_tree() -> tempfile::TempDir {
@@ -144,10 +111,16 @@ fn h200_tree() -> tempfile::TempDir {
     dir
 }
 
+/// An H200 tree and its fixture with `faults`: (the directory, the fixture).
+fn h200_with(faults: Value) -> (tempfile::TempDir, PathBuf) {
+    let dir = h200_tree();
+    let nvml = h200_fixture(dir.path(), faults);
+    (dir, nvml)
+}
+
 #[test]
 fn h200_profiles_are_named_as_nvidia_names_them_including_plus_me() {
-    let dir = h200_tree();
-    let nvml = h200_fixture(dir.path(), json!({}));
+    let (dir, nvml) = h200_with(json!({}));
     let f = features(&dir.path().join("sys"), &nvml);
     assert_eq!(
         f["instances"]["gpu.mig"]["elements"],
@@ -172,9 +145,7 @@ fn h200_profiles_are_named_as_nvidia_names_them_including_plus_me() {
 fn without_the_gpu_instance_calls_the_name_comes_from_the_slices_alone() {
     // A driver (or a container without the MIG monitor capability) that refuses the GPU
     // instance queries: the `+me` instance cannot be told apart from a plain 1g.
-    let dir = h200_tree();
-    let nvml = h200_fixture(
-        dir.path(),
+    let (dir, nvml) = h200_with(
         json!({"errors": [{"function": "nvmlDeviceGetGpuInstanceById", "error": "NO_PERMISSION"}]}),
     );
     let f = features(&dir.path().join("sys"), &nvml);
@@ -196,16 +167,12 @@ fn without_the_gpu_instance_calls_the_name_comes_from_the_slices_alone() {
 
 #[test]
 fn a_mig_device_that_vanishes_mid_scan_is_skipped_quietly() {
-    let dir = h200_tree();
     // Slot 2 (the 1g.18gb+me) is listed, then gone when its attributes are read; slot 1's
     // handle is gone already.
-    let nvml = h200_fixture(
-        dir.path(),
-        json!({"errors": [
-            {"function": "nvmlDeviceGetAttributes_v2", "gpu": 0, "mig": 2, "error": "NOT_FOUND"},
-            {"function": "nvmlDeviceGetMigDeviceHandleByIndex", "gpu": 0, "mig": 1, "error": "NOT_FOUND"}
-        ]}),
-    );
+    let (dir, nvml) = h200_with(json!({"errors": [
+        {"function": "nvmlDeviceGetAttributes_v2", "gpu": 0, "mig": 2, "error": "NOT_FOUND"},
+        {"function": "nvmlDeviceGetMigDeviceHandleByIndex", "gpu": 0, "mig": 1, "error": "NOT_FOUND"}
+    ]}));
     let f = features(&dir.path().join("sys"), &nvml);
     let all = h200_migs();
     assert_eq!(
@@ -223,13 +190,9 @@ fn a_mig_device_that_vanishes_mid_scan_is_skipped_quietly() {
 
 #[test]
 fn any_other_mig_failure_is_a_warning_and_the_rest_is_kept() {
-    let dir = h200_tree();
-    let nvml = h200_fixture(
-        dir.path(),
-        json!({"errors": [
-            {"function": "nvmlDeviceGetAttributes_v2", "gpu": 0, "mig": 0, "error": "UNKNOWN"}
-        ]}),
-    );
+    let (dir, nvml) = h200_with(json!({"errors": [
+        {"function": "nvmlDeviceGetAttributes_v2", "gpu": 0, "mig": 0, "error": "UNKNOWN"}
+    ]}));
     let r = run(
         &[
             "features",
@@ -272,13 +235,9 @@ fn a100_80gb_one_slice_instances_with_twice_the_memory_are_1g_20gb() {
     );
     assert_eq!(
         labels(dir.path(), &nvml),
-        map(&[
-            ("gpu-nvidia.count", "1"),
+        common::one_nvidia_gpu(&[
             ("gpu.compute.major", "8"),
             ("gpu.compute.minor", "0"),
-            ("gpu.count", "1"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "1"),
             ("gpu.cuda.major", "12"),
             ("gpu.cuda.minor", "2"),
             ("gpu.driver.major", "535"),
@@ -293,11 +252,7 @@ fn a100_80gb_one_slice_instances_with_twice_the_memory_are_1g_20gb() {
             ("gpu.mig.capable", "true"),
             ("gpu.mig.enabled", "true"),
             ("gpu.pcie.roots", "1"),
-            ("gpu.present", "true"),
             ("gpu.product", "NVIDIA-A100-SXM4-80GB"),
-            ("gpu.vendor", "nvidia"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
             ("pci-0302_10de.present", "true"),
         ])
     );
@@ -317,17 +272,11 @@ fn mig_devices_on_two_gpus_are_counted_per_profile_across_the_node() {
         f["attributes"]["gpu.migprofile"]["elements"],
         json!({"1g.5gb": "4", "2g.10gb": "2"})
     );
-    let parents: Vec<(&str, &str)> = f["instances"]["gpu.mig"]["elements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["attributes"]["parent_address"].as_str().unwrap(),
-                m["attributes"]["profile"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let parents = common::string_pairs(
+        &f["instances"]["gpu.mig"]["elements"],
+        "/attributes/parent_address",
+        "/attributes/profile",
+    );
     assert_eq!(
         parents,
         [
@@ -370,8 +319,7 @@ fn mig_devices_on_two_gpus_are_counted_per_profile_across_the_node() {
 
 #[test]
 fn a_snapshot_relabels_mig_identically() {
-    let dir = h200_tree();
-    let nvml = h200_fixture(dir.path(), json!({}));
+    let (dir, nvml) = h200_with(json!({}));
     let f = features(&dir.path().join("sys"), &nvml);
     let snap = dir.path().join("snap.json");
     std::fs::write(&snap, f.to_string()).unwrap();
@@ -396,13 +344,7 @@ fn compute_instance_tree() -> tempfile::TempDir {
 }
 
 fn compute_instance_fixture(dir: &Path, edit: impl Fn(&mut Value)) -> PathBuf {
-    let mut f: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("a100-40gb-mig-ci")).unwrap())
-            .unwrap();
-    edit(&mut f);
-    let p = dir.join("a100-ci.json");
-    std::fs::write(&p, f.to_string()).unwrap();
-    p
+    common::edited_nvml_fixture(dir, "a100-ci.json", "a100-40gb-mig-ci", edit)
 }
 
 /// `gpu.mig` of that GPU: (profile, SMs, compute slices) per MIG device; 3 GPU instance slices,
@@ -423,35 +365,7 @@ fn a100_ci_migs(rows: &[(&str, u32, u32)]) -> Value {
 }
 
 fn a100_ci_labels(mig_counts: &[(&str, &str)]) -> BTreeMap<String, String> {
-    let mut m = map(&[
-        ("gpu-nvidia.count", "1"),
-        ("gpu.compute.major", "8"),
-        ("gpu.compute.minor", "0"),
-        ("gpu.count", "1"),
-        ("gpu.health", "ok"),
-        ("gpu.healthy.count", "1"),
-        ("gpu.cuda.major", "11"),
-        ("gpu.cuda.minor", "6"),
-        ("gpu.driver.major", "510"),
-        ("gpu.driver.minor", "47"),
-        ("gpu.driver.version", "510.47.03"),
-        ("gpu.family", "ampere"),
-        ("gpu.interconnect", "pcie"),
-        ("gpu.memory", "40960"),
-        ("gpu.memory.max", "40960"),
-        ("gpu.memory.total", "40960"),
-        ("gpu.mig.capable", "true"),
-        ("gpu.mig.enabled", "true"),
-        ("gpu.pcie.roots", "1"),
-        ("gpu.present", "true"),
-        ("gpu.product", "NVIDIA-A100-SXM4-40GB"),
-        ("gpu.vendor", "nvidia"),
-        ("gpu.vgpu.present", "false"),
-        ("gpu.virtual", "false"),
-        ("pci-0302_10de.present", "true"),
-    ]);
-    m.extend(map(mig_counts));
-    m
+    common::a100_40gb_mig_labels(mig_counts)
 }
 
 #[test]

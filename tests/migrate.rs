@@ -57,33 +57,24 @@ fn nvml_env() -> Vec<(&'static str, String)> {
     )]
 }
 
+/// `--kubeconfig K --node-name NODE`.
+fn on_node(kubeconfig: &std::path::Path) -> [String; 4] {
+    let k = kubeconfig.display().to_string();
+    ["--kubeconfig".into(), k, "--node-name".into(), NODE.into()]
+}
+
 fn dell_args(cmd: &str, kubeconfig: &std::path::Path, extra: &[&str]) -> Vec<String> {
-    let mut a: Vec<String> = [
-        cmd,
-        "--sysfs-root",
-        "tests/fixtures/sysfs/dell-xe9680-8xh100",
-        "--proc-root",
-        "tests/fixtures/proc/dell-xe9680-8xh100",
-        "--pci-ids",
-        "tests/fixtures/pci.ids",
-        "--nvml-lib",
-    ]
-    .map(String::from)
-    .to_vec();
-    a.push(common::fake_nvml_lib("nvidia_ml").display().to_string());
-    a.extend(
-        [
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--node-name",
-            NODE,
-            "--profile",
-            "nvidia-gfd",
-            "--rules",
-            "deploy/components/nfd-vendor-labels/rules.yaml",
-        ]
-        .map(String::from),
+    let dell = "dell-xe9680-8xh100";
+    let discovery = common::discovery_args_with_fake_nvml(
+        &common::sysfs_fixture(dell),
+        &common::proc_fixture(dell),
     );
+    let mut a = vec![cmd.to_string()];
+    a.extend(discovery.iter().map(|s| s.to_string_lossy().into_owned()));
+    a.extend(on_node(kubeconfig));
+    let profile = ["--profile", "nvidia-gfd"];
+    let rules = ["--rules", "deploy/components/nfd-vendor-labels/rules.yaml"];
+    a.extend(profile.iter().chain(&rules).map(|s| s.to_string()));
     a.extend(extra.iter().map(|s| s.to_string()));
     a
 }
@@ -209,22 +200,13 @@ fn from_amds_node_labeller() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = write_kubeconfig(dir.path(), &server.url());
     let args = |cmd: &str, extra: &[&str]| -> Vec<String> {
-        let mut a: Vec<String> = [
-            cmd,
-            "--sysfs-root",
-            "tests/fixtures/sysfs/amd-mi300x-cpx",
-            "--proc-root",
-            "/nonexistent",
-            "--pci-ids",
-            "tests/fixtures/pci.ids",
-            "--no-nvml",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--node-name",
-            NODE,
-        ]
-        .map(String::from)
-        .to_vec();
+        let mut a = vec![cmd.to_string()];
+        let discovery = common::discovery_args(
+            &common::sysfs_fixture("amd-mi300x-cpx"),
+            std::path::Path::new("/nonexistent"),
+        );
+        a.extend(discovery.iter().map(|s| s.to_string_lossy().into_owned()));
+        a.extend(on_node(&kubeconfig));
         a.extend(extra.iter().map(|s| s.to_string()));
         a
     };

@@ -412,16 +412,7 @@ fn no_capture_as_it_is_is_short() {
 /// unbound (their own fault), and a service VM that holds only the NVSwitches.
 #[test]
 fn passthrough_parts_held_and_unbound_gpus_are_not_missing() {
-    let azure_gpus = [
-        "0001:00:00.0",
-        "0002:00:00.0",
-        "0003:00:00.0",
-        "0004:00:00.0",
-        "000b:00:00.0",
-        "000c:00:00.0",
-        "000d:00:00.0",
-        "000e:00:00.0",
-    ];
+    let azure_gpus = common::AZURE_GPUS;
     // A VM of 4 (or 2, or 1) of the board's 8 GPUs with all 6 NVSwitches: a Fabric Manager
     // partition, not a short node.
     let vm = |keep: usize| {
@@ -606,35 +597,12 @@ fn explain_names_the_evidence_of_the_gpus_missing() {
             .map(|s| s.to_string_lossy().to_string()),
     );
     let out = run(a).ok().to_string();
-    let rules = std::fs::read_to_string(common::repo().join("rules/gpu.yaml")).unwrap();
-    let line = rules
-        .lines()
-        .position(|l| l.contains("name: \"gpu health\""))
-        .unwrap()
-        + 1;
-    let term = line
-        + rules
-            .lines()
-            .skip(line)
-            .position(|l| l.contains("- feature: gpu.node"))
-            .unwrap()
-        + 1;
-    let expected = format!(
-        "\
-label feature.node.kubernetes.io/gpu.health=degraded: present
-  the rules that name it:
-
-NodeFeatureRule \"gpu-labeler-gpu\" (builtin:rules/gpu.yaml)
-  rule \"gpu health\" (builtin:rules/gpu.yaml:{line}:7): MATCHED
-    matchFeatures (all terms must match): matched
-      term 1 (line {term}): feature \"gpu.node\" (20 attribute(s)): matched
-        gpu.node.health = \"degraded\": health Exists -> yes
-          (gpu.node.health: missing 1 of 8 ({DELL_DETAIL}); 0000:3b:00.0: pcie-link (x8 of x16))
-        flags/attributes: all expressions hold
-    label feature.node.kubernetes.io/gpu.health=@gpu.node.health (published as feature.node.kubernetes.io/gpu.health=degraded)
-    label feature.node.kubernetes.io/gpu.healthy.count=@gpu.node.healthy_count (published as feature.node.kubernetes.io/gpu.healthy.count=6)
-
-"
+    let expected = common::explain_degraded(
+        20,
+        &[&format!(
+            "gpu.node.health: missing 1 of 8 ({DELL_DETAIL}); 0000:3b:00.0: pcie-link (x8 of x16)"
+        )],
+        "6",
     );
     assert_eq!(out, expected);
 }

@@ -87,25 +87,7 @@ fn labels(node: &str, nvml: Nvml) -> Labels {
 /// As `common::check_golden`, in `tests/fixtures/mixed/golden/` (common's directory is
 /// `tests/fixtures/golden/`): byte for byte; `UPDATE_GOLDEN=1` rewrites the file.
 fn check_golden(name: &str, actual: &str) {
-    let dir = mixed().join("golden");
-    let path = dir.join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run with UPDATE_GOLDEN=1 to create it",
-            path.display()
-        )
-    });
-    assert_eq!(
-        actual,
-        expected,
-        "output differs from {} (UPDATE_GOLDEN=1 rewrites it after review)",
-        path.display()
-    );
+    common::check_golden_in(&mixed().join("golden"), name, actual);
 }
 
 /// The labels whose key (without the NFD prefix) is one of `names` or starts with one of
@@ -219,6 +201,71 @@ fn rows(expected: &[[&str; 5]]) -> Vec<[String; 5]> {
     expected.iter().map(|r| r.map(str::to_string)).collect()
 }
 
+/// The counts group of the h100-l40s node, the same through NVML and from sysfs alone.
+fn h100_l40s_counts() -> Labels {
+    label_map(&[
+        ("gpu-family-ada-lovelace.count", "4"),
+        ("gpu-family-hopper.count", "4"),
+        ("gpu-model-NVIDIA-H100-80GB-HBM3.count", "4"),
+        ("gpu-model-NVIDIA-L40S.count", "4"),
+        ("gpu-nvidia.count", "8"),
+        ("gpu.count", "8"),
+        ("gpu.health", "ok"),
+        ("gpu.healthy.count", "8"),
+        ("gpu.models", "2"),
+    ])
+}
+
+/// The rest group of the h100-l40s node, the same through NVML and from sysfs alone.
+fn h100_l40s_rest() -> Labels {
+    label_map(&[
+        ("gpu.present", "true"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+        ("pci-0302_10de.present", "true"),
+        // The H100s' sriov_totalvfs (the L40S functions have none: not captured).
+        ("pci-0302_10de.sriov.capable", "true"),
+    ])
+}
+
+/// The counts group of the nvidia-amd node, the same through NVML and from sysfs alone.
+fn nvidia_amd_counts() -> Labels {
+    label_map(&[
+        ("gpu-amd.count", "2"),
+        ("gpu-family-gfx90a.count", "2"),
+        ("gpu-family-hopper.count", "2"),
+        ("gpu-model-Aldebaran-MI200-Instinct-MI210.count", "2"),
+        ("gpu-model-NVIDIA-H100-80GB-HBM3.count", "2"),
+        ("gpu-nvidia.count", "2"),
+        ("gpu.count", "4"),
+        ("gpu.health", "ok"),
+        ("gpu.healthy.count", "4"),
+        ("gpu.models", "2"),
+    ])
+}
+
+/// The topology group of the nvidia-amd node, the same through NVML and from sysfs alone.
+fn nvidia_amd_topology() -> Labels {
+    label_map(&[
+        ("gpu.interconnect", "xgmi"),
+        ("gpu.numa.gpus.max", "2"),
+        ("gpu.numa.nodes", "2"),
+        ("gpu.pcie.roots", "4"),
+    ])
+}
+
+/// The rest group of the nvidia-amd node, the same through NVML and from sysfs alone.
+fn nvidia_amd_rest() -> Labels {
+    label_map(&[
+        ("gpu.present", "true"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+        ("pci-0302_10de.present", "true"),
+        ("pci-0302_10de.sriov.capable", "true"),
+        ("pci-0380_1002.present", "true"),
+    ])
+}
+
 // ---------------------------------------------------------------------------------------------
 // 4x H100 SXM + 4x L40S
 
@@ -228,20 +275,7 @@ fn h100_l40s_through_nvml() {
     assert_groups_cover(&l);
     // Per model and per family, NVML's names; no gpu.product, gpu.family or compute capability
     // (the GPUs differ), but one vendor.
-    assert_eq!(
-        counts(&l),
-        label_map(&[
-            ("gpu-family-ada-lovelace.count", "4"),
-            ("gpu-family-hopper.count", "4"),
-            ("gpu-model-NVIDIA-H100-80GB-HBM3.count", "4"),
-            ("gpu-model-NVIDIA-L40S.count", "4"),
-            ("gpu-nvidia.count", "8"),
-            ("gpu.count", "8"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "8"),
-            ("gpu.models", "2"),
-        ])
-    );
+    assert_eq!(counts(&l), h100_l40s_counts());
     assert_eq!(identity(&l), label_map(&[("gpu.vendor", "nvidia")]));
     // The smallest GPU (L40S, 46068 MiB), the largest (H100, 81559 MiB), and 4 x 81559 +
     // 4 x 46068.
@@ -278,17 +312,7 @@ fn h100_l40s_through_nvml() {
             ("gpu.pcie.roots", "8"),
         ])
     );
-    assert_eq!(
-        rest(&l),
-        label_map(&[
-            ("gpu.present", "true"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
-            ("pci-0302_10de.present", "true"),
-            // The H100s' sriov_totalvfs (the L40S functions have none: not captured).
-            ("pci-0302_10de.sriov.capable", "true"),
-        ])
-    );
+    assert_eq!(rest(&l), h100_l40s_rest());
 }
 
 #[test]
@@ -299,20 +323,7 @@ fn h100_l40s_from_sysfs_alone() {
     // so the count keys are the NVML run's: a selector on them survives an NVML outage. The
     // families come from the chips the PCI ID database names (GH100, AD102GL), the ones NVML's
     // compute capability gives (9.0, 8.9).
-    assert_eq!(
-        counts(&l),
-        label_map(&[
-            ("gpu-family-ada-lovelace.count", "4"),
-            ("gpu-family-hopper.count", "4"),
-            ("gpu-model-NVIDIA-H100-80GB-HBM3.count", "4"),
-            ("gpu-model-NVIDIA-L40S.count", "4"),
-            ("gpu-nvidia.count", "8"),
-            ("gpu.count", "8"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "8"),
-            ("gpu.models", "2"),
-        ])
-    );
+    assert_eq!(counts(&l), h100_l40s_counts());
     assert_eq!(identity(&l), label_map(&[("gpu.vendor", "nvidia")]));
     assert_eq!(memory(&l), Labels::new(), "sysfs has no NVIDIA memory size");
     assert_eq!(driver(&l), Labels::new());
@@ -325,16 +336,7 @@ fn h100_l40s_from_sysfs_alone() {
             ("gpu.pcie.roots", "8"),
         ])
     );
-    assert_eq!(
-        rest(&l),
-        label_map(&[
-            ("gpu.present", "true"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
-            ("pci-0302_10de.present", "true"),
-            ("pci-0302_10de.sriov.capable", "true"),
-        ])
-    );
+    assert_eq!(rest(&l), h100_l40s_rest());
 }
 
 #[test]
@@ -393,21 +395,7 @@ fn nvidia_amd_through_nvml() {
     let l = labels("nvidia-amd", Nvml::Fake);
     assert_groups_cover(&l);
     // Two vendors: counts per vendor, model and family; no gpu.vendor, product or family.
-    assert_eq!(
-        counts(&l),
-        label_map(&[
-            ("gpu-amd.count", "2"),
-            ("gpu-family-gfx90a.count", "2"),
-            ("gpu-family-hopper.count", "2"),
-            ("gpu-model-Aldebaran-MI200-Instinct-MI210.count", "2"),
-            ("gpu-model-NVIDIA-H100-80GB-HBM3.count", "2"),
-            ("gpu-nvidia.count", "2"),
-            ("gpu.count", "4"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "4"),
-            ("gpu.models", "2"),
-        ])
-    );
+    assert_eq!(counts(&l), nvidia_amd_counts());
     assert_eq!(identity(&l), Labels::new());
     // The MI210 capture has no memory size: no GPU memory label describes every GPU.
     assert_eq!(memory(&l), Labels::new());
@@ -423,26 +411,8 @@ fn nvidia_amd_through_nvml() {
         ])
     );
     // The MI210s' XGMI link names the node's interconnect, though the H100s are not on it.
-    assert_eq!(
-        topology(&l),
-        label_map(&[
-            ("gpu.interconnect", "xgmi"),
-            ("gpu.numa.gpus.max", "2"),
-            ("gpu.numa.nodes", "2"),
-            ("gpu.pcie.roots", "4"),
-        ])
-    );
-    assert_eq!(
-        rest(&l),
-        label_map(&[
-            ("gpu.present", "true"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
-            ("pci-0302_10de.present", "true"),
-            ("pci-0302_10de.sriov.capable", "true"),
-            ("pci-0380_1002.present", "true"),
-        ])
-    );
+    assert_eq!(topology(&l), nvidia_amd_topology());
+    assert_eq!(rest(&l), nvidia_amd_rest());
 }
 
 #[test]
@@ -450,44 +420,12 @@ fn nvidia_amd_from_sysfs_alone() {
     let l = labels("nvidia-amd", Nvml::Off);
     assert_groups_cover(&l);
     // The H100s' family from their chip (GH100), the MI210s' from KFD's gfx target.
-    assert_eq!(
-        counts(&l),
-        label_map(&[
-            ("gpu-amd.count", "2"),
-            ("gpu-family-gfx90a.count", "2"),
-            ("gpu-family-hopper.count", "2"),
-            ("gpu-model-Aldebaran-MI200-Instinct-MI210.count", "2"),
-            ("gpu-model-NVIDIA-H100-80GB-HBM3.count", "2"),
-            ("gpu-nvidia.count", "2"),
-            ("gpu.count", "4"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "4"),
-            ("gpu.models", "2"),
-        ])
-    );
+    assert_eq!(counts(&l), nvidia_amd_counts());
     assert_eq!(identity(&l), Labels::new());
     assert_eq!(memory(&l), Labels::new());
     assert_eq!(driver(&l), Labels::new());
-    assert_eq!(
-        topology(&l),
-        label_map(&[
-            ("gpu.interconnect", "xgmi"),
-            ("gpu.numa.gpus.max", "2"),
-            ("gpu.numa.nodes", "2"),
-            ("gpu.pcie.roots", "4"),
-        ])
-    );
-    assert_eq!(
-        rest(&l),
-        label_map(&[
-            ("gpu.present", "true"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
-            ("pci-0302_10de.present", "true"),
-            ("pci-0302_10de.sriov.capable", "true"),
-            ("pci-0380_1002.present", "true"),
-        ])
-    );
+    assert_eq!(topology(&l), nvidia_amd_topology());
+    assert_eq!(rest(&l), nvidia_amd_rest());
 }
 
 #[test]

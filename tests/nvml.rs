@@ -10,35 +10,25 @@ use serde_json::Value;
 
 mod common;
 use common::{
-    fake_nvml_lib as fake_lib, label_map as map, labels_of as labels, nvidia_sysfs,
-    nvml_fixture as fixture, repo,
+    Run, label_map as map, labels_of as labels, nvidia_sysfs, nvml_fixture as fixture, repo,
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 const P: &str = "feature.node.kubernetes.io/";
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+/// `COMMAND --sysfs-root ROOT --proc-root /nonexistent`: a tree of [`nvidia_sysfs`] alone.
+fn on_tree<'a>(command: &[&'a str], root: &'a str) -> Vec<&'a str> {
+    [
+        command,
+        &["--sysfs-root", root, "--proc-root", "/nonexistent"],
+    ]
+    .concat()
 }
 
+/// `gpu-labeler ARGS` with the fake NVML library `lib` answering from the fixture
+/// `nvml_fixture`.
 fn run(args: &[&str], nvml_fixture: &str, lib: &str) -> Run {
-    let out = Command::new(BIN)
-        .args(args)
-        .arg("--nvml-lib")
-        .arg(fake_lib(lib))
-        .arg("--pci-ids")
-        .arg(repo().join("tests/fixtures/pci.ids"))
-        .env("FAKE_NVML_FIXTURE", fixture(nvml_fixture))
-        .env_remove("GPU_LABELER_CONFIG")
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
+    common::run_fake_nvml(args, lib, &fixture(nvml_fixture))
 }
 
 const DELL: &str = "tests/fixtures/sysfs/dell-xe9680-8xh100";
@@ -75,19 +65,7 @@ fn h100_features_carry_nvml_values_per_gpu() {
         .iter()
         .map(|g| g["attributes"]["address"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        addresses,
-        [
-            "0000:19:00.0",
-            "0000:3b:00.0",
-            "0000:4c:00.0",
-            "0000:5d:00.0",
-            "0000:9b:00.0",
-            "0000:bb:00.0",
-            "0000:cb:00.0",
-            "0000:db:00.0"
-        ]
-    );
+    assert_eq!(addresses, common::DELL_GPUS);
     let first: BTreeMap<String, String> =
         serde_json::from_value(gpus[0]["attributes"].clone()).unwrap();
     assert_eq!(
@@ -253,49 +231,13 @@ fn an_old_driver_without_mig_or_compute_capability_symbols_is_tolerated() {
     nvidia_sysfs(dir.path(), &[("0000:43:00.0", "0x1cb3")]);
     let root = dir.path().to_str().unwrap();
     let r = run(
-        &[
-            "labels",
-            "-o",
-            "json",
-            "--sysfs-root",
-            root,
-            "--proc-root",
-            "/nonexistent",
-        ],
+        &on_tree(&["labels", "-o", "json"], root),
         "old-driver-no-mig",
         "nvidia_ml_legacy",
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stderr, "");
-    assert_eq!(
-        labels(&r.stdout),
-        map(&[
-            ("gpu-nvidia.count", "1"),
-            // Only v1 of the CUDA version function: R418 reports CUDA 10.1 through it.
-            ("gpu.cuda.major", "10"),
-            ("gpu.cuda.minor", "1"),
-            ("gpu.count", "1"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "1"),
-            ("gpu.driver.major", "418"),
-            ("gpu.driver.minor", "43"),
-            ("gpu.driver.version", "418.43"),
-            // NVLink state is in every driver's library: the P400 has none.
-            ("gpu.interconnect", "pcie"),
-            ("gpu.memory", "1998"),
-            ("gpu.memory.max", "1998"),
-            ("gpu.memory.total", "1998"),
-            ("gpu.mig.capable", "false"),
-            ("gpu.mig.enabled", "false"),
-            ("gpu.pcie.roots", "1"),
-            ("gpu.present", "true"),
-            ("gpu.product", "Quadro-P400"),
-            ("gpu.vendor", "nvidia"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
-            ("pci-0302_10de.present", "true"),
-        ])
-    );
+    assert_eq!(labels(&r.stdout), common::p400_old_driver_labels());
 }
 
 #[test]
@@ -304,13 +246,7 @@ fn a100_40gb_with_two_3g_mig_devices() {
     nvidia_sysfs(dir.path(), &[("0000:00:04.0", "0x20b0")]);
     let root = dir.path().to_str().unwrap();
     let r = run(
-        &[
-            "features",
-            "--sysfs-root",
-            root,
-            "--proc-root",
-            "/nonexistent",
-        ],
+        &on_tree(&["features"], root),
         "a100-40gb-mig-2x3g",
         "nvidia_ml",
     );
@@ -326,48 +262,13 @@ fn a100_40gb_with_two_3g_mig_devices() {
         serde_json::json!([mig.clone(), mig])
     );
     let labels = run(
-        &[
-            "labels",
-            "-o",
-            "json",
-            "--sysfs-root",
-            root,
-            "--proc-root",
-            "/nonexistent",
-        ],
+        &on_tree(&["labels", "-o", "json"], root),
         "a100-40gb-mig-2x3g",
         "nvidia_ml",
     );
     assert_eq!(
         self::labels(&labels.stdout),
-        map(&[
-            ("gpu-nvidia.count", "1"),
-            ("gpu.compute.major", "8"),
-            ("gpu.compute.minor", "0"),
-            ("gpu.count", "1"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "1"),
-            ("gpu.cuda.major", "11"),
-            ("gpu.cuda.minor", "6"),
-            ("gpu.driver.major", "510"),
-            ("gpu.driver.minor", "47"),
-            ("gpu.driver.version", "510.47.03"),
-            ("gpu.family", "ampere"),
-            ("gpu.interconnect", "pcie"),
-            ("gpu.memory", "40960"),
-            ("gpu.memory.max", "40960"),
-            ("gpu.memory.total", "40960"),
-            ("gpu.mig.capable", "true"),
-            ("gpu.mig-3g.20gb.count", "2"),
-            ("gpu.mig.enabled", "true"),
-            ("gpu.pcie.roots", "1"),
-            ("gpu.present", "true"),
-            ("gpu.product", "NVIDIA-A100-SXM4-40GB"),
-            ("gpu.vendor", "nvidia"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
-            ("pci-0302_10de.present", "true"),
-        ])
+        common::a100_40gb_mig_labels(&[("gpu.mig-3g.20gb.count", "2")])
     );
 }
 
@@ -390,13 +291,9 @@ fn nvml_alone_discovers_gpus_when_sysfs_shows_none() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(
         labels(&r.stdout),
-        map(&[
-            ("gpu-nvidia.count", "1"),
+        common::one_nvidia_gpu(&[
             ("gpu.compute.major", "8"),
             ("gpu.compute.minor", "6"),
-            ("gpu.count", "1"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "1"),
             ("gpu.cuda.major", "12"),
             ("gpu.cuda.minor", "2"),
             ("gpu.driver.major", "535"),
@@ -409,11 +306,7 @@ fn nvml_alone_discovers_gpus_when_sysfs_shows_none() {
             ("gpu.memory.total", "23028"),
             ("gpu.mig.capable", "false"),
             ("gpu.mig.enabled", "false"),
-            ("gpu.present", "true"),
             ("gpu.product", "NVIDIA-A10"),
-            ("gpu.vendor", "nvidia"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
         ])
     );
 }
@@ -568,15 +461,7 @@ fn every_single_model_capture_gives_its_labels() {
         nvidia_sysfs(dir.path(), &gpus);
         let root = dir.path().to_str().unwrap();
         let r = run(
-            &[
-                "labels",
-                "-o",
-                "json",
-                "--sysfs-root",
-                root,
-                "--proc-root",
-                "/nonexistent",
-            ],
+            &on_tree(&["labels", "-o", "json"], root),
             fixture_name,
             "nvidia_ml",
         );
@@ -603,15 +488,7 @@ fn a_node_with_nvidia_and_amd_gpus_counts_each_vendor_and_family() {
     nvidia_sysfs(&tree, &[("0000:00:1e.0", "0x2237")]);
     let root = tree.to_str().unwrap();
     let r = run(
-        &[
-            "labels",
-            "-o",
-            "json",
-            "--sysfs-root",
-            root,
-            "--proc-root",
-            "/nonexistent",
-        ],
+        &on_tree(&["labels", "-o", "json"], root),
         "a10g",
         "nvidia_ml",
     );
@@ -704,40 +581,19 @@ fn sysfs_and_nvml_name_and_label_the_gpus_alike() {
 #[test]
 fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
     let dir = tempfile::tempdir().unwrap();
-    let buses = [
-        "0001:00:00.0",
-        "0002:00:00.0",
-        "0003:00:00.0",
-        "0004:00:00.0",
-        "000b:00:00.0",
-        "000c:00:00.0",
-        "000d:00:00.0",
-        "000e:00:00.0",
-    ];
+    let buses = common::AZURE_GPUS;
     let gpus: Vec<(&str, &str)> = buses.iter().map(|b| (*b, "0x20b2")).collect();
     nvidia_sysfs(dir.path(), &gpus);
     let root = dir.path().to_str().unwrap();
-    let args = [
-        "features",
-        "--sysfs-root",
-        root,
-        "--proc-root",
-        "/nonexistent",
-    ];
+    let args = on_tree(&["features"], root);
     let r = run(&args, "a100-8x-nvlink", "nvidia_ml");
     assert_eq!((r.code, r.stderr.as_str()), (0, ""));
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    let links: Vec<(&str, &str)> = v["instances"]["gpu.device"]["elements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| {
-            (
-                g["attributes"]["address"].as_str().unwrap(),
-                g["attributes"]["nvlinks"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let links = common::string_pairs(
+        &v["instances"]["gpu.device"]["elements"],
+        "/attributes/address",
+        "/attributes/nvlinks",
+    );
     let expected: Vec<(&str, &str)> = buses.iter().map(|b| (*b, "12")).collect();
     assert_eq!(links, expected);
     assert_eq!(
@@ -795,13 +651,7 @@ fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
 }
 
 fn gb200_fixture(dir: &std::path::Path, edit: impl Fn(&mut Value)) -> std::path::PathBuf {
-    let mut f: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("gb200-4x-clique")).unwrap())
-            .unwrap();
-    edit(&mut f);
-    let p = dir.join("gb200.json");
-    std::fs::write(&p, f.to_string()).unwrap();
-    p
+    common::edited_nvml_fixture(dir, "gb200.json", "gb200-4x-clique", edit)
 }
 
 fn gb200_labels(nvml: &std::path::Path, config: Option<&str>) -> BTreeMap<String, String> {
@@ -815,7 +665,7 @@ fn gb200_labels(nvml: &std::path::Path, config: Option<&str>) -> BTreeMap<String
         "tests/fixtures/sysfs/no-pci-devices",
     ])
     .args(["--proc-root", "/nonexistent", "--nvml-lib"])
-    .arg(fake_lib("nvidia_ml"))
+    .arg(common::fake_nvml_lib("nvidia_ml"))
     .env("FAKE_NVML_FIXTURE", nvml)
     .env_remove("GPU_LABELER_CONFIG");
     if let Some(c) = config {

@@ -22,6 +22,21 @@ fn fnk(k: &str) -> String {
     format!("feature.node.kubernetes.io/{k}")
 }
 
+/// An empty NodeFeature of `node` in NS, as NFD's worker writes one.
+fn nodefeature(node: &str) -> Value {
+    json!({
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
+        "metadata": {"name": node, "namespace": NS,
+                     "labels": {"nfd.node.kubernetes.io/node-name": node}},
+        "spec": {"features": {}, "labels": {}},
+    })
+}
+
+/// The NodeFeatures of the clusters below: gpu-node-1's written by gpu-labeler, gpu-node-2's
+/// by NFD's worker.
+const NODEFEATURE_OWNERS: [(&str, &str); 2] =
+    [("gpu-node-1", "gpu-labeler"), ("gpu-node-2", "nfd-worker")];
+
 fn cluster() -> FakeApiServer {
     let server = FakeApiServer::start();
     for n in ["cpu-node", "gpu-node-1", "gpu-node-2"] {
@@ -53,17 +68,11 @@ fn cluster() -> FakeApiServer {
         let n2 = s.nodes.get_mut("gpu-node-2").unwrap();
         n2.apply("gpu-labeler", &ours_2, &BTreeMap::new(), false)
             .unwrap();
-        for (node, manager) in [("gpu-node-1", "gpu-labeler"), ("gpu-node-2", "nfd-worker")] {
-            let object = json!({
-                "apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
-                "metadata": {"name": node, "namespace": NS,
-                             "labels": {"nfd.node.kubernetes.io/node-name": node}},
-                "spec": {"features": {}, "labels": {}},
-            });
+        for (node, manager) in NODEFEATURE_OWNERS {
             s.nodefeatures.insert(
                 (NS.to_string(), node.to_string()),
                 NodeFeatureObj {
-                    object,
+                    object: nodefeature(node),
                     manager: manager.to_string(),
                     resource_version: 1,
                 },
@@ -97,13 +106,7 @@ fn real_cluster() -> KubeApiServer {
     }
     let node = |n: &str| format!("/api/v1/nodes/{n}");
     let merge = |n: &str, manager: &str, labels: serde_json::Value| {
-        let a = s.merge_patch(
-            &admin,
-            manager,
-            &node(n),
-            &json!({"metadata": {"labels": labels}}),
-        );
-        assert!(a.ok(), "{}", a.body);
+        s.admin_patch(manager, &node(n), &json!({"metadata": {"labels": labels}}));
     };
     merge(
         "gpu-node-1",
@@ -131,13 +134,8 @@ fn real_cluster() -> KubeApiServer {
         "gpu-node-2",
         json!({"name": "gpu-node-2", "labels": {fnk("gpu.present"): "true"}}),
     );
-    for (n, manager) in [("gpu-node-1", "gpu-labeler"), ("gpu-node-2", "nfd-worker")] {
-        let object = json!({
-            "apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
-            "metadata": {"name": n, "namespace": NS,
-                         "labels": {"nfd.node.kubernetes.io/node-name": n}},
-            "spec": {"features": {}, "labels": {}},
-        });
+    for (n, manager) in NODEFEATURE_OWNERS {
+        let object = nodefeature(n);
         let a = s.apply(&admin, manager, &kube::object_path(&object), &object, false);
         assert!(a.ok(), "{}", a.body);
     }
@@ -171,20 +169,25 @@ fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
     let (code, stdout, stderr) = gpu_labeler(&dry);
     assert_eq!((code, stdout.as_str(), stderr.as_str()), (4, PLAN, ""));
     let nf = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpu-labeler/nodefeatures";
+    // Both runs list the nodes, ask which DRA version is served and list its DeviceTaintRules,
+    // then read the CPU node and its NodeFeature.
+    let listing = [
+        "LIST /api/v1/nodes?limit=500".to_string(),
+        "GET /apis/resource.k8s.io/v1".into(),
+        "GET /apis/resource.k8s.io/v1beta2".into(),
+        format!("LIST {DEVICE_TAINT_RULES}"),
+        "GET /api/v1/nodes/cpu-node".into(),
+        format!("GET {nf}/cpu-node"),
+    ];
+    let dry_requests = [
+        "GET /api/v1/nodes/gpu-node-1".to_string(),
+        format!("GET {nf}/gpu-node-1"),
+        "GET /api/v1/nodes/gpu-node-2".into(),
+        format!("GET {nf}/gpu-node-2"),
+    ];
     assert_eq!(
         prune_requests(&server, from),
-        vec![
-            "LIST /api/v1/nodes?limit=500".to_string(),
-            "GET /apis/resource.k8s.io/v1".into(),
-            "GET /apis/resource.k8s.io/v1beta2".into(),
-            format!("LIST {DEVICE_TAINT_RULES}"),
-            "GET /api/v1/nodes/cpu-node".into(),
-            format!("GET {nf}/cpu-node"),
-            "GET /api/v1/nodes/gpu-node-1".into(),
-            format!("GET {nf}/gpu-node-1"),
-            "GET /api/v1/nodes/gpu-node-2".into(),
-            format!("GET {nf}/gpu-node-2"),
-        ]
+        [&listing[..], &dry_requests[..]].concat()
     );
     let unchanged: Vec<_> = ["cpu-node", "gpu-node-1", "gpu-node-2"]
         .iter()
@@ -204,23 +207,18 @@ fn prune_removes_what_gpu_labeler_alone_owns_and_nothing_else() {
         (code, stdout.as_str(), stderr.as_str()),
         (0, done.as_str(), "")
     );
+    let pruned = [
+        "GET /api/v1/nodes/gpu-node-1".to_string(),
+        "APPLY /api/v1/nodes/gpu-node-1?fieldManager=gpu-labeler".into(),
+        format!("GET {nf}/gpu-node-1"),
+        format!("DELETE {nf}/gpu-node-1"),
+        "GET /api/v1/nodes/gpu-node-2".into(),
+        "APPLY /api/v1/nodes/gpu-node-2?fieldManager=gpu-labeler".into(),
+        format!("GET {nf}/gpu-node-2"),
+    ];
     assert_eq!(
         prune_requests(&server, from),
-        vec![
-            "LIST /api/v1/nodes?limit=500".to_string(),
-            "GET /apis/resource.k8s.io/v1".into(),
-            "GET /apis/resource.k8s.io/v1beta2".into(),
-            format!("LIST {DEVICE_TAINT_RULES}"),
-            "GET /api/v1/nodes/cpu-node".into(),
-            format!("GET {nf}/cpu-node"),
-            "GET /api/v1/nodes/gpu-node-1".into(),
-            "APPLY /api/v1/nodes/gpu-node-1?fieldManager=gpu-labeler".into(),
-            format!("GET {nf}/gpu-node-1"),
-            format!("DELETE {nf}/gpu-node-1"),
-            "GET /api/v1/nodes/gpu-node-2".into(),
-            "APPLY /api/v1/nodes/gpu-node-2?fieldManager=gpu-labeler".into(),
-            format!("GET {nf}/gpu-node-2"),
-        ]
+        [&listing[..], &pruned[..]].concat()
     );
     assert_eq!(
         server.labels("gpu-node-1"),

@@ -26,13 +26,7 @@ fn table_named(file: &str, name: &str) -> (Vec<String>, Vec<Row>) {
         .find(&format!("<!-- /{name} -->"))
         .expect("table end marker");
     let mut lines = readme[start..end].lines().skip(1);
-    let cells = |line: &str| -> Vec<String> {
-        line.trim()
-            .trim_matches('|')
-            .split('|')
-            .map(|c| c.trim().to_string())
-            .collect()
-    };
+    let cells = table_cells;
     let header = cells(lines.next().expect("header"));
     lines.next().expect("separator");
     let columns = header[2..].to_vec();

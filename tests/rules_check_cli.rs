@@ -213,13 +213,10 @@ fn strict_makes_the_warnings_errors() {
         )
     );
     // A file with only a warning: clean without --strict, a failure with it.
-    let dir = tempfile::tempdir().unwrap();
-    let only = dir.path().join("warn.yaml");
-    std::fs::write(
-        &only,
+    let (_dir, only) = common::temp_file(
+        "warn.yaml",
         "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: w\nspec:\n  rules:\n    - name: r\n      labels: {x: \"1\"}\n      matchFeatures:\n        - feature: gpu.node\n          matchExpressions:\n            count_gpus: {op: Exists}\n",
-    )
-    .unwrap();
+    );
     let p = only.to_str().unwrap();
     let problem = format!(
         "{p}:12:13: rule \"r\" (NodeFeatureRule \"w\"): gpu.node: count_gpus: gpu.node has no element \"count_gpus\"; the expression can never match"
@@ -380,16 +377,11 @@ fn template_field_typos_are_found_before_the_rule_runs() {
             String::new()
         )
     );
-    let node = [
-        "labels",
-        "--sysfs-root",
-        "tests/fixtures/sysfs/dell-xe9680-8xh100",
-        "--proc-root",
-        "tests/fixtures/proc/dell-xe9680-8xh100",
-        "--pci-ids",
-        "tests/fixtures/pci.ids",
-        "--no-nvml",
-    ];
+    let node: Vec<String> = common::fixture_args(&["labels"], "dell-xe9680-8xh100", &[])
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let node: Vec<&str> = node.iter().map(String::as_str).collect();
     let (_, without, _) = run(&node);
     let (code, stdout, stderr) = run(&[&node[..], &["--rules", f]].concat());
     // Exactly the node's labels plus the right rule's; the typos rule gives nothing.
@@ -417,13 +409,10 @@ fn template_field_typos_are_found_before_the_rule_runs() {
 /// those NFD gives with `deviceLabelFields: [vendor]`.
 #[test]
 fn the_vendor_labels_component_gives_nfds_vendor_only_labels_beside_the_default() {
-    let dir = tempfile::tempdir().unwrap();
-    let vendor_config = dir.path().join("vendor.yaml");
-    std::fs::write(
-        &vendor_config,
+    let (_dir, vendor_config) = common::temp_file(
+        "vendor.yaml",
         "sources:\n  pci:\n    deviceLabelFields: [vendor]\n",
-    )
-    .unwrap();
+    );
     let rules = "deploy/components/nfd-vendor-labels/rules.yaml";
     assert_eq!(
         run(&["rules", "check", "--strict", rules]),
@@ -479,13 +468,10 @@ fn the_vendor_labels_component_gives_nfds_vendor_only_labels_beside_the_default(
 /// named with its rule, the others are given.
 #[test]
 fn allowed_namespaces_come_from_the_environment_too() {
-    let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("amd.yaml");
-    std::fs::write(
-        &rules,
+    let (_dir, rules) = common::temp_file(
+        "amd.yaml",
         "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: amd\nspec:\n  rules:\n    - name: amd keys\n      labels:\n        amd.com/gpu.cu-count: \"304\"\n        vendor.example/team: a\n      matchFeatures:\n        - feature: gpu.node\n          matchExpressions:\n            count: {op: Gt, value: [\"0\"]}\n",
-    )
-    .unwrap();
+    );
     let r = rules.to_str().unwrap();
     let base = [
         "labels",

@@ -17,11 +17,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 mod common;
-use common::{label_map as map, repo};
-
-fn fake_lib() -> PathBuf {
-    common::fake_nvml_lib("nvidia_ml")
-}
+use common::{Run, label_map as map, repo};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 const DELL: &str = "tests/fixtures/sysfs/dell-xe9680-8xh100";
@@ -45,41 +41,20 @@ fn config(dir: &Path, sharing: &Path, extra: &str) -> PathBuf {
     p
 }
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn run(cmd: &str, config: &Path) -> Run {
-    let out = Command::new(BIN)
-        .args([
-            cmd,
-            "-o",
-            "json",
-            "--sysfs-root",
-            DELL,
-            "--proc-root",
-            DELL_PROC,
-        ])
-        .arg("--config")
-        .arg(config)
-        .arg("--nvml-lib")
-        .arg(fake_lib())
-        .arg("--pci-ids")
-        .arg(repo().join("tests/fixtures/pci.ids"))
-        .env(
-            "FAKE_NVML_FIXTURE",
-            repo().join("tests/fixtures/nvml/h100-8x.json"),
-        )
-        .env_remove("GPU_LABELER_CONFIG")
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
+    let config = config.to_str().unwrap();
+    let args = [
+        cmd,
+        "-o",
+        "json",
+        "--sysfs-root",
+        DELL,
+        "--proc-root",
+        DELL_PROC,
+        "--config",
+        config,
+    ];
+    common::run_fake_nvml(&args, "nvidia_ml", &common::nvml_fixture("h100-8x"))
 }
 
 fn labels(r: &Run) -> BTreeMap<String, String> {
@@ -130,6 +105,36 @@ fn h100_gfd(sharing: &[(&str, &str)]) -> BTreeMap<String, String> {
     m
 }
 
+/// `labels` with the GFD profile on and the device plugin's file `file` (a sharing fixture).
+fn gfd_labels(file: &str) -> BTreeMap<String, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), &sharing_file(file), "profiles: [nvidia-gfd]\n");
+    labels(&run("labels", &c))
+}
+
+/// What [`gfd_labels`] must give: our labels with `ours` (the sharing labels), and GFD's with
+/// its product name, replicas, sharing strategy and `mps.capable`.
+fn gfd_expected(
+    ours: &[(&str, &str)],
+    [product, replicas, strategy, mps]: [&str; 4],
+) -> BTreeMap<String, String> {
+    let mut expected = h100_default(ours);
+    expected.extend(h100_gfd(&[
+        ("nvidia.com/gpu.product", product),
+        ("nvidia.com/gpu.replicas", replicas),
+        ("nvidia.com/gpu.sharing-strategy", strategy),
+        ("nvidia.com/mps.capable", mps),
+    ]));
+    expected
+}
+
+const H100: &str = "NVIDIA-H100-80GB-HBM3";
+const SHARED: &str = "NVIDIA-H100-80GB-HBM3-SHARED";
+const TIME_SLICED_10: [(&str, &str); 2] = [
+    ("gpu.replicas", "10"),
+    ("gpu.sharing-strategy", "time-slicing"),
+];
+
 #[test]
 fn time_slicing_from_the_plugin_readme() {
     let dir = tempfile::tempdir().unwrap();
@@ -146,61 +151,27 @@ fn time_slicing_from_the_plugin_readme() {
             ("gpu.sharing-strategy", "time-slicing")
         ])
     );
-    let gfd = config(
-        dir.path(),
-        &sharing_file("time-slicing.yaml"),
-        "profiles: [nvidia-gfd]\n",
+    assert_eq!(
+        gfd_labels("time-slicing.yaml"),
+        gfd_expected(&TIME_SLICED_10, [SHARED, "10", "time-slicing", "false"])
     );
-    let mut expected = h100_default(&[
-        ("gpu.replicas", "10"),
-        ("gpu.sharing-strategy", "time-slicing"),
-    ]);
-    expected.extend(h100_gfd(&[
-        ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-SHARED"),
-        ("nvidia.com/gpu.replicas", "10"),
-        ("nvidia.com/gpu.sharing-strategy", "time-slicing"),
-        ("nvidia.com/mps.capable", "false"),
-    ]));
-    assert_eq!(labels(&run("labels", &gfd)), expected);
 }
 
 #[test]
 fn renamed_resources_keep_the_plain_product_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let c = config(
-        dir.path(),
-        &sharing_file("time-slicing-renamed.yaml"),
-        "profiles: [nvidia-gfd]\n",
+    assert_eq!(
+        gfd_labels("time-slicing-renamed.yaml"),
+        gfd_expected(&TIME_SLICED_10, [H100, "10", "time-slicing", "false"])
     );
-    let mut expected = h100_default(&[
-        ("gpu.replicas", "10"),
-        ("gpu.sharing-strategy", "time-slicing"),
-    ]);
-    expected.extend(h100_gfd(&[
-        ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
-        ("nvidia.com/gpu.replicas", "10"),
-        ("nvidia.com/gpu.sharing-strategy", "time-slicing"),
-        ("nvidia.com/mps.capable", "false"),
-    ]));
-    assert_eq!(labels(&run("labels", &c)), expected);
 }
 
 #[test]
 fn mps_from_the_plugin_readme() {
-    let dir = tempfile::tempdir().unwrap();
-    let c = config(
-        dir.path(),
-        &sharing_file("mps.yaml"),
-        "profiles: [nvidia-gfd]\n",
+    let ours = [("gpu.replicas", "10"), ("gpu.sharing-strategy", "mps")];
+    assert_eq!(
+        gfd_labels("mps.yaml"),
+        gfd_expected(&ours, [SHARED, "10", "mps", "true"])
     );
-    let mut expected = h100_default(&[("gpu.replicas", "10"), ("gpu.sharing-strategy", "mps")]);
-    expected.extend(h100_gfd(&[
-        ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-SHARED"),
-        ("nvidia.com/gpu.replicas", "10"),
-        ("nvidia.com/gpu.sharing-strategy", "mps"),
-        ("nvidia.com/mps.capable", "true"),
-    ]));
-    assert_eq!(labels(&run("labels", &c)), expected);
 }
 
 #[test]
@@ -217,17 +188,14 @@ fn sharing_only_mig_resources_leaves_whole_gpus_unshared() {
                             "replicas.mig-1g.5gb": "2", "replicas.mig-2g.10gb": "4",
                             "strategy": "time-slicing"}})
     );
-    let mut expected = h100_default(&[
+    let ours = [
         ("gpu.replicas", "1"),
         ("gpu.sharing-strategy", "time-slicing"),
-    ]);
-    expected.extend(h100_gfd(&[
-        ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
-        ("nvidia.com/gpu.replicas", "1"),
-        ("nvidia.com/gpu.sharing-strategy", "none"),
-        ("nvidia.com/mps.capable", "false"),
-    ]));
-    assert_eq!(labels(&run("labels", &c)), expected);
+    ];
+    assert_eq!(
+        labels(&run("labels", &c)),
+        gfd_expected(&ours, [H100, "1", "none", "false"])
+    );
 }
 
 #[test]
@@ -235,14 +203,22 @@ fn without_a_sharing_file_there_are_no_sharing_labels_but_gfd_says_none() {
     let dir = tempfile::tempdir().unwrap();
     let c = dir.path().join("config.yaml");
     std::fs::write(&c, "profiles: [nvidia-gfd]\n").unwrap();
-    let mut expected = h100_default(&[]);
-    expected.extend(h100_gfd(&[
-        ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
-        ("nvidia.com/gpu.replicas", "1"),
-        ("nvidia.com/gpu.sharing-strategy", "none"),
-        ("nvidia.com/mps.capable", "false"),
-    ]));
-    assert_eq!(labels(&run("labels", &c)), expected);
+    assert_eq!(
+        labels(&run("labels", &c)),
+        gfd_expected(&[], [H100, "1", "none", "false"])
+    );
+}
+
+/// `labels` with the device plugin's file `sharing`: one warning, `why` and "gpu.sharing left
+/// out", and the labels without sharing.
+#[track_caller]
+fn assert_left_out(dir: &Path, sharing: &Path, why: &str) {
+    let r = run("labels", &config(dir, sharing, ""));
+    assert_eq!(
+        r.stderr.lines().collect::<Vec<_>>(),
+        [format!("warning: {why}; gpu.sharing left out")]
+    );
+    assert_eq!(labels(&r), h100_default(&[]));
 }
 
 #[test]
@@ -261,16 +237,8 @@ fn a_bad_file_is_reported_with_line_and_column_and_shares_nothing() {
         ),
     ] {
         let path = sharing_file(file);
-        let c = config(dir.path(), &path, "");
-        let r = run("labels", &c);
-        assert_eq!(
-            r.stderr.lines().collect::<Vec<_>>(),
-            [format!(
-                "warning: invalid sharing config {}:{at}: {message}; gpu.sharing left out",
-                path.display()
-            )]
-        );
-        assert_eq!(labels(&r), h100_default(&[]));
+        let warning = format!("invalid sharing config {}:{at}: {message}", path.display());
+        assert_left_out(dir.path(), &path, &warning);
     }
 }
 
@@ -278,16 +246,11 @@ fn a_bad_file_is_reported_with_line_and_column_and_shares_nothing() {
 fn a_missing_file_is_reported_with_its_path() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope.yaml");
-    let c = config(dir.path(), &missing, "");
-    let r = run("labels", &c);
-    assert_eq!(
-        r.stderr.lines().collect::<Vec<_>>(),
-        [format!(
-            "warning: cannot read sharing config {}: No such file or directory (os error 2); gpu.sharing left out",
-            missing.display()
-        )]
+    let warning = format!(
+        "cannot read sharing config {}: No such file or directory (os error 2)",
+        missing.display()
     );
-    assert_eq!(labels(&r), h100_default(&[]));
+    assert_left_out(dir.path(), &missing, &warning);
 }
 
 #[test]
@@ -296,26 +259,16 @@ fn a_node_without_gpus_gets_no_sharing_label() {
     let with = config(dir.path(), &sharing_file("time-slicing.yaml"), "");
     let without = dir.path().join("empty.yaml");
     std::fs::write(&without, "").unwrap();
+    let this_vm = repo().join("tests/fixtures/sysfs/this-vm");
     let labels_with = |c: &Path| {
-        let out = Command::new(BIN)
-            .args([
-                "labels",
-                "-o",
-                "json",
-                "--no-nvml",
-                "--proc-root",
-                "/nonexistent",
-            ])
-            .arg("--sysfs-root")
-            .arg(repo().join("tests/fixtures/sysfs/this-vm"))
-            .arg("--config")
-            .arg(c)
-            .env_remove("GPU_LABELER_CONFIG")
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        serde_json::from_value::<BTreeMap<String, String>>(v["labels"].clone()).unwrap()
+        let (vm, c) = (this_vm.to_str().unwrap(), c.to_str().unwrap());
+        let no_proc = ["--no-nvml", "--proc-root", "/nonexistent"];
+        let args = [
+            &["labels", "-o", "json"],
+            &no_proc[..],
+            &["--sysfs-root", vm, "--config", c],
+        ];
+        common::labels_of(common::run(args.concat()).ok())
     };
     // The sharing file changes nothing where there is no GPU to share.
     assert_eq!(labels_with(&with), labels_with(&without));

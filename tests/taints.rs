@@ -10,18 +10,20 @@ mod apiserver;
 mod common;
 mod kube;
 mod node_extras;
+mod support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use gpu_labeler::output::{GpuHealth, NodeOutput, Taint};
-use gpu_labeler::publish::node::NodeWrites;
+use gpu_labeler::publish::node::{NodeSink, NodeWrites};
 use gpu_labeler::publish::outcome::OutcomeKind;
 use kube::{KubeApiServer, Who};
 use serde_json::{Value, json};
 
 use node_extras::{
-    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, runtime, sink, taints, unhealthy,
+    NODE, UNHEALTHY, admin_taint, agent_writes, annotation, node_writes, runtime, sink, taints,
+    unhealthy,
 };
 
 /// The shipped policy, our Node, and an admin's taint on it (`kubectl taint`, manager
@@ -29,21 +31,16 @@ use node_extras::{
 fn cluster() -> KubeApiServer {
     let s = KubeApiServer::with_shipped_node_policy();
     s.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
-    let a = s.merge_patch(
-        &Who::admin(),
+    s.admin_patch(
         "kubectl-taint",
         &format!("/api/v1/nodes/{NODE}"),
         &json!({"spec": {"taints": [admin_taint()]}}),
     );
-    assert!(a.ok(), "{}", a.body);
     s
 }
 
 fn taints_on() -> NodeWrites {
-    NodeWrites {
-        taints: true,
-        condition: false,
-    }
+    node_writes(true, false)
 }
 
 fn output(labels: &[(&str, &str)], taints: &[(&str, &str, &str)]) -> NodeOutput {
@@ -139,13 +136,11 @@ fn a_change_of_the_node_between_read_and_write_is_read_again_and_merged() {
 
     // Someone taints the Node after the sink read it: the sink's view is now out of date.
     let drain = json!({"key": "example.com/drain", "effect": "NoExecute"});
-    let a = s.merge_patch(
-        &Who::admin(),
+    s.admin_patch(
         "kubectl-taint",
         &format!("/api/v1/nodes/{NODE}"),
         &json!({"spec": {"taints": [admin_taint(), drain.clone()]}}),
     );
-    assert!(a.ok(), "{}", a.body);
 
     let out = rt.block_on(sink.publish(&gpu(&[OURS]), false)).unwrap();
     assert_eq!(out.kind, OutcomeKind::Written);
@@ -358,14 +353,12 @@ fn condition_cluster() -> KubeApiServer {
     let s = KubeApiServer::with_policy(&kube::shipped_node_policy(Some("health-condition")));
     s.create_node(NODE, &[("kubernetes.io/hostname", NODE)]);
     // The kubelet's own condition and capacity.
-    let a = s.merge_patch(
-        &Who::admin(),
+    s.admin_patch(
         "kubelet",
         &format!("/api/v1/nodes/{NODE}/status"),
         &json!({"status": {"capacity": {"nvidia.com/gpu": "8"},
                            "conditions": [ready()]}}),
     );
-    assert!(a.ok(), "{}", a.body);
     s
 }
 
@@ -431,14 +424,7 @@ const KUBELET_READY: &str = "Ready True KubeletReady kubelet is posting ready st
 fn the_condition_is_set_flipped_kept_and_removed() {
     let s = condition_cluster();
     let rt = runtime();
-    let mut sink = sink(
-        &rt,
-        &s,
-        NodeWrites {
-            taints: false,
-            condition: true,
-        },
-    );
+    let mut sink = sink(&rt, &s, node_writes(false, true));
     let out = rt
         .block_on(sink.publish(&health("ok", "8"), false))
         .unwrap();
@@ -458,61 +444,48 @@ fn the_condition_is_set_flipped_kept_and_removed() {
         .block_on(sink.publish(&health("ok", "8"), false))
         .unwrap();
     assert_eq!(out.kind, OutcomeKind::Unchanged);
-    let mut restarted = self::sink(
-        &rt,
-        &s,
-        NodeWrites {
-            taints: false,
-            condition: true,
-        },
-    );
+    let mut restarted = self::sink(&rt, &s, node_writes(false, true));
     let out = rt
         .block_on(restarted.publish(&health("ok", "8"), false))
         .unwrap();
     assert_eq!(out.kind, OutcomeKind::Unchanged);
     assert_eq!(version(&s), before);
 
+    // Each step a second after the last (transition times have a second's resolution): our
+    // condition as shown beside the kubelet's once `output` is published, and its transition
+    // time.
+    let step = |sink: &mut NodeSink, output: &NodeOutput, condition: &str| {
+        std::thread::sleep(Duration::from_millis(1100));
+        rt.block_on(sink.publish(output, false)).unwrap();
+        let (shown, time) = conditions(&s);
+        assert_eq!(shown, [condition, KUBELET_READY]);
+        time
+    };
     // Flipped: a new status, a new transition time.
-    std::thread::sleep(Duration::from_millis(1100));
-    rt.block_on(sink.publish(&health("degraded", "7"), false))
-        .unwrap();
-    let (shown, flipped) = conditions(&s);
-    assert_eq!(
-        shown,
-        [
-            "GPUHealthy False GPUsDegraded 7 of 8 GPUs healthy",
-            KUBELET_READY
-        ]
+    let degraded = "GPUHealthy False GPUsDegraded";
+    let flipped = step(
+        &mut sink,
+        &health("degraded", "7"),
+        &format!("{degraded} 7 of 8 GPUs healthy"),
     );
     assert_ne!(flipped, first);
     // Another message, the same status: the transition time stays.
-    std::thread::sleep(Duration::from_millis(1100));
-    rt.block_on(sink.publish(&health("degraded", "6"), false))
-        .unwrap();
-    let (shown, same) = conditions(&s);
-    assert_eq!(
-        shown,
-        [
-            "GPUHealthy False GPUsDegraded 6 of 8 GPUs healthy",
-            KUBELET_READY
-        ]
+    let same = step(
+        &mut sink,
+        &health("degraded", "6"),
+        &format!("{degraded} 6 of 8 GPUs healthy"),
     );
     assert_eq!(same, flipped);
     // Another reason, the same status (the faulty GPU fixed, another never came up: 7 of the
     // 8 expected): the transition time stays, so that node repair's toleration counts on.
-    std::thread::sleep(Duration::from_millis(1100));
     let mut short = health("degraded", "7");
     if let Some(h) = short.health.as_mut() {
         h.missing = Some("1".into());
     }
-    rt.block_on(sink.publish(&short, false)).unwrap();
-    let (shown, reasoned) = conditions(&s);
-    assert_eq!(
-        shown,
-        [
-            "GPUHealthy False GPUsMissing 7 of 8 GPUs healthy",
-            KUBELET_READY
-        ]
+    let reasoned = step(
+        &mut sink,
+        &short,
+        "GPUHealthy False GPUsMissing 7 of 8 GPUs healthy",
     );
     assert_eq!(reasoned, flipped);
 
@@ -716,23 +689,13 @@ fn taint_rule(vendor: &str) -> String {
 #[test]
 fn the_daemon_taints_its_node_while_the_rule_matches() {
     let s = cluster();
-    let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("rules.yaml");
+    let spec = support::agent().node(NODE);
+    let rules = spec.dir().join("rules.yaml");
     std::fs::write(&rules, taint_rule("10de")).unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(&config, "publish: {taints: true}\n").unwrap();
-    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
-    let args = apiserver::run_args(
-        &kubeconfig,
-        NODE,
-        &[
-            "--rules",
-            rules.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-        ],
-    );
-    let mut agent = apiserver::Agent::start(&args, &[]);
+    let mut agent = spec
+        .args(&["--rules", rules.to_str().unwrap()])
+        .config("publish: {taints: true}\n")
+        .start_with(&s.kubeconfig(&Who::agent(NODE)));
     let wait = |want: Value| wait_for_taints(&s, &agent, want);
     wait(json!([admin_taint(), unhealthy()]));
     assert_eq!(
@@ -791,29 +754,18 @@ fn the_shipped_health_rule_taints_a_degraded_node_only() {
 #[test]
 fn the_daemon_with_the_health_component_taints_while_degraded() {
     let s = cluster();
-    let dir = tempfile::tempdir().unwrap();
-    let snap = dir.path().join("snap.yaml");
+    let spec = support::agent().node(NODE);
+    let snap = spec.dir().join("snap.yaml");
     std::fs::write(&snap, health_snapshot("ok", "8")).unwrap();
-    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
     let rules = common::repo().join(HEALTH_RULES);
-    let args = apiserver::run_args(
-        &kubeconfig,
-        NODE,
-        &[
-            "--rules",
-            rules.to_str().unwrap(),
-            "--features",
-            snap.to_str().unwrap(),
-        ],
-    );
-    let mut agent = apiserver::Agent::start(&args, &[("GPU_LABELER_PUBLISH_TAINTS", "true")]);
+    let (rules, snap_path) = (rules.to_str().unwrap(), snap.to_str().unwrap());
+    let mut agent = spec
+        .args(&["--rules", rules, "--features", snap_path])
+        .env("GPU_LABELER_PUBLISH_TAINTS", "true")
+        .start_with(&s.kubeconfig(&Who::agent(NODE)));
     let wait = |want: Value| wait_for_taints(&s, &agent, want);
     // A first cycle done (ready): no taint while healthy.
-    let addr = agent.health_addr();
-    apiserver::wait_for(Duration::from_secs(20), || {
-        (apiserver::get(addr, "/readyz").0 == 200).then_some(())
-    })
-    .unwrap_or_else(|| panic!("never ready; log:\n{}", agent.log_text()));
+    support::wait_ready(&agent);
     assert_eq!(taints(&s), json!([admin_taint()]));
     std::fs::write(&snap, health_snapshot("degraded", "7")).unwrap();
     wait(json!([admin_taint(), unhealthy()]));
@@ -886,29 +838,14 @@ fn a_dry_run_says_the_taints_once_and_writes_nothing() {
 fn a_narrowed_link_taints_the_node_and_the_taint_clears_after_the_hold() {
     let s = cluster();
     let tree = common::Tree::copy_of("dell-xe9680-8xh100");
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        "sources: {health: {clearAfter: 4s}}\npublish: {taints: true}\n",
-    )
-    .unwrap();
-    let kubeconfig = s.kubeconfig(&Who::agent(NODE));
     let rules = common::repo().join(HEALTH_RULES);
-    let mut args = apiserver::run_args(
-        &kubeconfig,
-        NODE,
-        &[
-            "--rules",
-            rules.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-        ],
-    );
-    let at = args.iter().position(|a| a == "--sysfs-root").unwrap();
-    args[at + 1] = tree.root().display().to_string();
-    args.retain(|a| a != "--no-default-rules");
-    let mut agent = apiserver::Agent::start(&args, &[]);
+    let mut agent = support::agent()
+        .node(NODE)
+        .default_rules()
+        .sysfs_root(tree.root())
+        .args(&["--rules", rules.to_str().unwrap()])
+        .config("sources: {health: {clearAfter: 4s}}\npublish: {taints: true}\n")
+        .start_with(&s.kubeconfig(&Who::agent(NODE)));
     let health = |s: &KubeApiServer| -> Vec<String> {
         s.labels(NODE)
             .into_iter()
@@ -966,13 +903,11 @@ fn a_narrowed_link_taints_the_node_and_the_taint_clears_after_the_hold() {
 fn prune_takes_our_taints_and_condition_off_and_leaves_the_others() {
     let s = condition_cluster();
     let admin = Who::admin();
-    let a = s.merge_patch(
-        &admin,
+    s.admin_patch(
         "kubectl-taint",
         &format!("/api/v1/nodes/{NODE}"),
         &json!({"spec": {"taints": [admin_taint()]}}),
     );
-    assert!(a.ok(), "{}", a.body);
     // Another Node, whose GPUHealthy another tool writes.
     s.create_node("n2", &[("kubernetes.io/hostname", "n2")]);
     let theirs = json!({"type": "GPUHealthy", "status": "False", "reason": "XidSeen"});
@@ -988,14 +923,7 @@ fn prune_takes_our_taints_and_condition_off_and_leaves_the_others() {
     assert!(a.ok(), "{}", a.body);
 
     let rt = runtime();
-    let mut sink = sink(
-        &rt,
-        &s,
-        NodeWrites {
-            taints: true,
-            condition: true,
-        },
-    );
+    let mut sink = sink(&rt, &s, node_writes(true, true));
     let mut degraded = health("degraded", "7");
     degraded.taints = gpu(&[OURS]).taints;
     rt.block_on(sink.publish(&degraded, false)).unwrap();

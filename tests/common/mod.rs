@@ -9,6 +9,53 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The PCI addresses of the Dell XE9680's eight H100s, in bus order.
+pub const DELL_GPUS: [&str; 8] = [
+    "0000:19:00.0",
+    "0000:3b:00.0",
+    "0000:4c:00.0",
+    "0000:5d:00.0",
+    "0000:9b:00.0",
+    "0000:bb:00.0",
+    "0000:cb:00.0",
+    "0000:db:00.0",
+];
+
+/// The PCI addresses of the Azure 8x A100 VM's GPUs, a PCI domain each.
+pub const AZURE_GPUS: [&str; 8] = [
+    "0001:00:00.0",
+    "0002:00:00.0",
+    "0003:00:00.0",
+    "0004:00:00.0",
+    "000b:00:00.0",
+    "000c:00:00.0",
+    "000d:00:00.0",
+    "000e:00:00.0",
+];
+
+/// The cells of a Markdown table row, each trimmed.
+pub fn table_cells(line: &str) -> Vec<String> {
+    line.trim()
+        .trim_matches('|')
+        .split('|')
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
+/// `(a, b)` of each element of the JSON array `items`, `a` and `b` JSON pointers into the element
+/// (`/attributes/address`); each must be a string.
+pub fn string_pairs<'v>(items: &'v serde_json::Value, a: &str, b: &str) -> Vec<(&'v str, &'v str)> {
+    let at = |e: &'v serde_json::Value, p: &str| {
+        e.pointer(p)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_else(|| panic!("no string at {p} in {e}"))
+    };
+    let items = items
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {items}"));
+    items.iter().map(|e| (at(e, a), at(e, b))).collect()
+}
+
 /// The fixture machines of `tests/fixtures/sysfs/` (see its PROVENANCE.md).
 pub const MACHINES: [&str; 6] = [
     "nfd-rootfs-1",
@@ -241,6 +288,14 @@ pub fn discovery_args(sysfs_root: &Path, proc_root: &Path) -> Vec<OsString> {
     ]
 }
 
+/// [`discovery_args`] with the fake NVML library (`--nvml-lib`) in place of `--no-nvml`.
+pub fn discovery_args_with_fake_nvml(sysfs_root: &Path, proc_root: &Path) -> Vec<OsString> {
+    let mut args = discovery_args(sysfs_root, proc_root);
+    args.retain(|a| a != "--no-nvml");
+    args.extend(["--nvml-lib".into(), fake_nvml_lib("nvidia_ml").into()]);
+    args
+}
+
 /// `COMMAND [-o FORMAT] <discovery args of a fixture machine> [extra]`.
 pub fn fixture_args(command: &[&str], machine: &str, extra: &[&str]) -> Vec<OsString> {
     let mut a: Vec<OsString> = command.iter().map(OsString::from).collect();
@@ -282,9 +337,14 @@ pub fn label_object<S: AsRef<str>>(keys: &[S]) -> serde_json::Value {
 
 /// Compares `actual` with a golden file byte for byte; with `UPDATE_GOLDEN=1` rewrites it.
 pub fn check_golden(name: &str, actual: &str) {
-    let path = golden_dir().join(name);
+    check_golden_in(&golden_dir(), name, actual);
+}
+
+/// [`check_golden`] in the golden directory `dir`.
+pub fn check_golden_in(dir: &Path, name: &str, actual: &str) {
+    let path = dir.join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(golden_dir()).unwrap();
+        std::fs::create_dir_all(dir).unwrap();
         std::fs::write(&path, actual).unwrap();
         return;
     }
@@ -300,6 +360,15 @@ pub fn check_golden(name: &str, actual: &str) {
         "output differs from {} (UPDATE_GOLDEN=1 rewrites it after review)",
         path.display()
     );
+}
+
+/// A file `name` holding `text` in a new temporary directory (removed when the returned
+/// directory is dropped).
+pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
 }
 
 /// The lines of a file, without the trailing newline.
@@ -536,29 +605,66 @@ pub fn nvml_fixture(name: &str) -> PathBuf {
     fixtures().join("nvml").join(format!("{name}.json"))
 }
 
+/// The NVML fixture `name` as JSON, for a test to edit (see [`write_nvml_fixture`]).
+pub fn nvml_fixture_json(name: &str) -> serde_json::Value {
+    let path = nvml_fixture(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A copy of the NVML fixture `name` changed by `edit`, written to `dir/file`: its path.
+pub fn edited_nvml_fixture(
+    dir: &Path,
+    file: &str,
+    name: &str,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> PathBuf {
+    let mut v = nvml_fixture_json(name);
+    edit(&mut v);
+    let path = dir.join(file);
+    std::fs::write(&path, v.to_string()).unwrap();
+    path
+}
+
 /// Writes a sysfs tree (kernel layout) with one NVIDIA 3D controller per `(address, device id)`,
 /// driven by `nvidia`, for NVML fixtures whose machine has no captured tree.
 pub fn nvidia_sysfs(dir: &Path, gpus: &[(&str, &str)]) {
+    nvidia_sysfs_as(dir, gpus, Detail::Kernel);
+}
+
+/// How much of a device [`nvidia_sysfs_as`] writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// What the kernel shows: NFD's identity attributes, revision, NUMA node, the bound driver.
+    Kernel,
+    /// NFD's five identity attributes only (class, vendor, device, subsystem ids).
+    Identity,
+}
+
+/// [`nvidia_sysfs`] with the attributes `detail` names.
+pub fn nvidia_sysfs_as(dir: &Path, gpus: &[(&str, &str)], detail: Detail) {
     // A sysfs root, GPUs or none.
     std::fs::create_dir_all(dir.join("bus/pci/devices")).unwrap();
     for (addr, device) in gpus {
         let bus = &addr[..7];
         let dev = dir.join(format!("devices/pci{bus}/{addr}"));
         std::fs::create_dir_all(&dev).unwrap();
-        for (k, v) in [
+        let mut attrs = vec![
             ("class", "0x030200"),
             ("vendor", "0x10de"),
-            ("device", device),
+            ("device", *device),
             ("subsystem_vendor", "0x10de"),
             ("subsystem_device", "0x1234"),
-            ("revision", "0xa1"),
-            ("numa_node", "-1"),
-        ] {
+        ];
+        if detail == Detail::Kernel {
+            attrs.extend([("revision", "0xa1"), ("numa_node", "-1")]);
+            std::fs::create_dir_all(dir.join("bus/pci/drivers/nvidia")).unwrap();
+            std::os::unix::fs::symlink("../../../../bus/pci/drivers/nvidia", dev.join("driver"))
+                .unwrap();
+        }
+        for (k, v) in attrs {
             std::fs::write(dev.join(k), format!("{v}\n")).unwrap();
         }
-        std::fs::create_dir_all(dir.join("bus/pci/drivers/nvidia")).unwrap();
-        std::os::unix::fs::symlink("../../../../bus/pci/drivers/nvidia", dev.join("driver"))
-            .unwrap();
         std::fs::create_dir_all(dir.join("bus/pci/devices")).unwrap();
         std::os::unix::fs::symlink(
             format!("../../../devices/pci{bus}/{addr}"),
@@ -566,6 +672,19 @@ pub fn nvidia_sysfs(dir: &Path, gpus: &[(&str, &str)]) {
         )
         .unwrap();
     }
+}
+
+/// `gpu-labeler ARGS --nvml-lib <the fake lib{lib}.so> --pci-ids <fixtures' pci.ids>`, the fake
+/// answering from `fixture` (see [`run_env`]).
+pub fn run_fake_nvml<S: AsRef<OsStr>>(args: &[S], lib: &str, fixture: &Path) -> Run {
+    let mut a: Vec<OsString> = args.iter().map(|s| s.as_ref().to_os_string()).collect();
+    a.extend([
+        "--nvml-lib".into(),
+        fake_nvml_lib(lib).into(),
+        "--pci-ids".into(),
+        pci_ids().into(),
+    ]);
+    run_env(a, &[("FAKE_NVML_FIXTURE", fixture)])
 }
 
 /// A label map from `(key, value)` pairs; keys without a `/` get the NFD prefix.
@@ -619,39 +738,133 @@ pub fn dell_sysfs_default_labels() -> std::collections::BTreeMap<String, String>
 /// (`h100-8x.json`): the values of the real capture (81559 MiB, CC 9.0, driver 535.161.08,
 /// CUDA 12.2) and NFD's PCI labels of the tree.
 pub fn h100_default_labels() -> std::collections::BTreeMap<String, String> {
-    label_map(&[
-        ("gpu-nvidia.count", "8"),
+    let mut labels = dell_sysfs_default_labels();
+    // What NVML adds to what sysfs tells.
+    labels.extend(label_map(&[
         ("gpu.compute.major", "9"),
         ("gpu.compute.minor", "0"),
-        ("gpu.count", "8"),
-        ("gpu.count.expected", "8"),
-        ("gpu.health", "ok"),
-        ("gpu.healthy.count", "8"),
         ("gpu.cuda.major", "12"),
         ("gpu.cuda.minor", "2"),
         ("gpu.driver.major", "535"),
         ("gpu.driver.minor", "161"),
         ("gpu.driver.version", "535.161.08"),
-        ("gpu.family", "hopper"),
-        ("gpu.interconnect", "nvlink"),
         ("gpu.memory", "81559"),
         ("gpu.memory.max", "81559"),
         ("gpu.memory.total", "652472"),
         ("gpu.mig.capable", "true"),
         ("gpu.mig.enabled", "false"),
-        ("gpu.numa.gpus.max", "4"),
-        ("gpu.numa.nodes", "2"),
-        ("gpu.pcie.roots", "8"),
+    ]));
+    labels
+}
+
+/// The labels of a node with one NVIDIA GPU, healthy, not virtual: those every such node has,
+/// and `own`.
+pub fn one_nvidia_gpu(own: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    let mut labels = label_map(&[
+        ("gpu-nvidia.count", "1"),
+        ("gpu.count", "1"),
+        ("gpu.health", "ok"),
+        ("gpu.healthy.count", "1"),
         ("gpu.present", "true"),
-        ("gpu.product", "NVIDIA-H100-80GB-HBM3"),
-        ("gpu.rdma.local", "true"),
         ("gpu.vendor", "nvidia"),
         ("gpu.vgpu.present", "false"),
         ("gpu.virtual", "false"),
-        ("pci-0300_102b.present", "true"),
+    ]);
+    labels.extend(label_map(own));
+    labels
+}
+
+/// The labels of one Quadro P400 (`0000:43:00.0` in a [`nvidia_sysfs`] tree) through the fake
+/// legacy library on `old-driver-no-mig.json`: an R418 driver without the MIG, compute
+/// capability and v2 CUDA version symbols.
+pub fn p400_old_driver_labels() -> std::collections::BTreeMap<String, String> {
+    one_nvidia_gpu(&[
+        // Only v1 of the CUDA version function: R418 reports CUDA 10.1 through it.
+        ("gpu.cuda.major", "10"),
+        ("gpu.cuda.minor", "1"),
+        ("gpu.driver.major", "418"),
+        ("gpu.driver.minor", "43"),
+        ("gpu.driver.version", "418.43"),
+        // NVLink state is in every driver's library: the P400 has none.
+        ("gpu.interconnect", "pcie"),
+        ("gpu.memory", "1998"),
+        ("gpu.memory.max", "1998"),
+        ("gpu.memory.total", "1998"),
+        ("gpu.mig.capable", "false"),
+        ("gpu.mig.enabled", "false"),
+        ("gpu.pcie.roots", "1"),
+        ("gpu.product", "Quadro-P400"),
         ("pci-0302_10de.present", "true"),
-        ("pci-0302_10de.sriov.capable", "true"),
     ])
+}
+
+/// The labels of one A100 SXM4 40GB with MIG enabled (`0000:00:04.0` in a [`nvidia_sysfs`]
+/// tree, driver 510.47.03) through the fake NVML, with its MIG devices' `mig_counts`.
+pub fn a100_40gb_mig_labels(
+    mig_counts: &[(&str, &str)],
+) -> std::collections::BTreeMap<String, String> {
+    let mut m = one_nvidia_gpu(&[
+        ("gpu.compute.major", "8"),
+        ("gpu.compute.minor", "0"),
+        ("gpu.cuda.major", "11"),
+        ("gpu.cuda.minor", "6"),
+        ("gpu.driver.major", "510"),
+        ("gpu.driver.minor", "47"),
+        ("gpu.driver.version", "510.47.03"),
+        ("gpu.family", "ampere"),
+        ("gpu.interconnect", "pcie"),
+        ("gpu.memory", "40960"),
+        ("gpu.memory.max", "40960"),
+        ("gpu.memory.total", "40960"),
+        ("gpu.mig.capable", "true"),
+        ("gpu.mig.enabled", "true"),
+        ("gpu.pcie.roots", "1"),
+        ("gpu.product", "NVIDIA-A100-SXM4-40GB"),
+        ("pci-0302_10de.present", "true"),
+    ]);
+    m.extend(label_map(mig_counts));
+    m
+}
+
+/// `explain --label gpu.health` on a degraded node, whole: the shipped rule "gpu health" (its
+/// line and its term's read from rules/gpu.yaml) matching a `gpu.node` of `attributes`
+/// attributes, the health's `detail` (the faults as the feature says them), and `healthy` (the
+/// published `gpu.healthy.count`).
+pub fn explain_degraded(attributes: usize, detail: &[&str], healthy: &str) -> String {
+    let rules = std::fs::read_to_string(repo().join("rules/gpu.yaml")).unwrap();
+    let line = rules
+        .lines()
+        .position(|l| l.contains("name: \"gpu health\""))
+        .unwrap()
+        + 1;
+    let term = line
+        + rules
+            .lines()
+            .skip(line)
+            .position(|l| l.contains("- feature: gpu.node"))
+            .unwrap()
+        + 1;
+    let detail: String = detail
+        .iter()
+        .map(|d| format!("          ({d})\n"))
+        .collect();
+    let p = "feature.node.kubernetes.io/";
+    format!(
+        "\
+label {p}gpu.health=degraded: present
+  the rules that name it:
+
+NodeFeatureRule \"gpu-labeler-gpu\" (builtin:rules/gpu.yaml)
+  rule \"gpu health\" (builtin:rules/gpu.yaml:{line}:7): MATCHED
+    matchFeatures (all terms must match): matched
+      term 1 (line {term}): feature \"gpu.node\" ({attributes} attribute(s)): matched
+        gpu.node.health = \"degraded\": health Exists -> yes
+{detail}        flags/attributes: all expressions hold
+    label {p}gpu.health=@gpu.node.health (published as {p}gpu.health=degraded)
+    label {p}gpu.healthy.count=@gpu.node.healthy_count (published as {p}gpu.healthy.count={healthy})
+
+"
+    )
 }
 
 /// The Dell 8x H100's ResourceSlice as NVIDIA's DRA driver publishes it there

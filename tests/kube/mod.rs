@@ -622,6 +622,23 @@ impl KubeApiServer {
     }
 
     /// A JSON merge patch by field manager `manager` as `who` (recorded as an `Update`).
+    /// An admin's forced server-side apply of `doc` as `manager` (`kubectl apply
+    /// --server-side`, a driver publishing its objects); it must be admitted.
+    #[track_caller]
+    pub fn admin_apply(&self, manager: &str, doc: &Value) {
+        let path = object_path(doc);
+        let a = self.apply(&Who::admin(), manager, &path, doc, true);
+        assert!(a.ok(), "{path}: {}", a.body);
+    }
+
+    /// An admin's merge patch of `path` as `manager` (`kubectl label`, `kubectl taint`, another
+    /// controller); it must be admitted.
+    #[track_caller]
+    pub fn admin_patch(&self, manager: &str, path: &str, patch: &Value) {
+        let a = self.merge_patch(&Who::admin(), manager, path, patch);
+        assert!(a.ok(), "{path}: {}", a.body);
+    }
+
     pub fn merge_patch(&self, who: &Who, manager: &str, path: &str, patch: &Value) -> Answer {
         self.request(
             who,
@@ -687,41 +704,35 @@ impl KubeApiServer {
         owners
     }
 
+    /// An admin's `POST` of `body` (JSON) to `path`.
+    fn admin_create(&self, path: &str, body: &Value) -> Answer {
+        self.request(
+            &Who::admin(),
+            "POST",
+            path,
+            Some(("application/json", body)),
+        )
+    }
+
     /// Creates a Node as the kubelet registers it: its labels owned by manager `kubelet`.
     pub fn create_node(&self, name: &str, labels: &[(&str, &str)]) {
         let labels: serde_json::Map<String, Value> = labels
             .iter()
             .map(|(k, v)| (k.to_string(), json!(v)))
             .collect();
-        let a = self.request(
-            &Who::admin(),
-            "POST",
-            "/api/v1/nodes?fieldManager=kubelet",
-            Some((
-                "application/json",
-                &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}),
-            )),
-        );
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}});
+        let a = self.admin_create("/api/v1/nodes?fieldManager=kubelet", &node);
         assert!(a.ok(), "create node {name}: {} {}", a.code, a.body);
     }
 
     /// Creates a Namespace (a NodeFeature's namespace must exist for the admission plugin).
     pub fn create_namespace(&self, name: &str) {
-        let a = self.request(
-            &Who::admin(),
-            "POST",
-            "/api/v1/namespaces",
-            Some((
-                "application/json",
-                &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-            )),
-        );
-        assert!(
-            a.ok() || a.code == 409,
-            "create namespace {name}: {} {}",
-            a.code,
-            a.body
-        );
+        let namespace =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        let a = self.admin_create("/api/v1/namespaces", &namespace);
+        // 409: it exists already.
+        let done = a.ok() || a.code == 409;
+        assert!(done, "create namespace {name}: {} {}", a.code, a.body);
     }
 
     pub fn delete(&self, path: &str) {

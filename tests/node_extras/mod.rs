@@ -32,6 +32,11 @@ pub fn unhealthy() -> Value {
     json!({"key": UNHEALTHY, "value": "true", "effect": "NoSchedule"})
 }
 
+/// What a sink writes besides labels: taints, the GPUHealthy condition.
+pub fn node_writes(taints: bool, condition: bool) -> NodeWrites {
+    NodeWrites { taints, condition }
+}
+
 /// A node sink with the agent's token (as the daemon builds it).
 pub fn sink(rt: &tokio::runtime::Runtime, s: &KubeApiServer, writes: NodeWrites) -> NodeSink {
     let kubeconfig = s.kubeconfig(&Who::agent(NODE));
@@ -71,6 +76,13 @@ pub fn prune_all(s: &KubeApiServer, who: &Who) -> crate::common::Run {
         "--kubeconfig",
         kubeconfig.to_str().unwrap(),
     ])
+}
+
+/// `prune --all-nodes` as `who`: it succeeds and prints `plan`, whole.
+#[track_caller]
+pub fn assert_pruned(s: &KubeApiServer, who: &Who, plan: &str) {
+    let r = prune_all(s, who);
+    assert_eq!((r.code, r.stdout.as_str()), (0, plan), "{}", r.stderr);
 }
 
 /// The agent's writes the server answered, as `verb uri code`.
