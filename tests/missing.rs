@@ -398,6 +398,7 @@ fn no_capture_as_it_is_is_short() {
         ("mixed-gaudi2-npu-wormhole", none()),
         ("mthreads-s3000", healthy("1")),
         ("nfd-rootfs-1", none()),
+        ("no-pci-devices", none()),
         ("nvidia-dgx2h", expected("16")),
         ("this-vm", none()),
         ("ttar-gpu-sriov", healthy("1")),
