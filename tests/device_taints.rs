@@ -575,13 +575,11 @@ dra: n1: GPU 0000:3b:00.0 (gpu.nvidia.com n1/gpu-1) is tainted out of DRA alloca
 dra: n1: device gpu.nvidia.com n1/gpu-2 carries the informational taint of DeviceTaintRule gpu-labeler-n1-0000-4c-00-0 (None: feature.node.kubernetes.io/gpu-unhealthy=ecc)
 "
     .replace("POD", &pod.display().to_string());
-    let from_file = common::run([
-        "match",
-        pod.to_str().unwrap(),
-        "--nodes",
-        nodes.to_str().unwrap(),
-    ])
-    .parts();
+    // `match POD` with the nodes from `source` (`--nodes FILE`, `--kubeconfig FILE`).
+    let match_pod = |source: [&str; 2]| {
+        common::run([&["match", pod.to_str().unwrap()], &source[..]].concat()).parts()
+    };
+    let from_file = match_pod(["--nodes", nodes.to_str().unwrap()]);
     assert_eq!(from_file, (0, expected.clone(), String::new()));
 
     // The cluster: the Node, and the rules applied by the admin.
@@ -591,12 +589,6 @@ dra: n1: device gpu.nvidia.com n1/gpu-2 carries the informational taint of Devic
         s.admin_apply("kubectl", r);
     }
     let admin = s.kubeconfig(&Who::admin());
-    let from_cluster = common::run([
-        "match",
-        pod.to_str().unwrap(),
-        "--kubeconfig",
-        admin.to_str().unwrap(),
-    ])
-    .parts();
+    let from_cluster = match_pod(["--kubeconfig", admin.to_str().unwrap()]);
     assert_eq!(from_cluster, (0, expected, String::new()));
 }

@@ -371,6 +371,26 @@ fn label_map(v: &Value) -> BTreeMap<String, String> {
     serde_json::from_value(v["labels"].clone()).unwrap()
 }
 
+/// The `gpu.device` attributes of the vGPU guest's T4 (see [`vgpu_guest`]), with its `vgpu`
+/// ones.
+fn t4_guest(vgpu: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut a = attrs(&[
+        ("address", "0000:00:05.0"),
+        ("class", "0300"),
+        ("device_id", "1eb8"),
+        ("health", "ok"),
+        ("index", "0"),
+        ("is_vf", "false"),
+        ("pcie_root", "0000:00"),
+        ("product", "Tesla T4"),
+        ("source", "sysfs"),
+        ("vendor", "nvidia"),
+        ("vendor_id", "10de"),
+    ]);
+    a.extend(attrs(vgpu));
+    a
+}
+
 fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
@@ -398,18 +418,7 @@ fn a_vgpu_guest_is_recognised_from_its_configuration_space() {
     vgpu_guest(dir.path(), &pciconfig("gfd-vgpu-guest-10de-1eb8.config"));
     assert_eq!(
         gpu_devices(&offline("features", dir.path(), "")),
-        [attrs(&[
-            ("address", "0000:00:05.0"),
-            ("class", "0300"),
-            ("device_id", "1eb8"),
-            ("health", "ok"),
-            ("index", "0"),
-            ("is_vf", "false"),
-            ("pcie_root", "0000:00"),
-            ("product", "Tesla T4"),
-            ("source", "sysfs"),
-            ("vendor", "nvidia"),
-            ("vendor_id", "10de"),
+        [t4_guest(&[
             ("vgpu", "true"),
             ("vgpu_capability", "present"),
             ("vgpu_host_driver_branch", "r460_00"),
@@ -478,20 +487,7 @@ fn an_unprivileged_reader_sees_64_bytes_and_claims_nothing() {
     );
     assert_eq!(
         gpu_devices(&offline("features", dir.path(), "")),
-        [attrs(&[
-            ("address", "0000:00:05.0"),
-            ("class", "0300"),
-            ("device_id", "1eb8"),
-            ("health", "ok"),
-            ("index", "0"),
-            ("is_vf", "false"),
-            ("pcie_root", "0000:00"),
-            ("product", "Tesla T4"),
-            ("source", "sysfs"),
-            ("vendor", "nvidia"),
-            ("vendor_id", "10de"),
-            ("vgpu_capability", "unknown"),
-        ])]
+        [t4_guest(&[("vgpu_capability", "unknown")])]
     );
     // Neither gpu.vgpu.present nor gpu.virtual: unknown is not "false". GFD gives no vGPU label
     // either (it asks for privileged mode).

@@ -704,6 +704,19 @@ impl KubeApiServer {
         owners
     }
 
+    /// An admin's strategic merge patch of `path` (a Node's status) as `manager`; it must be
+    /// admitted.
+    #[track_caller]
+    pub fn admin_status_patch(&self, manager: &str, path: &str, patch: &Value) {
+        let a = self.request(
+            &Who::admin(),
+            "PATCH",
+            &format!("{path}?fieldManager={manager}"),
+            Some(("application/strategic-merge-patch+json", patch)),
+        );
+        assert!(a.ok(), "{path}: {}", a.body);
+    }
+
     /// An admin's `POST` of `body` (JSON) to `path`.
     fn admin_create(&self, path: &str, body: &Value) -> Answer {
         self.request(
