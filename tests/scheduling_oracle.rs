@@ -17,6 +17,7 @@ use gpu_labeler::scheduling::fit::{Reason, fit};
 use gpu_labeler::scheduling::objects::{read_nodes, read_workloads};
 use serde_json::{Value, json};
 
+mod common;
 mod go_build;
 
 /// The oracle's sources (tests/scheduling-oracle) and cache (target/scheduling-oracle).
@@ -41,11 +42,7 @@ struct Rng(u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        common::splitmix64(&mut self.0)
     }
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
@@ -375,12 +372,9 @@ fn node(rng: &mut Rng, pod: &Value) -> Value {
     }
     let taints: Vec<Value> = (0..rng.below(4))
         .map(|_| {
-            let mut t = json!({"key": rng.pick(TAINT_KEYS), "effect": rng.pick(EFFECTS)});
-            let v = rng.pick(TAINT_VALUES);
-            if !v.is_empty() {
-                t["value"] = json!(v);
-            }
-            t
+            // Drawn in this order (key, effect, value) so that a seed's cases stay the same.
+            let (key, effect) = (rng.pick(TAINT_KEYS), rng.pick(EFFECTS));
+            common::taint(key, rng.pick(TAINT_VALUES), effect)
         })
         .collect();
     let mut spec = json!({});

@@ -600,13 +600,10 @@ fn diff_names_each_node_that_differs_with_what_differs() {
 /// template says (here the template does not name the type's count at all).
 #[test]
 fn diff_names_a_node_short_of_its_instance_type() {
-    let dir = tempfile::tempdir().unwrap();
-    let template = dir.path().join("empty.json");
-    std::fs::write(
-        &template,
+    let (dir, template) = temp_file(
+        "empty.json",
         r#"{"labels": {}, "resources": {}, "taints": []}"#,
-    )
-    .unwrap();
+    );
     let node_of = |name: &str, count: &str| {
         let labels: BTreeMap<String, String> = [
             ("node.kubernetes.io/instance-type", "p5.48xlarge"),

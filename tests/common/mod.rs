@@ -362,6 +362,25 @@ pub fn check_golden_in(dir: &Path, name: &str, actual: &str) {
     );
 }
 
+/// A Node's taint as the API writes it: an empty value is left out.
+pub fn taint(key: &str, value: &str, effect: &str) -> serde_json::Value {
+    let mut t = serde_json::json!({"key": key, "effect": effect});
+    if !value.is_empty() {
+        t["value"] = serde_json::json!(value);
+    }
+    t
+}
+
+/// SplitMix64's step: the seeded tests' one source of chance, small and the same on every
+/// platform, so that a seed replays a run.
+pub fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// A file `name` holding `text` in a new temporary directory (removed when the returned
 /// directory is dropped).
 pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
