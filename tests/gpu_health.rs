@@ -68,6 +68,34 @@ fn ok(address: &str) -> Vec<String> {
     row(&[address, "ok"])
 }
 
+/// `features -o json` of the MI210 tree `t`: each GPU's health (as `health_of`) and the run.
+fn amd_features_health(t: &Tree) -> (Vec<Vec<String>>, common::Run) {
+    let mut a: Vec<OsString> = vec!["features".into(), "-o".into(), "json".into()];
+    a.extend(common::discovery_args(t.root(), Path::new("/nonexistent")));
+    let r = run(a);
+    let v: Value = serde_json::from_str(r.ok()).unwrap();
+    (health_of(&v), r)
+}
+
+/// The MI210 machine's eight GPUs' health rows, all `ok` but 0000:26:00.0's, which is `faulty`.
+fn amd_all_ok_but_26(faulty: &[&str]) -> Vec<Vec<String>> {
+    let mut expected: Vec<Vec<String>> = [
+        "0000:03:00.0",
+        "0000:26:00.0",
+        "0000:43:00.0",
+        "0000:63:00.0",
+        "0000:83:00.0",
+        "0000:a3:00.0",
+        "0000:c3:00.0",
+        "0000:e3:00.0",
+    ]
+    .iter()
+    .map(|a| ok(a))
+    .collect();
+    expected[1] = row(faulty);
+    expected
+}
+
 /// The whole label map of the node as `base` has it, with `gpu.health` and
 /// `gpu.healthy.count` as given.
 fn with_health(
@@ -207,29 +235,15 @@ fn amd_ras_uncorrectable_errors_are_a_fault() {
     ras("0000:26:00.0", "umc_err_count", "ue: 2\nce: 5\n");
     ras("0000:26:00.0", "gfx_err_count", "ue: 1\nce: 0\nde: 0\n");
     ras("0000:43:00.0", "sdma_err_count", "garbage\n");
-    let mut a: Vec<OsString> = vec!["features".into(), "-o".into(), "json".into()];
-    a.extend(common::discovery_args(t.root(), Path::new("/nonexistent")));
-    let r = run(a);
-    let v: Value = serde_json::from_str(r.ok()).unwrap();
-    let mut expected: Vec<Vec<String>> = [
-        "0000:03:00.0",
-        "0000:26:00.0",
-        "0000:43:00.0",
-        "0000:63:00.0",
-        "0000:83:00.0",
-        "0000:a3:00.0",
-        "0000:c3:00.0",
-        "0000:e3:00.0",
-    ]
-    .iter()
-    .map(|a| ok(a))
-    .collect();
-    expected[1] = row(&[
-        "0000:26:00.0",
-        "ras",
-        "health_ras=gfx 1 uncorrectable, umc 2 uncorrectable",
-    ]);
-    assert_eq!(health_of(&v), expected);
+    let (health, r) = amd_features_health(&t);
+    assert_eq!(
+        health,
+        amd_all_ok_but_26(&[
+            "0000:26:00.0",
+            "ras",
+            "health_ras=gfx 1 uncorrectable, umc 2 uncorrectable",
+        ])
+    );
     assert_eq!(
         r.stderr.lines().collect::<Vec<_>>(),
         [format!(
@@ -427,29 +441,15 @@ fn amd_ras_detail_is_bounded_and_odd_names_stay_out() {
         std::fs::write(dir.join(format!("b{i:05}_err_count")), "ue: 1\nce: 0\n").unwrap();
     }
     std::fs::write(dir.join("umc\nforged_err_count"), "ue: 5\nce: 0\n").unwrap();
-    let mut a: Vec<OsString> = vec!["features".into(), "-o".into(), "json".into()];
-    a.extend(common::discovery_args(t.root(), Path::new("/nonexistent")));
-    let r = run(a);
-    let v: Value = serde_json::from_str(r.ok()).unwrap();
-    let mut expected: Vec<Vec<String>> = [
-        "0000:03:00.0",
-        "0000:26:00.0",
-        "0000:43:00.0",
-        "0000:63:00.0",
-        "0000:83:00.0",
-        "0000:a3:00.0",
-        "0000:c3:00.0",
-        "0000:e3:00.0",
-    ]
-    .iter()
-    .map(|a| ok(a))
-    .collect();
-    expected[1] = row(&[
-        "0000:26:00.0",
-        "ras",
-        "health_ras=b00000 1 uncorrectable, b00001 1 uncorrectable, +19998 more",
-    ]);
-    assert_eq!(health_of(&v), expected);
+    let (health, r) = amd_features_health(&t);
+    assert_eq!(
+        health,
+        amd_all_ok_but_26(&[
+            "0000:26:00.0",
+            "ras",
+            "health_ras=b00000 1 uncorrectable, b00001 1 uncorrectable, +19998 more",
+        ])
+    );
     assert_eq!(
         r.stderr.lines().collect::<Vec<_>>(),
         [format!(
