@@ -362,6 +362,20 @@ pub fn check_golden_in(dir: &Path, name: &str, actual: &str) {
     );
 }
 
+/// A seeded source of chance for generated test cases: `next` is the generator, the draws are
+/// made from it the same way for all.
+pub trait Draw {
+    fn next(&mut self) -> u64;
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}
+
 /// A Node's taint as the API writes it: an empty value is left out.
 pub fn taint(key: &str, value: &str, effect: &str) -> serde_json::Value {
     let mut t = serde_json::json!({"key": key, "effect": effect});
