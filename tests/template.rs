@@ -77,14 +77,7 @@ fn scenarios(dir: &Path) -> Vec<Scenario> {
         out.push(Scenario { id, args, env });
     };
     // Every sysfs machine, without and with the nvidia-gfd profile.
-    let sysfs = fixtures().join("sysfs");
-    let mut machines: Vec<String> = std::fs::read_dir(&sysfs)
-        .unwrap()
-        .map(|e| e.unwrap())
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    machines.sort();
+    let machines = sysfs_machines();
     for m in &machines {
         let args = discovery_args(&sysfs_fixture(m), &proc_fixture(m));
         add(format!("sysfs {m}"), args.clone(), vec![]);

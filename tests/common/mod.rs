@@ -124,6 +124,18 @@ pub fn sysfs_fixture(machine: &str) -> PathBuf {
     fixtures().join("sysfs").join(machine)
 }
 
+/// Every machine of tests/fixtures/sysfs/, by name, sorted.
+pub fn sysfs_machines() -> Vec<String> {
+    let mut machines: Vec<String> = std::fs::read_dir(fixtures().join("sysfs"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    machines.sort();
+    machines
+}
+
 /// `tests/fixtures/proc/<machine>` when the capture gave one, else a path that does not exist
 /// (a kernel without `/proc/modules`: nothing to report).
 pub fn proc_fixture(machine: &str) -> PathBuf {
