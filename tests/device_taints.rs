@@ -15,7 +15,7 @@ mod kube;
 use std::time::{Duration, Instant};
 
 use apiserver::{Agent, wait_for};
-use common::{Tree, pci_ids, proc_fixture};
+use common::{Tree, proc_fixture};
 use kube::{KubeApiServer, Who, object_path, shipped_device_taint_policy};
 use serde_json::{Value, json};
 
@@ -28,22 +28,12 @@ const RULE: &str = "gpu-labeler-n1-0000-3b-00-0";
 
 /// `cmd` on the writable Dell tree with NVML off, then `extra`.
 fn on_tree(cmd: &[&str], tree: &Tree, extra: &[&str]) -> Vec<String> {
-    let (proc_root, ids) = (proc_fixture("dell-xe9680-8xh100"), pci_ids());
     let mut a: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
-    for x in [
-        "--sysfs-root",
-        tree.root().to_str().unwrap(),
-        "--proc-root",
-        proc_root.to_str().unwrap(),
-        "--pci-ids",
-        ids.to_str().unwrap(),
-        "--no-nvml",
-    ]
-    .iter()
-    .chain(extra)
-    {
-        a.push(x.to_string());
-    }
+    a.extend(common::discovery_arg_strings(
+        tree.root(),
+        &proc_fixture("dell-xe9680-8xh100"),
+    ));
+    a.extend(extra.iter().map(|s| s.to_string()));
     a
 }
 

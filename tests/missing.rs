@@ -804,21 +804,12 @@ fn the_nodes_instance_type_label_keys_the_table() {
     server.add_node(NODE, &kubelet);
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = apiserver::write_kubeconfig(dir.path(), &server.url());
-    let (proc_root, ids) = (proc_fixture(machine), pci_ids());
-    let discovery = [
-        "--sysfs-root",
-        t.root().to_str().unwrap(),
-        "--proc-root",
-        proc_root.to_str().unwrap(),
-        "--pci-ids",
-        ids.to_str().unwrap(),
-        "--no-nvml",
-    ];
+    let discovery = common::discovery_arg_strings(t.root(), &proc_fixture(machine));
     let mut args = vec!["run", "--oneshot", "--no-dra", "--kubeconfig"];
     let k = kubeconfig.display().to_string();
     args.push(&k);
     args.extend(["--node-name", NODE, "--listen", ""]);
-    args.extend(discovery);
+    args.extend(discovery.iter().map(String::as_str));
     let r = run(&args);
     assert_eq!(r.code, 0, "{}", r.stderr);
     // What `labels` gives with the config naming the type, and the kubelet's labels.
@@ -829,7 +820,7 @@ fn the_nodes_instance_type_label_keys_the_table() {
     .display()
     .to_string();
     let mut labels = vec!["labels", "-o", "json", "--config", &cfg];
-    labels.extend(discovery);
+    labels.extend(discovery.iter().map(String::as_str));
     let mut want = labels_of(run(&labels).ok());
     assert_eq!(
         (

@@ -300,6 +300,14 @@ pub fn discovery_args(sysfs_root: &Path, proc_root: &Path) -> Vec<OsString> {
     ]
 }
 
+/// [`discovery_args`] as strings, for argument lists of `&str`.
+pub fn discovery_arg_strings(sysfs_root: &Path, proc_root: &Path) -> Vec<String> {
+    discovery_args(sysfs_root, proc_root)
+        .into_iter()
+        .map(|a| a.into_string().unwrap())
+        .collect()
+}
+
 /// [`discovery_args`] with the fake NVML library (`--nvml-lib`) in place of `--no-nvml`.
 pub fn discovery_args_with_fake_nvml(sysfs_root: &Path, proc_root: &Path) -> Vec<OsString> {
     let mut args = discovery_args(sysfs_root, proc_root);
