@@ -75,19 +75,7 @@ fn degraded() -> NodeOutput {
 
 /// Our condition as `status reason message` (`None`: there is none).
 fn condition(s: &KubeApiServer) -> Option<String> {
-    let node = s.node(NODE);
-    node["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "GPUHealthy")
-        .map(|c| {
-            format!(
-                "{} {} {}",
-                c["status"].as_str().unwrap_or(""),
-                c["reason"].as_str().unwrap_or(""),
-                c["message"].as_str().unwrap_or("")
-            )
-        })
+    kube::gpu_healthy_condition(&s.node(NODE), " ")
 }
 
 const DEGRADED: &str = "False GPUsDegraded 7 of 8 GPUs healthy";

@@ -80,16 +80,7 @@ fn node_state(kube: &KubeApiServer) -> (BTreeMap<String, String>, Vec<String>, O
                 .collect()
         })
         .unwrap_or_default();
-    let condition = n["status"]["conditions"].as_array().and_then(|c| {
-        c.iter().find(|c| c["type"] == "GPUHealthy").map(|c| {
-            format!(
-                "{}/{}/{}",
-                c["status"].as_str().unwrap_or(""),
-                c["reason"].as_str().unwrap_or(""),
-                c["message"].as_str().unwrap_or("")
-            )
-        })
-    });
+    let condition = crate::kube::gpu_healthy_condition(&n, "/");
     (labels, taints, condition)
 }
 

@@ -945,3 +945,17 @@ fn base64(bytes: &[u8]) -> String {
     }
     out
 }
+
+/// The `GPUHealthy` condition of `node` as `status`, `reason` and `message` joined by `sep`
+/// (`None`: it has none).
+pub fn gpu_healthy_condition(node: &Value, sep: &str) -> Option<String> {
+    let c = node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "GPUHealthy")?;
+    Some(
+        ["status", "reason", "message"]
+            .map(|f| c[f].as_str().unwrap_or(""))
+            .join(sep),
+    )
+}
