@@ -1464,13 +1464,7 @@ fn the_nodefeature_policy_keeps_the_agent_to_its_own_nodes_object() {
             ));
         }
         if !old.is_null() {
-            let a = s.apply(
-                &Who::admin(),
-                "gpu-labeler",
-                &kube::object_path(&old),
-                &old,
-                true,
-            );
+            let a = s.admin_force_apply("gpu-labeler", &old);
             assert!(a.ok(), "{what}: {}", a.body);
         }
         let path = format!(

@@ -105,13 +105,7 @@ fn a_policy_that_does_not_compile_is_refused_at_create() {
             ],
         },
     });
-    let a = s.apply(
-        &Who::admin(),
-        "kubectl",
-        &kube::object_path(&policy),
-        &policy,
-        true,
-    );
+    let a = s.admin_force_apply("kubectl", &policy);
     assert_eq!(a.code, 422, "{}", a.body);
     let causes: Vec<String> = a.body["details"]["causes"]
         .as_array()

@@ -626,9 +626,14 @@ impl KubeApiServer {
     /// --server-side`, a driver publishing its objects); it must be admitted.
     #[track_caller]
     pub fn admin_apply(&self, manager: &str, doc: &Value) {
-        let path = object_path(doc);
-        let a = self.apply(&Who::admin(), manager, &path, doc, true);
-        assert!(a.ok(), "{path}: {}", a.body);
+        let a = self.admin_force_apply(manager, doc);
+        assert!(a.ok(), "{}: {}", object_path(doc), a.body);
+    }
+
+    /// An admin's forced server-side apply of `doc` at its own path as `manager`, answered
+    /// whatever the answer.
+    pub fn admin_force_apply(&self, manager: &str, doc: &Value) -> Answer {
+        self.apply(&Who::admin(), manager, &object_path(doc), doc, true)
     }
 
     /// An admin's merge patch of `path` as `manager` (`kubectl label`, `kubectl taint`, another
