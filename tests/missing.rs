@@ -375,7 +375,7 @@ fn no_capture_as_it_is_is_short() {
         ])
     };
     let none = || attrs(&[("count", "0")]);
-    let want: BTreeMap<String, BTreeMap<String, String>> = [
+    let want: BTreeMap<String, BTreeMap<String, String>> = common::owned_names([
         ("amd-mi210-8x", healthy("8")),
         ("amd-mi300x-cpx", healthy("8")),
         ("amd-vega10", healthy("1")),
@@ -396,10 +396,7 @@ fn no_capture_as_it_is_is_short() {
         ("nvidia-dgx2h", expected("16")),
         ("this-vm", none()),
         ("ttar-gpu-sriov", healthy("1")),
-    ]
-    .into_iter()
-    .map(|(m, a)| (m.to_string(), a))
-    .collect();
+    ]);
     assert_eq!(got, want);
 }
 

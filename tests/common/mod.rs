@@ -396,6 +396,14 @@ pub trait Draw {
     }
 }
 
+/// A table written as `(name, value)` rows, collected with the names owned (into a `Vec` or a
+/// map).
+pub fn owned_names<'a, V, C: FromIterator<(String, V)>>(
+    rows: impl IntoIterator<Item = (&'a str, V)>,
+) -> C {
+    rows.into_iter().map(|(n, v)| (n.to_string(), v)).collect()
+}
+
 /// A Node's taint as the API writes it: an empty value is left out.
 pub fn taint(key: &str, value: &str, effect: &str) -> serde_json::Value {
     let mut t = serde_json::json!({"key": key, "effect": effect});
