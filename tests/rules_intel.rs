@@ -44,15 +44,39 @@ fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The labels of Intel's rules on `machine`'s features, which they evaluate without an error
+/// or a refused output.
+fn clean_labels(machine: &str) -> BTreeMap<String, String> {
+    let e = intel_rules().evaluate(&node(machine), &LabelPolicy::default());
+    assert_eq!((e.errors, e.rejected), (vec![], vec![]), "{machine}");
+    e.output.labels
+}
+
+/// The whole label set of a node with `count` Intel data-centre GPUs (class 0380) of device
+/// id `id`, of `family` and `product`.
+fn data_centre_gpu_labels(
+    id: &str,
+    count: &str,
+    family: &str,
+    product: &str,
+) -> BTreeMap<String, String> {
+    let device = format!("gpu.intel.com/device-id.0380-{id}");
+    map(&[
+        (&format!("{device}.count"), count),
+        (&format!("{device}.present"), "true"),
+        ("gpu.intel.com/device.count", count),
+        ("gpu.intel.com/family", family),
+        ("gpu.intel.com/product", product),
+        ("intel.feature.node.kubernetes.io/gpu", "true"),
+    ])
+}
+
 #[test]
 fn tiger_lake_igpu_gets_the_labels_a_real_node_had() {
-    let e = intel_rules().evaluate(&node("intel-tigerlake-igpu"), &LabelPolicy::default());
-    assert_eq!(e.errors, vec![]);
-    assert_eq!(e.rejected, vec![]);
     // The two gpu.intel.com/device-id labels are exactly those captured on the node
     // (intel-device-plugins-for-kubernetes PR 1539).
     assert_eq!(
-        e.output.labels,
+        clean_labels("intel-tigerlake-igpu"),
         map(&[
             ("gpu.intel.com/device-id.0300-9a49.count", "1"),
             ("gpu.intel.com/device-id.0300-9a49.present", "true"),
@@ -63,35 +87,17 @@ fn tiger_lake_igpu_gets_the_labels_a_real_node_had() {
 
 #[test]
 fn flex_170_gets_the_documented_labels() {
-    let e = intel_rules().evaluate(&node("intel-flex170"), &LabelPolicy::default());
-    assert_eq!((e.errors.len(), e.rejected.len()), (0, 0));
     assert_eq!(
-        e.output.labels,
-        map(&[
-            ("gpu.intel.com/device-id.0380-56c0.count", "1"),
-            ("gpu.intel.com/device-id.0380-56c0.present", "true"),
-            ("gpu.intel.com/device.count", "1"),
-            ("gpu.intel.com/family", "Flex_Series"),
-            ("gpu.intel.com/product", "Flex_170"),
-            ("intel.feature.node.kubernetes.io/gpu", "true"),
-        ])
+        clean_labels("intel-flex170"),
+        data_centre_gpu_labels("56c0", "1", "Flex_Series", "Flex_170")
     );
 }
 
 #[test]
 fn two_max_1550_get_the_documented_labels() {
-    let e = intel_rules().evaluate(&node("intel-max1550-2x"), &LabelPolicy::default());
-    assert_eq!((e.errors.len(), e.rejected.len()), (0, 0));
     assert_eq!(
-        e.output.labels,
-        map(&[
-            ("gpu.intel.com/device-id.0380-0bd5.count", "2"),
-            ("gpu.intel.com/device-id.0380-0bd5.present", "true"),
-            ("gpu.intel.com/device.count", "2"),
-            ("gpu.intel.com/family", "Max_Series"),
-            ("gpu.intel.com/product", "Max_1550"),
-            ("intel.feature.node.kubernetes.io/gpu", "true"),
-        ])
+        clean_labels("intel-max1550-2x"),
+        data_centre_gpu_labels("0bd5", "2", "Max_Series", "Max_1550")
     );
 }
 
