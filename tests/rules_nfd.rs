@@ -76,6 +76,29 @@ fn fake_features() -> FeatureSet {
     f
 }
 
+/// NFD's example and sample rule files (deploy/examples, deploy/samples).
+const NFD_EXAMPLES: [&str; 11] = [
+    "nfd/examples-nodefeaturerule.yaml",
+    "nfd/samples-nodefeaturerule-cpu.yaml",
+    "nfd/samples-nodefeaturerule-custom.yaml",
+    "nfd/samples-nodefeaturerule-kernel.yaml",
+    "nfd/samples-nodefeaturerule-local.yaml",
+    "nfd/samples-nodefeaturerule-memory.yaml",
+    "nfd/samples-nodefeaturerule-network.yaml",
+    "nfd/samples-nodefeaturerule-pci.yaml",
+    "nfd/samples-nodefeaturerule-storage.yaml",
+    "nfd/samples-nodefeaturerule-system.yaml",
+    "nfd/samples-nodefeaturerule-usb.yaml",
+];
+
+/// The labels of `files`' rules on `features`, which they evaluate without an error or a
+/// refused output.
+fn clean_labels(files: &[&str], features: &FeatureSet) -> BTreeMap<String, String> {
+    let e = eval(files, features);
+    assert_eq!((e.errors, e.rejected), (vec![], vec![]), "{files:?}");
+    e.output.labels
+}
+
 const NS: &str = "feature.node.kubernetes.io/";
 
 fn ns(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -87,11 +110,8 @@ fn ns(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 #[test]
 fn e2e_rules_1_give_nfds_labels() {
-    let e = eval(&["nfd/e2e-nodefeaturerule-1.yaml"], &fake_features());
-    assert_eq!(e.errors, vec![]);
-    assert_eq!(e.rejected, vec![]);
     assert_eq!(
-        e.output.labels,
+        clean_labels(&["nfd/e2e-nodefeaturerule-1.yaml"], &fake_features()),
         ns(&[
             ("e2e-attribute-test-1", "true"),
             ("e2e-attribute-test-2", "true"),
@@ -107,17 +127,14 @@ fn e2e_rules_1_give_nfds_labels() {
 fn e2e_rules_1_and_2_give_nfds_labels() {
     // matchAny, back-references to labels and vars of the other object, templates over
     // instances and attributes, a dynamic value from rule.matched.
-    let e = eval(
-        &[
-            "nfd/e2e-nodefeaturerule-2.yaml",
-            "nfd/e2e-nodefeaturerule-1.yaml",
-        ],
-        &fake_features(),
-    );
-    assert_eq!(e.errors, vec![]);
-    assert_eq!(e.rejected, vec![]);
     assert_eq!(
-        e.output.labels,
+        clean_labels(
+            &[
+                "nfd/e2e-nodefeaturerule-2.yaml",
+                "nfd/e2e-nodefeaturerule-1.yaml",
+            ],
+            &fake_features(),
+        ),
         ns(&[
             ("dynamic-label", "true"),
             ("e2e-attribute-test-1", "true"),
@@ -344,20 +361,7 @@ fn nfd_pci_sample_gives_nfds_builtin_pci_labels() {
 
 #[test]
 fn all_nfd_samples_over_a_realistic_node() {
-    let files = [
-        "nfd/examples-nodefeaturerule.yaml",
-        "nfd/samples-nodefeaturerule-cpu.yaml",
-        "nfd/samples-nodefeaturerule-custom.yaml",
-        "nfd/samples-nodefeaturerule-kernel.yaml",
-        "nfd/samples-nodefeaturerule-local.yaml",
-        "nfd/samples-nodefeaturerule-memory.yaml",
-        "nfd/samples-nodefeaturerule-network.yaml",
-        "nfd/samples-nodefeaturerule-pci.yaml",
-        "nfd/samples-nodefeaturerule-storage.yaml",
-        "nfd/samples-nodefeaturerule-system.yaml",
-        "nfd/samples-nodefeaturerule-usb.yaml",
-        "intel/node-feature-rules.yaml",
-    ];
+    let files = [&NFD_EXAMPLES[..], &["intel/node-feature-rules.yaml"]].concat();
     let set = load(&files);
     assert_eq!(set.rule_count(), 34);
     let e = set.evaluate(&realistic_node(), &LabelPolicy::default());
@@ -418,24 +422,17 @@ fn all_nfd_samples_over_a_realistic_node() {
 #[test]
 fn nfd_files_check_clean_except_their_deliberate_errors() {
     let files = [
-        "nfd/examples-nodefeaturerule.yaml",
-        "nfd/samples-nodefeaturerule-cpu.yaml",
-        "nfd/samples-nodefeaturerule-custom.yaml",
-        "nfd/samples-nodefeaturerule-kernel.yaml",
-        "nfd/samples-nodefeaturerule-local.yaml",
-        "nfd/samples-nodefeaturerule-memory.yaml",
-        "nfd/samples-nodefeaturerule-network.yaml",
-        "nfd/samples-nodefeaturerule-pci.yaml",
-        "nfd/samples-nodefeaturerule-storage.yaml",
-        "nfd/samples-nodefeaturerule-system.yaml",
-        "nfd/samples-nodefeaturerule-usb.yaml",
-        "nfd/e2e-nodefeaturerule-1.yaml",
-        "nfd/e2e-nodefeaturerule-2.yaml",
-        "nfd/e2e-nodefeaturerule-3.yaml",
-        "nfd/e2e-nodefeaturerule-4.yaml",
-        "nfd/e2e-nodefeaturerule-5.yaml",
-        "nfd/e2e-nodefeaturerule-6.yaml",
-    ];
+        &NFD_EXAMPLES[..],
+        &[
+            "nfd/e2e-nodefeaturerule-1.yaml",
+            "nfd/e2e-nodefeaturerule-2.yaml",
+            "nfd/e2e-nodefeaturerule-3.yaml",
+            "nfd/e2e-nodefeaturerule-4.yaml",
+            "nfd/e2e-nodefeaturerule-5.yaml",
+            "nfd/e2e-nodefeaturerule-6.yaml",
+        ],
+    ]
+    .concat();
     let sources: Vec<RuleSource> = files.iter().map(|f| source(f)).collect();
     let report = check(&sources, &[]);
     let p = "tests/fixtures/rules/nfd";
