@@ -11,8 +11,9 @@ use gpu_labeler::rules::{RuleSet, RuleSource, check, explain};
 
 const DIR: &str = "tests/fixtures/rules";
 
-fn intel_rules() -> RuleSet {
-    let sources = [
+/// Intel's two rule files.
+fn intel_sources() -> Vec<RuleSource> {
+    [
         "intel/node-feature-rules.yaml",
         "intel/platform-labeling-rules.yaml",
     ]
@@ -24,8 +25,11 @@ fn intel_rules() -> RuleSet {
             name: path,
         }
     })
-    .collect();
-    let (set, errors) = RuleSet::load(sources);
+    .collect()
+}
+
+fn intel_rules() -> RuleSet {
+    let (set, errors) = RuleSet::load(intel_sources());
     assert_eq!(errors, vec![]);
     assert_eq!(set.rule_count(), 17);
     set
@@ -153,19 +157,7 @@ fn explain_names_the_instance_and_the_value() {
 
 #[test]
 fn intel_rules_check_clean_against_the_feature_catalog() {
-    let sources: Vec<RuleSource> = [
-        "intel/node-feature-rules.yaml",
-        "intel/platform-labeling-rules.yaml",
-    ]
-    .iter()
-    .map(|f| {
-        let path = format!("{DIR}/{f}");
-        RuleSource {
-            text: std::fs::read_to_string(&path).expect("fixture"),
-            name: path,
-        }
-    })
-    .collect();
+    let sources = intel_sources();
     let report = check(
         &sources,
         &["pci.device", "kernel.loadedmodule", "gpu.device"],

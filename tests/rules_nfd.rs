@@ -259,6 +259,12 @@ fn e2e_rules_6_every_kind_of_output() {
 
 /// NFD's PCI test machine (real sysfs data) plus the kernel, CPU, system, memory, network,
 /// storage, USB and local features a typical x86 node has.
+fn insert_attributes(f: &mut FeatureSet, feature: &str, attributes: &[(&str, &str)]) {
+    for &(k, v) in attributes {
+        f.insert_attribute(feature, k, v);
+    }
+}
+
 fn realistic_node() -> FeatureSet {
     let text = std::fs::read_to_string(format!("{DIR}/features/nfd-rootfs-1.features.json"))
         .expect("features fixture");
@@ -275,36 +281,42 @@ fn realistic_node() -> FeatureSet {
     f.insert_attribute("cpu.security", "sgx.enabled", "false");
     f.insert_attribute("cpu.security", "sgx.epc", "0");
     f.insert_attribute("cpu.pstate", "status", "active");
-    for (k, v) in [
-        ("full", "5.15.0-91-generic"),
-        ("major", "5"),
-        ("minor", "15"),
-        ("revision", "0"),
-    ] {
-        f.insert_attribute("kernel.version", k, v);
-    }
-    for (k, v) in [
-        ("NO_HZ", "y"),
-        ("NO_HZ_IDLE", "y"),
-        ("NO_HZ_FULL", "y"),
-        ("PREEMPT", "y"),
-        ("X86", "y"),
-    ] {
-        f.insert_attribute("kernel.config", k, v);
-    }
+    insert_attributes(
+        &mut f,
+        "kernel.version",
+        &[
+            ("full", "5.15.0-91-generic"),
+            ("major", "5"),
+            ("minor", "15"),
+            ("revision", "0"),
+        ],
+    );
+    insert_attributes(
+        &mut f,
+        "kernel.config",
+        &[
+            ("NO_HZ", "y"),
+            ("NO_HZ_IDLE", "y"),
+            ("NO_HZ_FULL", "y"),
+            ("PREEMPT", "y"),
+            ("X86", "y"),
+        ],
+    );
     f.insert_attribute("kernel.selinux", "enabled", "false");
     for m in ["ib_uverbs", "rdma_ucm", "intel_qat", "vfio_pci"] {
         f.insert_flag("kernel.loadedmodule", m);
     }
-    for (k, v) in [
-        ("ID", "ubuntu"),
-        ("VERSION_ID", "22.04"),
-        ("VERSION_ID.major", "22"),
-        ("VERSION_ID.minor", "04"),
-        ("NAME", "Ubuntu"),
-    ] {
-        f.insert_attribute("system.osrelease", k, v);
-    }
+    insert_attributes(
+        &mut f,
+        "system.osrelease",
+        &[
+            ("ID", "ubuntu"),
+            ("VERSION_ID", "22.04"),
+            ("VERSION_ID.major", "22"),
+            ("VERSION_ID.minor", "04"),
+            ("NAME", "Ubuntu"),
+        ],
+    );
     f.insert_attribute("memory.numa", "is_numa", "true");
     f.insert_attribute("memory.numa", "node_count", "2");
     f.push_instance(
