@@ -108,18 +108,21 @@ fn ns(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// NFD's e2e rule file 1's labels on its fake features.
+const E2E_1_LABELS: [(&str, &str); 6] = [
+    ("e2e-attribute-test-1", "true"),
+    ("e2e-attribute-test-2", "true"),
+    ("e2e-flag-test-1", "true"),
+    ("e2e-flag-test-2", "true"),
+    ("e2e-instance-test-1", "true"),
+    ("e2e-instance-test-2", "true"),
+];
+
 #[test]
 fn e2e_rules_1_give_nfds_labels() {
     assert_eq!(
         clean_labels(&["nfd/e2e-nodefeaturerule-1.yaml"], &fake_features()),
-        ns(&[
-            ("e2e-attribute-test-1", "true"),
-            ("e2e-attribute-test-2", "true"),
-            ("e2e-flag-test-1", "true"),
-            ("e2e-flag-test-2", "true"),
-            ("e2e-instance-test-1", "true"),
-            ("e2e-instance-test-2", "true"),
-        ])
+        ns(&E2E_1_LABELS)
     );
 }
 
@@ -135,20 +138,19 @@ fn e2e_rules_1_and_2_give_nfds_labels() {
             ],
             &fake_features(),
         ),
+        // Rule file 1's labels and file 2's.
         ns(&[
-            ("dynamic-label", "true"),
-            ("e2e-attribute-test-1", "true"),
-            ("e2e-attribute-test-2", "true"),
-            ("e2e-flag-test-1", "true"),
-            ("e2e-flag-test-2", "true"),
-            ("e2e-instance-test-1", "true"),
-            ("e2e-instance-test-2", "true"),
-            ("e2e-matchany-test-1", "true"),
-            ("e2e-template-test-1-instance_1", "found"),
-            ("e2e-template-test-1-instance_2", "found"),
-            ("e2e-template-test-2-attr_2", "false"),
-            ("e2e-template-test-2-attr_3", "10"),
-        ])
+            &E2E_1_LABELS[..],
+            &[
+                ("dynamic-label", "true"),
+                ("e2e-matchany-test-1", "true"),
+                ("e2e-template-test-1-instance_1", "found"),
+                ("e2e-template-test-1-instance_2", "found"),
+                ("e2e-template-test-2-attr_2", "false"),
+                ("e2e-template-test-2-attr_3", "10"),
+            ],
+        ]
+        .concat())
     );
 }
 
