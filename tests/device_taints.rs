@@ -37,15 +37,26 @@ fn on_tree(cmd: &[&str], tree: &Tree, extra: &[&str]) -> Vec<String> {
     a
 }
 
-/// NVIDIA's slice of node n1 as a `--dra` file in `dir`.
-fn dra_file(dir: &std::path::Path) -> std::path::PathBuf {
+/// [`on_tree`] with NVIDIA's slice of node n1 as a `--dra` file written in `dir`, as n1.
+fn on_tree_with_slices(cmd: &[&str], tree: &Tree, dir: &std::path::Path) -> Vec<String> {
     let dra = dir.join("dra.json");
     std::fs::write(
         &dra,
         json!({"kind": "List", "items": [common::dell_dra_slice(NODE)]}).to_string(),
     )
     .unwrap();
-    dra
+    on_tree(
+        cmd,
+        tree,
+        &["--dra", dra.to_str().unwrap(), "--node-name", NODE],
+    )
+}
+
+/// The Dell with GPU's link narrowed to x8: a `pcie-link` fault.
+fn narrowed_dell() -> Tree {
+    let tree = Tree::copy_of("dell-xe9680-8xh100");
+    tree.write_attr(GPU, "current_link_width", b"8\n");
+    tree
 }
 
 /// The agent's arguments: the writable tree, DRA read from the cluster, device taints on.
@@ -228,8 +239,7 @@ fn a_fault_taints_exactly_its_device_holds_through_a_flap_and_goes_after_the_hol
 #[test]
 fn a_restarted_agent_keeps_the_rules_without_writing_them_and_never_touches_anothers() {
     let s = cluster();
-    let tree = Tree::copy_of("dell-xe9680-8xh100");
-    tree.write_attr(GPU, "current_link_width", b"8\n");
+    let tree = narrowed_dell();
     // An admin's rule for GPU 2, under the name gpu-labeler would give it.
     let theirs = json!({
         "apiVersion": "resource.k8s.io/v1beta2",
@@ -380,13 +390,8 @@ fn the_policy_refuses_every_forged_device_taint() {
 /// apply, whole, one JSON object per line.
 #[test]
 fn the_stdout_sink_prints_the_rules_it_would_apply() {
-    let tree = Tree::copy_of("dell-xe9680-8xh100");
-    tree.write_attr(GPU, "current_link_width", b"8\n");
-    let dir = tempfile::tempdir().unwrap();
-    let dra = dra_file(dir.path());
-    let dra = dra.to_str().unwrap();
-    let discovery = |cmd: &str| on_tree(&[cmd], &tree, &["--dra", dra, "--node-name", NODE]);
-    let mut run = discovery("run");
+    let (tree, dir) = (narrowed_dell(), tempfile::tempdir().unwrap());
+    let mut run = on_tree_with_slices(&["run"], &tree, dir.path());
     run.extend(
         ["--oneshot", "--sink", "stdout", "--publish-device-taints"]
             .iter()
@@ -398,7 +403,7 @@ fn the_stdout_sink_prints_the_rules_it_would_apply() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let mut labels = discovery("labels");
+    let mut labels = on_tree_with_slices(&["labels"], &tree, dir.path());
     labels.extend(["-o".to_string(), "json".to_string()]);
     let want_labels: Value = serde_json::from_str(common::run(&labels).ok()).unwrap();
     assert_eq!(
@@ -495,15 +500,8 @@ fn prune_deletes_the_agents_rules_and_only_those() {
 /// takes the faulty GPU out of DRA allocation.
 #[test]
 fn explain_names_the_device_taint_of_a_faulty_gpu() {
-    let tree = Tree::copy_of("dell-xe9680-8xh100");
-    tree.write_attr(GPU, "current_link_width", b"8\n");
-    let dir = tempfile::tempdir().unwrap();
-    let dra = dra_file(dir.path());
-    let args = on_tree(
-        &["explain", "--label", "gpu.health"],
-        &tree,
-        &["--dra", dra.to_str().unwrap(), "--node-name", NODE],
-    );
+    let (tree, dir) = (narrowed_dell(), tempfile::tempdir().unwrap());
+    let args = on_tree_with_slices(&["explain", "--label", "gpu.health"], &tree, dir.path());
     let ran = common::run(&args);
     let expected = common::explain_degraded(
         18,
