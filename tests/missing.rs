@@ -740,14 +740,17 @@ fn the_daemon_holds_the_missing_fault_and_clears_it() {
                 .collect(),
         )
     };
-    let lines = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // The four lines, for `count` GPUs of the 8 expected, `healthy` of them healthy.
+    let lines = |count: u32, health: &str, healthy: u32| {
+        vec![
+            format!("gpu.count={count}"),
+            "gpu.count.expected=8".to_string(),
+            format!("gpu.health={health}"),
+            format!("gpu.healthy.count={healthy}"),
+        ]
+    };
     let wait = Duration::from_secs(20);
-    let short = lines(&[
-        "gpu.count=7",
-        "gpu.count.expected=8",
-        "gpu.health=degraded",
-        "gpu.healthy.count=7",
-    ]);
+    let short = lines(7, "degraded", 7);
     let seen = |want: &Vec<String>| apiserver::wait_for(wait, || counts().filter(|c| c == want));
     assert!(seen(&short).is_some(), "log:\n{}", agent.log_text());
     agent.wait_log(&format!("GPU faults: missing 1 of 8 ({DELL_DETAIL})"), wait);
@@ -755,19 +758,9 @@ fn the_daemon_holds_the_missing_fault_and_clears_it() {
     restore_gpu(&t, DELL, "0000:9b:00.0");
     let back = std::time::Instant::now();
     // Held: all 8 there, still degraded with the count it was short against.
-    let held = lines(&[
-        "gpu.count=8",
-        "gpu.count.expected=8",
-        "gpu.health=degraded",
-        "gpu.healthy.count=8",
-    ]);
+    let held = lines(8, "degraded", 8);
     assert!(seen(&held).is_some(), "log:\n{}", agent.log_text());
-    let whole = lines(&[
-        "gpu.count=8",
-        "gpu.count.expected=8",
-        "gpu.health=ok",
-        "gpu.healthy.count=8",
-    ]);
+    let whole = lines(8, "ok", 8);
     assert!(seen(&whole).is_some(), "log:\n{}", agent.log_text());
     let took = back.elapsed();
     assert!(
