@@ -28,6 +28,33 @@ fn labels(snapshot: &str, rules: &str) -> (Value, String) {
     )
 }
 
+/// Intel's rules on `machine`, `count` data-centre GPUs (class 0380) of device id `id`, of
+/// `family` and `product`: the whole label set, and nothing on stderr.
+fn assert_intel_data_centre_gpus(
+    machine: &str,
+    id: &str,
+    count: &str,
+    family: &str,
+    product: &str,
+) {
+    let device = format!("gpu.intel.com/device-id.0380-{id}");
+    assert_eq!(
+        labels(machine, "intel/"),
+        (
+            json!({"labels": {
+                "feature.node.kubernetes.io/pci-0380_8086.present": "true",
+                format!("{device}.count"): count,
+                format!("{device}.present"): "true",
+                "gpu.intel.com/device.count": count,
+                "gpu.intel.com/family": family,
+                "gpu.intel.com/product": product,
+                "intel.feature.node.kubernetes.io/gpu": "true"
+            }}),
+            String::new()
+        )
+    );
+}
+
 #[test]
 fn nfd_e2e_taints() {
     let (out, stderr) = labels("nfd-fake", "nfd/e2e-nodefeaturerule-3.yaml");
@@ -74,37 +101,12 @@ fn nfd_e2e_annotations() {
 
 #[test]
 fn intel_gpu_rules_on_a_flex_170() {
-    let (out, stderr) = labels("intel-flex170", "intel/");
-    assert_eq!(
-        out,
-        json!({"labels": {
-            "feature.node.kubernetes.io/pci-0380_8086.present": "true",
-            "gpu.intel.com/device-id.0380-56c0.count": "1",
-            "gpu.intel.com/device-id.0380-56c0.present": "true",
-            "gpu.intel.com/device.count": "1",
-            "gpu.intel.com/family": "Flex_Series",
-            "gpu.intel.com/product": "Flex_170",
-            "intel.feature.node.kubernetes.io/gpu": "true"
-        }})
-    );
-    assert_eq!(stderr, "");
+    assert_intel_data_centre_gpus("intel-flex170", "56c0", "1", "Flex_Series", "Flex_170");
 }
 
 #[test]
 fn intel_gpu_rules_on_two_max_1550() {
-    let (out, _) = labels("intel-max1550-2x", "intel/");
-    assert_eq!(
-        out,
-        json!({"labels": {
-            "feature.node.kubernetes.io/pci-0380_8086.present": "true",
-            "gpu.intel.com/device-id.0380-0bd5.count": "2",
-            "gpu.intel.com/device-id.0380-0bd5.present": "true",
-            "gpu.intel.com/device.count": "2",
-            "gpu.intel.com/family": "Max_Series",
-            "gpu.intel.com/product": "Max_1550",
-            "intel.feature.node.kubernetes.io/gpu": "true"
-        }})
-    );
+    assert_intel_data_centre_gpus("intel-max1550-2x", "0bd5", "2", "Max_Series", "Max_1550");
 }
 
 #[test]
