@@ -30,6 +30,15 @@ fn peak_rss_kib(agent: &Agent) -> u64 {
     support::status_kib(agent, "VmHWM")
 }
 
+/// A peak RSS (`peak` KiB, `with` what) that stays under `base` KiB plus `mib` MiB.
+#[track_caller]
+fn assert_grew_less_than(base: u64, peak: u64, mib: u64, with: &str) {
+    assert!(
+        peak < base + (mib << 10),
+        "{peak} KiB {with}, {base} KiB without"
+    );
+}
+
 /// A Node watch whose stream is garbage (a proxy's error page, a cut stream) ends at once,
 /// every time. Each restart waits at least a second, longer while they keep failing: at most
 /// one watch request a second, where the agent used to send a thousand.
@@ -102,10 +111,7 @@ fn a_huge_watch_event_is_cut_and_memory_stays_bounded() {
     eprintln!("peak RSS: {baseline} KiB without the event, {huge} KiB with it");
     // Measured (debug build): 31 -> 40 MiB with the cut (the line decoder's buffer grows to
     // twice the 4 MiB cap); 31 -> 123 MiB before it, over the DaemonSet's 96Mi limit.
-    assert!(
-        huge < baseline + (12 << 10),
-        "{huge} KiB against {baseline} KiB"
-    );
+    assert_grew_less_than(baseline, huge, 12, "with the huge event");
 }
 
 /// Idle clients that hold connections open and reconnect as soon as one is closed, more of
@@ -298,10 +304,7 @@ fn huge_regexes_cost_bounded_memory_and_only_their_own_rules() {
     assert_eq!(failed, expected);
     let base = common::peak_rss_kib(&common::binary(), &args).expect("/usr/bin/time");
     let peak = common::peak_rss_kib(&common::binary(), &with_rules).expect("/usr/bin/time");
-    assert!(
-        peak < base + (40 << 10),
-        "{peak} KiB with the rules, {base} KiB without"
-    );
+    assert_grew_less_than(base, peak, 40, "with the rules");
 }
 
 /// An answer that is not JSON (a proxy's page in place of the Node) is a `decode` failure,
