@@ -416,10 +416,11 @@ fn a_snapshot_is_read_once_and_again_only_when_it_changes() {
     assert!(agent_alive(agent));
 }
 
-/// An agent with NVML from the fake library on a copy of the h100-8x fixture (returned, for
-/// the test to rewrite), the built-in rules on, `config`, and the rules folder `dir/rules`
-/// holding `a.yaml`: a rule that labels `test.a`.
-fn start_with_nvml(cluster: &Cluster, config: &str) -> (Agent, std::path::PathBuf) {
+/// A proxied cluster and an agent on it with NVML from the fake library on a copy of the
+/// h100-8x fixture (returned, for the test to rewrite), the built-in rules on, `config`, and the
+/// rules folder `dir/rules` holding `a.yaml`: a rule that labels `test.a`.
+fn start_with_nvml(config: &str) -> (Cluster, Agent, std::path::PathBuf) {
+    let cluster = proxied();
     let spec = agent();
     let fixture = spec.dir().join("nvml.json");
     std::fs::copy(common::nvml_fixture("h100-8x"), &fixture).unwrap();
@@ -431,8 +432,8 @@ fn start_with_nvml(cluster: &Cluster, config: &str) -> (Agent, std::path::PathBu
         .default_rules()
         .config(config)
         .args(&["--rules", rules.to_str().unwrap()])
-        .start(cluster);
-    (agent, fixture)
+        .start(&cluster);
+    (cluster, agent, fixture)
 }
 
 /// Rewrites the h100-8x fixture at `path` so that `function` misbehaves with `action` (the fake
@@ -469,12 +470,10 @@ fn wait_label(kube: &KubeApiServer, agent: &Agent, label: &str, value: &str) -> 
 /// said once, not every check.
 #[test]
 fn nvml_that_hangs_mid_run_never_delays_other_labels() {
-    let cluster = proxied();
-    let kube = &cluster.kube;
-    let (agent, fixture) = start_with_nvml(
-        &cluster,
+    let (cluster, agent, fixture) = start_with_nvml(
         "publish: {spread: 0s}\nsources:\n  nvml: {timeout: 3s, checkInterval: 1s}\n",
     );
+    let kube = &cluster.kube;
     let rules = fixture.with_file_name("rules");
     wait_label(kube, &agent, "test.a", "true");
     wait_label(kube, &agent, "gpu.memory", "81559");
@@ -521,12 +520,9 @@ fn nvml_that_hangs_mid_run_never_delays_other_labels() {
 /// says so once, not once a cycle (before: one warning a second), and the labels stay.
 #[test]
 fn a_segfaulting_query_is_said_once_per_change() {
-    let cluster = proxied();
+    let (cluster, agent, fixture) =
+        start_with_nvml("sources:\n  nvml: {timeout: 3s, checkInterval: 1s}\n");
     let kube = &cluster.kube;
-    let (agent, fixture) = start_with_nvml(
-        &cluster,
-        "sources:\n  nvml: {timeout: 3s, checkInterval: 1s}\n",
-    );
     wait_label(kube, &agent, "gpu.memory", "81559");
     let labels = kube.labels(NODE);
     misbehave(&fixture, "nvmlDeviceGetCount_v2", "segv");
