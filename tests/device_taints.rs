@@ -83,16 +83,11 @@ fn args(tree: &Tree, kubeconfig: &std::path::Path, config: &std::path::Path) -> 
 }
 
 fn config(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
-    let p = dir.join("config.yaml");
-    std::fs::write(
-        &p,
-        format!(
-            "sources:\n  health:\n    clearAfter: {}s\npublish:\n  deviceTaintEffects: {{pcie-link: NoSchedule}}\n{extra}",
-            HOLD.as_secs()
-        ),
-    )
-    .unwrap();
-    p
+    let text = format!(
+        "sources:\n  health:\n    clearAfter: {}s\npublish:\n  deviceTaintEffects: {{pcie-link: NoSchedule}}\n{extra}",
+        HOLD.as_secs()
+    );
+    common::write_in(dir, "config.yaml", &text)
 }
 
 /// A cluster with the shipped policies (the Node's, deploy/components/device-taints'), node n1 and NVIDIA's slice for its 8 GPUs.

@@ -29,16 +29,11 @@ fn sharing_file(name: &str) -> PathBuf {
 
 /// A gpu-labeler config naming `sharing` as the device-plugin file, plus `extra` lines.
 fn config(dir: &Path, sharing: &Path, extra: &str) -> PathBuf {
-    let p = dir.join("config.yaml");
-    std::fs::write(
-        &p,
-        format!(
-            "sources:\n  sharing:\n    configFile: {}\n{extra}",
-            sharing.display()
-        ),
-    )
-    .unwrap();
-    p
+    let text = format!(
+        "sources:\n  sharing:\n    configFile: {}\n{extra}",
+        sharing.display()
+    );
+    common::write_in(dir, "config.yaml", &text)
 }
 
 fn run(cmd: &str, config: &Path) -> Run {

@@ -423,6 +423,13 @@ pub fn splitmix64(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// `dir/name`, written with `text`.
+pub fn write_in(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    path
+}
+
 /// A file `name` holding `text` in a new temporary directory (removed when the returned
 /// directory is dropped).
 pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
