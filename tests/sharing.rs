@@ -407,6 +407,19 @@ fn vgpu_guest(root: &Path, config: &[u8]) {
 
 const GFD: &str = "profiles: [nvidia-gfd]\n";
 
+/// The labels of a node with one T4 and no NVML (the profile's own labels aside).
+const ONE_T4: [(&str, &str); 9] = [
+    ("gpu-nvidia.count", "1"),
+    ("gpu.count", "1"),
+    ("gpu.health", "ok"),
+    ("gpu.healthy.count", "1"),
+    ("gpu.pcie.roots", "1"),
+    ("gpu.present", "true"),
+    ("gpu.product", "Tesla-T4"),
+    ("gpu.vendor", "nvidia"),
+    ("pci-0300_10de.present", "true"),
+];
+
 #[test]
 fn a_vgpu_guest_is_recognised_from_its_configuration_space() {
     let dir = tempfile::tempdir().unwrap();
@@ -423,22 +436,17 @@ fn a_vgpu_guest_is_recognised_from_its_configuration_space() {
     assert_eq!(
         label_map(&offline("labels", dir.path(), GFD)),
         map(&[
-            ("gpu-nvidia.count", "1"),
-            ("gpu.count", "1"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "1"),
-            ("gpu.pcie.roots", "1"),
-            ("gpu.present", "true"),
-            ("gpu.product", "Tesla-T4"),
-            ("gpu.vendor", "nvidia"),
-            ("gpu.vgpu.present", "true"),
-            ("gpu.virtual", "true"),
-            ("pci-0300_10de.present", "true"),
-            // GFD's vGPU labeler (NVML is off: no device labels, as GFD without NVML).
-            ("nvidia.com/vgpu.host-driver-branch", "r460_00"),
-            ("nvidia.com/vgpu.host-driver-version", "460.16"),
-            ("nvidia.com/vgpu.present", "true"),
-        ])
+            &ONE_T4[..],
+            &[
+                ("gpu.vgpu.present", "true"),
+                ("gpu.virtual", "true"),
+                // GFD's vGPU labeler (NVML is off: no device labels, as GFD without NVML).
+                ("nvidia.com/vgpu.host-driver-branch", "r460_00"),
+                ("nvidia.com/vgpu.host-driver-version", "460.16"),
+                ("nvidia.com/vgpu.present", "true"),
+            ],
+        ]
+        .concat())
     );
 }
 
@@ -486,20 +494,7 @@ fn an_unprivileged_reader_sees_64_bytes_and_claims_nothing() {
     );
     // Neither gpu.vgpu.present nor gpu.virtual: unknown is not "false". GFD gives no vGPU label
     // either (it asks for privileged mode).
-    assert_eq!(
-        label_map(&offline("labels", dir.path(), GFD)),
-        map(&[
-            ("gpu-nvidia.count", "1"),
-            ("gpu.count", "1"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "1"),
-            ("gpu.pcie.roots", "1"),
-            ("gpu.present", "true"),
-            ("gpu.product", "Tesla-T4"),
-            ("gpu.vendor", "nvidia"),
-            ("pci-0300_10de.present", "true"),
-        ])
-    );
+    assert_eq!(label_map(&offline("labels", dir.path(), GFD)), map(&ONE_T4));
 }
 
 #[test]
