@@ -29,6 +29,22 @@ fn os(s: impl AsRef<std::ffi::OsStr>) -> OsString {
     s.as_ref().to_os_string()
 }
 
+/// `diff --template TEMPLATE --nodes NODES -o FORMAT`, by format.
+fn diff_args(template: &Path, nodes: &Path) -> impl Fn(&str) -> Vec<OsString> {
+    let (template, nodes) = (template.to_path_buf(), nodes.to_path_buf());
+    move |o| {
+        vec![
+            os("diff"),
+            os("--template"),
+            os(&template),
+            os("--nodes"),
+            os(&nodes),
+            os("-o"),
+            os(o),
+        ]
+    }
+}
+
 fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -541,17 +557,7 @@ fn diff_names_each_node_that_differs_with_what_differs() {
     ]});
     let nodes_file = write_json(dir.path(), "nodes.json", &nodes);
     let template = template_dir().join("h100.json");
-    let args = |o: &str| {
-        vec![
-            os("diff"),
-            os("--template"),
-            template.clone().into_os_string(),
-            os("--nodes"),
-            nodes_file.clone().into_os_string(),
-            os("-o"),
-            os(o),
-        ]
-    };
+    let args = diff_args(&template, &nodes_file);
     let r = run(args("text"));
     assert_eq!((r.code, r.stderr.as_str()), (4, ""));
     let driver = labels["nvidia.com/cuda.driver.major"].clone();
@@ -610,17 +616,7 @@ fn diff_names_a_node_short_of_its_instance_type() {
     let nodes = json!({"apiVersion": "v1", "kind": "List", "items": [
         node_of("p5-a", "8"), node_of("p5-b", "7"), node_of("p5-c", "8")]});
     let nodes_file = write_json(dir.path(), "nodes.json", &nodes);
-    let args = |o: &str| {
-        vec![
-            os("diff"),
-            os("--template"),
-            template.clone().into_os_string(),
-            os("--nodes"),
-            nodes_file.clone().into_os_string(),
-            os("-o"),
-            os(o),
-        ]
-    };
+    let args = diff_args(&template, &nodes_file);
     let r = run(args("text"));
     assert_eq!(
         (r.code, r.stdout.as_str(), r.stderr.as_str()),
