@@ -29,6 +29,17 @@ fn os(s: impl AsRef<std::ffi::OsStr>) -> OsString {
     s.as_ref().to_os_string()
 }
 
+/// NFD's fake features snapshot with `rules` alone.
+fn nfd_fake_with(rules: &Path) -> Vec<OsString> {
+    vec![
+        os("--features"),
+        os(fixtures().join("rules/features/nfd-fake.features.json")),
+        os("--no-default-rules"),
+        os("--rules"),
+        os(rules),
+    ]
+}
+
 /// `diff --template TEMPLATE --nodes NODES -o FORMAT`, by format.
 fn diff_args(template: &Path, nodes: &Path) -> impl Fn(&str) -> Vec<OsString> {
     let (template, nodes) = (template.to_path_buf(), nodes.to_path_buf());
@@ -354,17 +365,7 @@ fn golden_scenario(name: &str, dir: &Path) -> Scenario {
             (discovery_args(&sysfs_fixture(m), &proc_fixture(m)), vec![])
         }
         "nfd-taints" => (
-            vec![
-                os("--features"),
-                fixtures()
-                    .join("rules/features/nfd-fake.features.json")
-                    .into_os_string(),
-                os("--no-default-rules"),
-                os("--rules"),
-                fixtures()
-                    .join("rules/nfd/e2e-nodefeaturerule-3.yaml")
-                    .into_os_string(),
-            ],
+            nfd_fake_with(&fixtures().join("rules/nfd/e2e-nodefeaturerule-3.yaml")),
             vec![],
         ),
         other => panic!("no golden scenario {other}"),
@@ -750,15 +751,7 @@ fn limits_of_each_autoscaler_are_warned_about_or_refused() {
     let with = |n: usize| Scenario {
         id: "many".into(),
         args: [
-            vec![
-                os("--features"),
-                fixtures()
-                    .join("rules/features/nfd-fake.features.json")
-                    .into_os_string(),
-                os("--no-default-rules"),
-                os("--rules"),
-                rules.clone().into_os_string(),
-            ],
+            nfd_fake_with(&rules),
             config.clone(),
             if n == 0 {
                 vec![]
