@@ -386,17 +386,20 @@ const FORMATS: [&str; 6] = [
     "resourceslice",
 ];
 
+/// The golden scenarios (see `golden_scenario`).
+const GOLDEN_SCENARIOS: [&str; 6] = [
+    "h100",
+    "h100-time-slicing-renamed",
+    "a100-mig-mixed",
+    "mi300x-cpx",
+    "tigerlake",
+    "nfd-taints",
+];
+
 #[test]
 fn every_format_of_every_golden_scenario_is_its_golden_file() {
     let dir = tempfile::tempdir().unwrap();
-    for name in [
-        "h100",
-        "h100-time-slicing-renamed",
-        "a100-mig-mixed",
-        "mi300x-cpx",
-        "tigerlake",
-        "nfd-taints",
-    ] {
+    for name in GOLDEN_SCENARIOS {
         let s = golden_scenario(name, dir.path());
         if name == "h100" {
             // The snapshot docs/autoscaling.md's examples start from.
@@ -452,14 +455,7 @@ fn karpenter_docs(text: &str) -> Vec<Value> {
 fn the_karpenter_documents_are_valid_against_karpenters_crds() {
     let pools = crd_schema("karpenter.sh_nodepools.yaml");
     let overlays = crd_schema("karpenter.sh_nodeoverlays.yaml");
-    for name in [
-        "h100",
-        "h100-time-slicing-renamed",
-        "a100-mig-mixed",
-        "mi300x-cpx",
-        "tigerlake",
-        "nfd-taints",
-    ] {
+    for name in GOLDEN_SCENARIOS {
         let text =
             std::fs::read_to_string(template_dir().join(format!("{name}.karpenter.yaml"))).unwrap();
         let docs = karpenter_docs(&text);
