@@ -119,17 +119,29 @@ fn violations(module: &str, file: &str, text: &str, order: &[&str]) -> Vec<Strin
     };
     let mut out = Vec::new();
     for target in crate_imports(text) {
-        match order.iter().position(|m| *m == target) {
-            Some(t) if t <= own => {}
-            Some(_) => out.push(format!(
-                "{file}: `{module}` imports `crate::{target}`, which stands above it"
-            )),
-            None => out.push(format!(
-                "{file}: `crate::{target}` is not a module of the order table (import from its module)"
-            )),
-        }
+        out.extend(floor_violation(file, module, &target, own, order));
     }
     out
+}
+
+/// `file` (in module `module`, at `own` in the order table) importing `crate::{target}`, as a
+/// message when that breaks the order.
+fn floor_violation(
+    file: &str,
+    module: &str,
+    target: &str,
+    own: usize,
+    order: &[&str],
+) -> Option<String> {
+    match order.iter().position(|m| *m == target) {
+        Some(t) if t <= own => None,
+        Some(_) => Some(format!(
+            "{file}: `{module}` imports `crate::{target}`, which stands above it"
+        )),
+        None => Some(format!(
+            "{file}: `crate::{target}` is not a module of the order table (import from its module)"
+        )),
+    }
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -205,15 +217,7 @@ fn resolved_violations(
     for target in file_imports(own, &with_crate_aliases(code), modules) {
         // The crate root itself: the textual check names it.
         let Some(t) = target.first() else { continue };
-        match order.iter().position(|m| m == t) {
-            Some(p) if p <= at => {}
-            Some(_) => out.push(format!(
-                "{file}: `{top}` imports `crate::{t}`, which stands above it"
-            )),
-            None => out.push(format!(
-                "{file}: `crate::{t}` is not a module of the order table (import from its module)"
-            )),
-        }
+        out.extend(floor_violation(file, top, t, at, order));
     }
     out
 }

@@ -300,6 +300,24 @@ fn binary_and_very_large_optional_attributes_are_left_out_with_a_warning() {
     assert_json_eq(&out.labels, &golden_labels(DELL), "labels");
 }
 
+/// A copy of the Dell without its `bus/pci/devices` directory (returned, for the test to put
+/// something in its place).
+fn dell_without_devices_dir() -> (Tree, std::path::PathBuf) {
+    let tree = Tree::copy_of(DELL);
+    let devices = tree.root().join("bus/pci/devices");
+    std::fs::remove_dir_all(&devices).unwrap();
+    (tree, devices)
+}
+
+/// Discovery on `tree` found no PCI function and said `warning` only: the Dell's features
+/// without PCI, no labels.
+fn assert_no_pci(tree: &Tree, warning: String) {
+    let out = discover(tree, DELL);
+    assert_eq!(out.log, vec![warn(warning)]);
+    assert_json_eq(&out.features, &dell_without_pci(), "features");
+    assert_json_eq(&out.labels, &json!({"labels": {}}), "labels");
+}
+
 /// The Dell features when no PCI function could be read: kernel modules and DMI still there.
 fn dell_without_pci() -> Value {
     let mut f = golden_features(DELL);
@@ -311,37 +329,27 @@ fn dell_without_pci() -> Value {
 
 #[test]
 fn unreadable_bus_pci_devices_gives_no_pci_devices_and_the_rest() {
-    let tree = Tree::copy_of(DELL);
-    let devices = tree.root().join("bus/pci/devices");
-    std::fs::remove_dir_all(&devices).unwrap();
+    let (tree, devices) = dell_without_devices_dir();
     std::fs::write(&devices, "a file where a directory should be\n").unwrap();
-    let out = discover(&tree, DELL);
-    assert_eq!(
-        out.log,
-        vec![warn(format!(
+    assert_no_pci(
+        &tree,
+        format!(
             "cannot list PCI devices: {}: not a directory",
             devices.display()
-        ))]
+        ),
     );
-    assert_json_eq(&out.features, &dell_without_pci(), "features");
-    assert_json_eq(&out.labels, &json!({"labels": {}}), "labels");
 }
 
 #[test]
 fn missing_bus_pci_devices_gives_no_pci_devices_and_the_rest() {
-    let tree = Tree::copy_of(DELL);
-    let devices = tree.root().join("bus/pci/devices");
-    std::fs::remove_dir_all(&devices).unwrap();
-    let out = discover(&tree, DELL);
-    assert_eq!(
-        out.log,
-        vec![warn(format!(
+    let (tree, devices) = dell_without_devices_dir();
+    assert_no_pci(
+        &tree,
+        format!(
             "{}: does not exist; no PCI devices discovered",
             devices.display()
-        ))]
+        ),
     );
-    assert_json_eq(&out.features, &dell_without_pci(), "features");
-    assert_json_eq(&out.labels, &json!({"labels": {}}), "labels");
 }
 
 /// Several broken functions at once: each reported, the intact ones all discovered.

@@ -766,17 +766,14 @@ fn the_exit_code_table_is_gpu_labeler_exit() {
     let source = exit_constants_in_source();
     assert_eq!(documented, source, "the table and src/error.rs");
     // And the source read above is what is compiled.
-    let compiled: Vec<(String, u8)> = [
+    let compiled: Vec<(String, u8)> = owned_names([
         ("OK", exit::OK),
         ("INVALID_INPUT", exit::INVALID_INPUT),
         ("USAGE", exit::USAGE),
         ("RUNTIME", exit::RUNTIME),
         ("NO_FIT", exit::NO_FIT),
         ("DIFFERS", exit::DIFFERS),
-    ]
-    .into_iter()
-    .map(|(n, c)| (n.to_string(), c))
-    .collect();
+    ]);
     assert_eq!(source, compiled);
 }
 

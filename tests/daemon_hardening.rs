@@ -30,6 +30,15 @@ fn peak_rss_kib(agent: &Agent) -> u64 {
     support::status_kib(agent, "VmHWM")
 }
 
+/// A peak RSS (`peak` KiB, `with` what) that stays under `base` KiB plus `mib` MiB.
+#[track_caller]
+fn assert_grew_less_than(base: u64, peak: u64, mib: u64, with: &str) {
+    assert!(
+        peak < base + (mib << 10),
+        "{peak} KiB {with}, {base} KiB without"
+    );
+}
+
 /// A Node watch whose stream is garbage (a proxy's error page, a cut stream) ends at once,
 /// every time. Each restart waits at least a second, longer while they keep failing: at most
 /// one watch request a second, where the agent used to send a thousand.
@@ -102,10 +111,7 @@ fn a_huge_watch_event_is_cut_and_memory_stays_bounded() {
     eprintln!("peak RSS: {baseline} KiB without the event, {huge} KiB with it");
     // Measured (debug build): 31 -> 40 MiB with the cut (the line decoder's buffer grows to
     // twice the 4 MiB cap); 31 -> 123 MiB before it, over the DaemonSet's 96Mi limit.
-    assert!(
-        huge < baseline + (12 << 10),
-        "{huge} KiB against {baseline} KiB"
-    );
+    assert_grew_less_than(baseline, huge, 12, "with the huge event");
 }
 
 /// Idle clients that hold connections open and reconnect as soon as one is closed, more of
@@ -298,10 +304,7 @@ fn huge_regexes_cost_bounded_memory_and_only_their_own_rules() {
     assert_eq!(failed, expected);
     let base = common::peak_rss_kib(&common::binary(), &args).expect("/usr/bin/time");
     let peak = common::peak_rss_kib(&common::binary(), &with_rules).expect("/usr/bin/time");
-    assert!(
-        peak < base + (40 << 10),
-        "{peak} KiB with the rules, {base} KiB without"
-    );
+    assert_grew_less_than(base, peak, 40, "with the rules");
 }
 
 /// An answer that is not JSON (a proxy's page in place of the Node) is a `decode` failure,
@@ -413,10 +416,11 @@ fn a_snapshot_is_read_once_and_again_only_when_it_changes() {
     assert!(agent_alive(agent));
 }
 
-/// An agent with NVML from the fake library on a copy of the h100-8x fixture (returned, for
-/// the test to rewrite), the built-in rules on, `config`, and the rules folder `dir/rules`
-/// holding `a.yaml`: a rule that labels `test.a`.
-fn start_with_nvml(cluster: &Cluster, config: &str) -> (Agent, std::path::PathBuf) {
+/// A proxied cluster and an agent on it with NVML from the fake library on a copy of the
+/// h100-8x fixture (returned, for the test to rewrite), the built-in rules on, `config`, and the
+/// rules folder `dir/rules` holding `a.yaml`: a rule that labels `test.a`.
+fn start_with_nvml(config: &str) -> (Cluster, Agent, std::path::PathBuf) {
+    let cluster = proxied();
     let spec = agent();
     let fixture = spec.dir().join("nvml.json");
     std::fs::copy(common::nvml_fixture("h100-8x"), &fixture).unwrap();
@@ -428,8 +432,8 @@ fn start_with_nvml(cluster: &Cluster, config: &str) -> (Agent, std::path::PathBu
         .default_rules()
         .config(config)
         .args(&["--rules", rules.to_str().unwrap()])
-        .start(cluster);
-    (agent, fixture)
+        .start(&cluster);
+    (cluster, agent, fixture)
 }
 
 /// Rewrites the h100-8x fixture at `path` so that `function` misbehaves with `action` (the fake
@@ -466,12 +470,10 @@ fn wait_label(kube: &KubeApiServer, agent: &Agent, label: &str, value: &str) -> 
 /// said once, not every check.
 #[test]
 fn nvml_that_hangs_mid_run_never_delays_other_labels() {
-    let cluster = proxied();
-    let kube = &cluster.kube;
-    let (agent, fixture) = start_with_nvml(
-        &cluster,
+    let (cluster, agent, fixture) = start_with_nvml(
         "publish: {spread: 0s}\nsources:\n  nvml: {timeout: 3s, checkInterval: 1s}\n",
     );
+    let kube = &cluster.kube;
     let rules = fixture.with_file_name("rules");
     wait_label(kube, &agent, "test.a", "true");
     wait_label(kube, &agent, "gpu.memory", "81559");
@@ -518,12 +520,9 @@ fn nvml_that_hangs_mid_run_never_delays_other_labels() {
 /// says so once, not once a cycle (before: one warning a second), and the labels stay.
 #[test]
 fn a_segfaulting_query_is_said_once_per_change() {
-    let cluster = proxied();
+    let (cluster, agent, fixture) =
+        start_with_nvml("sources:\n  nvml: {timeout: 3s, checkInterval: 1s}\n");
     let kube = &cluster.kube;
-    let (agent, fixture) = start_with_nvml(
-        &cluster,
-        "sources:\n  nvml: {timeout: 3s, checkInterval: 1s}\n",
-    );
     wait_label(kube, &agent, "gpu.memory", "81559");
     let labels = kube.labels(NODE);
     misbehave(&fixture, "nvmlDeviceGetCount_v2", "segv");

@@ -57,6 +57,25 @@ fn mount_config_map(name: &str, dir: &Path) {
     }
 }
 
+/// The fake NVML library's environment: it answers as `fixture` (tests/fixtures/nvml/).
+fn fake_nvml_env(fixture: &str) -> [(&'static str, std::ffi::OsString); 1] {
+    [(
+        "FAKE_NVML_FIXTURE",
+        common::nvml_fixture(fixture).into_os_string(),
+    )]
+}
+
+/// One publish to node n1, its labels only (not DRA's: tests/daemon_dra.rs), no port taken.
+const ONESHOT_N1: [&str; 7] = [
+    "run",
+    "--oneshot",
+    "--no-dra",
+    "--node-name",
+    "n1",
+    "--listen",
+    "127.0.0.1:0",
+];
+
 #[test]
 fn the_daemonset_as_deployed_labels_its_own_node() {
     const NODE: &str = "gpu-node-7";
@@ -1107,24 +1126,13 @@ fn the_gfd_component_admits_every_key_the_profile_writes() {
             "gb200-4x-clique",
         ] {
             let args = |command: &[&str]| with_nvml(command, &[("--config", &config)]);
-            let env = [(
-                "FAKE_NVML_FIXTURE",
-                common::nvml_fixture(fixture).into_os_string(),
-            )];
+            let env = fake_nvml_env(fixture);
             let printed =
                 common::labels_of(common::run_env(args(&["labels", "-o", "json"]), &env).ok());
             s.delete("/api/v1/nodes/n1");
             s.create_node("n1", &[]);
             // What the profile writes, not DRA's labels (tests/daemon_dra.rs).
-            let mut run = args(&[
-                "run",
-                "--oneshot",
-                "--no-dra",
-                "--node-name",
-                "n1",
-                "--listen",
-                "127.0.0.1:0",
-            ]);
+            let mut run = args(&ONESHOT_N1);
             run.extend(["--kubeconfig".into(), kubeconfig.clone().into_os_string()]);
             let r = common::run_env(run, &env);
             let on_node = s.labels("n1");
@@ -1175,20 +1183,9 @@ fn a_site_key_the_gfd_policy_refuses_costs_only_that_key() {
     )
     .unwrap();
     let args = |command: &[&str]| with_nvml(command, &[("--config", &config), ("--rules", &rules)]);
-    let env = [(
-        "FAKE_NVML_FIXTURE",
-        common::nvml_fixture("h100-8x").into_os_string(),
-    )];
+    let env = fake_nvml_env("h100-8x");
     // What the policy refuses, not DRA's labels (tests/daemon_dra.rs).
-    let mut run = args(&[
-        "run",
-        "--oneshot",
-        "--no-dra",
-        "--node-name",
-        "n1",
-        "--listen",
-        "127.0.0.1:0",
-    ]);
+    let mut run = args(&ONESHOT_N1);
     run.extend([
         "--kubeconfig".into(),
         s.kubeconfig(&Who::agent("n1")).into_os_string(),
@@ -1464,13 +1461,7 @@ fn the_nodefeature_policy_keeps_the_agent_to_its_own_nodes_object() {
             ));
         }
         if !old.is_null() {
-            let a = s.apply(
-                &Who::admin(),
-                "gpu-labeler",
-                &kube::object_path(&old),
-                &old,
-                true,
-            );
+            let a = s.admin_force_apply("gpu-labeler", &old);
             assert!(a.ok(), "{what}: {}", a.body);
         }
         let path = format!(

@@ -15,7 +15,7 @@ mod kube;
 use std::time::{Duration, Instant};
 
 use apiserver::{Agent, wait_for};
-use common::{Tree, pci_ids, proc_fixture};
+use common::{Tree, proc_fixture};
 use kube::{KubeApiServer, Who, object_path, shipped_device_taint_policy};
 use serde_json::{Value, json};
 
@@ -28,34 +28,35 @@ const RULE: &str = "gpu-labeler-n1-0000-3b-00-0";
 
 /// `cmd` on the writable Dell tree with NVML off, then `extra`.
 fn on_tree(cmd: &[&str], tree: &Tree, extra: &[&str]) -> Vec<String> {
-    let (proc_root, ids) = (proc_fixture("dell-xe9680-8xh100"), pci_ids());
     let mut a: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
-    for x in [
-        "--sysfs-root",
-        tree.root().to_str().unwrap(),
-        "--proc-root",
-        proc_root.to_str().unwrap(),
-        "--pci-ids",
-        ids.to_str().unwrap(),
-        "--no-nvml",
-    ]
-    .iter()
-    .chain(extra)
-    {
-        a.push(x.to_string());
-    }
+    a.extend(common::discovery_arg_strings(
+        tree.root(),
+        &proc_fixture("dell-xe9680-8xh100"),
+    ));
+    a.extend(extra.iter().map(|s| s.to_string()));
     a
 }
 
-/// NVIDIA's slice of node n1 as a `--dra` file in `dir`.
-fn dra_file(dir: &std::path::Path) -> std::path::PathBuf {
+/// [`on_tree`] with NVIDIA's slice of node n1 as a `--dra` file written in `dir`, as n1.
+fn on_tree_with_slices(cmd: &[&str], tree: &Tree, dir: &std::path::Path) -> Vec<String> {
     let dra = dir.join("dra.json");
     std::fs::write(
         &dra,
         json!({"kind": "List", "items": [common::dell_dra_slice(NODE)]}).to_string(),
     )
     .unwrap();
-    dra
+    on_tree(
+        cmd,
+        tree,
+        &["--dra", dra.to_str().unwrap(), "--node-name", NODE],
+    )
+}
+
+/// The Dell with GPU's link narrowed to x8: a `pcie-link` fault.
+fn narrowed_dell() -> Tree {
+    let tree = Tree::copy_of("dell-xe9680-8xh100");
+    tree.write_attr(GPU, "current_link_width", b"8\n");
+    tree
 }
 
 /// The agent's arguments: the writable tree, DRA read from the cluster, device taints on.
@@ -82,16 +83,11 @@ fn args(tree: &Tree, kubeconfig: &std::path::Path, config: &std::path::Path) -> 
 }
 
 fn config(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
-    let p = dir.join("config.yaml");
-    std::fs::write(
-        &p,
-        format!(
-            "sources:\n  health:\n    clearAfter: {}s\npublish:\n  deviceTaintEffects: {{pcie-link: NoSchedule}}\n{extra}",
-            HOLD.as_secs()
-        ),
-    )
-    .unwrap();
-    p
+    let text = format!(
+        "sources:\n  health:\n    clearAfter: {}s\npublish:\n  deviceTaintEffects: {{pcie-link: NoSchedule}}\n{extra}",
+        HOLD.as_secs()
+    );
+    common::write_in(dir, "config.yaml", &text)
 }
 
 /// A cluster with the shipped policies (the Node's, deploy/components/device-taints'), node n1 and NVIDIA's slice for its 8 GPUs.
@@ -238,8 +234,7 @@ fn a_fault_taints_exactly_its_device_holds_through_a_flap_and_goes_after_the_hol
 #[test]
 fn a_restarted_agent_keeps_the_rules_without_writing_them_and_never_touches_anothers() {
     let s = cluster();
-    let tree = Tree::copy_of("dell-xe9680-8xh100");
-    tree.write_attr(GPU, "current_link_width", b"8\n");
+    let tree = narrowed_dell();
     // An admin's rule for GPU 2, under the name gpu-labeler would give it.
     let theirs = json!({
         "apiVersion": "resource.k8s.io/v1beta2",
@@ -390,13 +385,8 @@ fn the_policy_refuses_every_forged_device_taint() {
 /// apply, whole, one JSON object per line.
 #[test]
 fn the_stdout_sink_prints_the_rules_it_would_apply() {
-    let tree = Tree::copy_of("dell-xe9680-8xh100");
-    tree.write_attr(GPU, "current_link_width", b"8\n");
-    let dir = tempfile::tempdir().unwrap();
-    let dra = dra_file(dir.path());
-    let dra = dra.to_str().unwrap();
-    let discovery = |cmd: &str| on_tree(&[cmd], &tree, &["--dra", dra, "--node-name", NODE]);
-    let mut run = discovery("run");
+    let (tree, dir) = (narrowed_dell(), tempfile::tempdir().unwrap());
+    let mut run = on_tree_with_slices(&["run"], &tree, dir.path());
     run.extend(
         ["--oneshot", "--sink", "stdout", "--publish-device-taints"]
             .iter()
@@ -408,7 +398,7 @@ fn the_stdout_sink_prints_the_rules_it_would_apply() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let mut labels = discovery("labels");
+    let mut labels = on_tree_with_slices(&["labels"], &tree, dir.path());
     labels.extend(["-o".to_string(), "json".to_string()]);
     let want_labels: Value = serde_json::from_str(common::run(&labels).ok()).unwrap();
     assert_eq!(
@@ -505,15 +495,8 @@ fn prune_deletes_the_agents_rules_and_only_those() {
 /// takes the faulty GPU out of DRA allocation.
 #[test]
 fn explain_names_the_device_taint_of_a_faulty_gpu() {
-    let tree = Tree::copy_of("dell-xe9680-8xh100");
-    tree.write_attr(GPU, "current_link_width", b"8\n");
-    let dir = tempfile::tempdir().unwrap();
-    let dra = dra_file(dir.path());
-    let args = on_tree(
-        &["explain", "--label", "gpu.health"],
-        &tree,
-        &["--dra", dra.to_str().unwrap(), "--node-name", NODE],
-    );
+    let (tree, dir) = (narrowed_dell(), tempfile::tempdir().unwrap());
+    let args = on_tree_with_slices(&["explain", "--label", "gpu.health"], &tree, dir.path());
     let ran = common::run(&args);
     let expected = common::explain_degraded(
         18,
@@ -575,13 +558,11 @@ dra: n1: GPU 0000:3b:00.0 (gpu.nvidia.com n1/gpu-1) is tainted out of DRA alloca
 dra: n1: device gpu.nvidia.com n1/gpu-2 carries the informational taint of DeviceTaintRule gpu-labeler-n1-0000-4c-00-0 (None: feature.node.kubernetes.io/gpu-unhealthy=ecc)
 "
     .replace("POD", &pod.display().to_string());
-    let from_file = common::run([
-        "match",
-        pod.to_str().unwrap(),
-        "--nodes",
-        nodes.to_str().unwrap(),
-    ])
-    .parts();
+    // `match POD` with the nodes from `source` (`--nodes FILE`, `--kubeconfig FILE`).
+    let match_pod = |source: [&str; 2]| {
+        common::run([&["match", pod.to_str().unwrap()], &source[..]].concat()).parts()
+    };
+    let from_file = match_pod(["--nodes", nodes.to_str().unwrap()]);
     assert_eq!(from_file, (0, expected.clone(), String::new()));
 
     // The cluster: the Node, and the rules applied by the admin.
@@ -591,12 +572,6 @@ dra: n1: device gpu.nvidia.com n1/gpu-2 carries the informational taint of Devic
         s.admin_apply("kubectl", r);
     }
     let admin = s.kubeconfig(&Who::admin());
-    let from_cluster = common::run([
-        "match",
-        pod.to_str().unwrap(),
-        "--kubeconfig",
-        admin.to_str().unwrap(),
-    ])
-    .parts();
+    let from_cluster = match_pod(["--kubeconfig", admin.to_str().unwrap()]);
     assert_eq!(from_cluster, (0, expected, String::new()));
 }

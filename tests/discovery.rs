@@ -296,29 +296,23 @@ fn pci_device_instances_carry_nfd_attributes_and_extensions() {
 // ---------------------------------------------------------------------------------------------
 // Snapshots: labels from a snapshot equal labels from the discovery that wrote it.
 
+/// The JSON stdout of `command -o json ARGS --features PATH`.
+fn from_snapshot(command: &str, args: &[&str], path: &Path) -> String {
+    let mut a: Vec<OsString> = [command, "-o", "json"]
+        .iter()
+        .chain(args)
+        .map(OsString::from)
+        .collect();
+    a.extend(["--features".into(), path.into()]);
+    run(a).ok().to_string()
+}
+
 fn labels_from_snapshot(path: &Path) -> String {
-    run([
-        OsString::from("labels"),
-        "-o".into(),
-        "json".into(),
-        "--no-default-rules".into(),
-        "--features".into(),
-        path.into(),
-    ])
-    .ok()
-    .to_string()
+    from_snapshot("labels", &["--no-default-rules"], path)
 }
 
 fn features_from_snapshot(path: &Path) -> String {
-    run([
-        OsString::from("features"),
-        "-o".into(),
-        "json".into(),
-        "--features".into(),
-        path.into(),
-    ])
-    .ok()
-    .to_string()
+    from_snapshot("features", &[], path)
 }
 
 #[test]

@@ -54,6 +54,14 @@ fn markdown_files() -> Vec<String> {
     files
 }
 
+/// The README and the book's pages (docs/), of `markdown_files`.
+fn book_files() -> Vec<String> {
+    markdown_files()
+        .into_iter()
+        .filter(|f| f == "README.md" || f.starts_with("docs/"))
+        .collect()
+}
+
 fn read(rel: &str) -> String {
     std::fs::read_to_string(repo().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
@@ -556,10 +564,7 @@ fn every_output_in_the_docs_is_the_real_output() {
     let update = std::env::var_os("UPDATE_DOCS").is_some_and(|v| v == "1");
     let mut problems = Vec::new();
     let mut count = 0;
-    for rel in markdown_files()
-        .into_iter()
-        .filter(|f| f == "README.md" || f.starts_with("docs/"))
-    {
+    for rel in book_files() {
         let text = read(&rel);
         let (blocks, marker_problems) = output_blocks(&rel, &text);
         problems.extend(marker_problems);
@@ -722,10 +727,7 @@ fn bench_figures_in_the_docs_are_the_recorded_ones() {
     let benchmarks = read("BENCHMARKS.md");
     let mut problems = Vec::new();
     let mut count = 0;
-    for rel in markdown_files()
-        .into_iter()
-        .filter(|f| f == "README.md" || f.starts_with("docs/"))
-    {
+    for rel in book_files() {
         let text = read(&rel);
         for (n, line) in prose_paragraphs(&text) {
             for (label, target) in links(&line) {

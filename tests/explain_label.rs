@@ -71,7 +71,6 @@ fn explain_label_on_the_h100_node_without_nvml() {
 
 #[test]
 fn explain_label_on_a_mixed_node_says_the_gpus_disagree() {
-    let lib = common::fake_nvml_lib("nvidia_ml");
     let env = [(
         "FAKE_NVML_FIXTURE",
         repo()
@@ -79,19 +78,18 @@ fn explain_label_on_a_mixed_node_says_the_gpus_disagree() {
             .display()
             .to_string(),
     )];
-    let lib = lib.display().to_string();
-    let args = [
-        "--label",
-        "gpu.product",
-        "--sysfs-root",
-        "tests/fixtures/sysfs/no-pci-devices",
-        "--proc-root",
-        "/nonexistent",
-        "--pci-ids",
-        "tests/fixtures/pci.ids",
-        "--nvml-lib",
-        &lib,
-    ];
+    let discovery = common::discovery_args_with_fake_nvml(
+        &common::sysfs_fixture("no-pci-devices"),
+        std::path::Path::new("/nonexistent"),
+    );
+    let discovery: Vec<String> = discovery
+        .into_iter()
+        .map(|a| a.into_string().unwrap())
+        .collect();
+    let args: Vec<&str> = ["--label", "gpu.product"]
+        .into_iter()
+        .chain(discovery.iter().map(String::as_str))
+        .collect();
     assert_eq!(explain(&args, &env), (0, expected("mixed-gpu.product.txt")));
 }
 

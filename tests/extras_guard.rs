@@ -75,19 +75,7 @@ fn degraded() -> NodeOutput {
 
 /// Our condition as `status reason message` (`None`: there is none).
 fn condition(s: &KubeApiServer) -> Option<String> {
-    let node = s.node(NODE);
-    node["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "GPUHealthy")
-        .map(|c| {
-            format!(
-                "{} {} {}",
-                c["status"].as_str().unwrap_or(""),
-                c["reason"].as_str().unwrap_or(""),
-                c["message"].as_str().unwrap_or("")
-            )
-        })
+    kube::gpu_healthy_condition(&s.node(NODE), " ")
 }
 
 const DEGRADED: &str = "False GPUsDegraded 7 of 8 GPUs healthy";
@@ -451,19 +439,14 @@ fn prune_leaves_a_condition_someone_else_edited() {
     let mut sink = sink(&rt, &s, node_writes(false, true));
     rt.block_on(sink.publish(&degraded(), false)).unwrap();
     assert_eq!(condition(&s).as_deref(), Some(DEGRADED));
-    let a = s.request(
-        &Who::admin(),
-        "PATCH",
-        &format!("/api/v1/nodes/{NODE}/status?fieldManager=someone"),
-        Some((
-            "application/strategic-merge-patch+json",
-            &json!({"status": {"conditions": [
-                {"type": "GPUHealthy", "status": "False", "reason": "GPUsDegraded",
-                 "message": "7 of 8 GPUs healthy; GPU 3 sent for RMA"}
-            ]}}),
-        )),
+    s.admin_status_patch(
+        "someone",
+        &format!("/api/v1/nodes/{NODE}/status"),
+        &json!({"status": {"conditions": [
+            {"type": "GPUHealthy", "status": "False", "reason": "GPUsDegraded",
+             "message": "7 of 8 GPUs healthy; GPU 3 sent for RMA"}
+        ]}}),
     );
-    assert!(a.ok(), "{}", a.body);
     assert_pruned(
         &s,
         &Who::prune(),

@@ -4,6 +4,8 @@
 
 use std::process::Command;
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 const DELL: &str = "tests/fixtures/sysfs/dell-xe9680-8xh100";
 
@@ -174,10 +176,8 @@ fn an_invalid_environment_value_names_the_variable() {
 /// `-o json` carries them.
 #[test]
 fn text_output_says_the_rules_taints() {
-    let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("taints.yaml");
-    std::fs::write(
-        &rules,
+    let (_dir, rules) = common::temp_file(
+        "taints.yaml",
         r#"apiVersion: nfd.k8s-sigs.io/v1alpha1
 kind: NodeFeatureRule
 metadata: {name: gpu-taints}
@@ -193,8 +193,7 @@ spec:
           matchExpressions:
             vendor: {op: In, value: ["10de"]}
 "#,
-    )
-    .unwrap();
+    );
     let args = [
         "labels",
         "--no-nvml",

@@ -68,6 +68,39 @@ fn ok(address: &str) -> Vec<String> {
     row(&[address, "ok"])
 }
 
+/// `features -o json` of the MI210 tree `t`: every GPU's health `ok` but 0000:26:00.0's, which
+/// is `ras` with `detail`, and `warning` the one line of stderr.
+fn assert_amd_ras(t: &Tree, detail: &str, warning: String) {
+    let mut a: Vec<OsString> = vec!["features".into(), "-o".into(), "json".into()];
+    a.extend(common::discovery_args(t.root(), Path::new("/nonexistent")));
+    let r = run(a);
+    let v: Value = serde_json::from_str(r.ok()).unwrap();
+    assert_eq!(
+        health_of(&v),
+        amd_all_ok_but_26(&["0000:26:00.0", "ras", detail])
+    );
+    assert_eq!(r.stderr.lines().collect::<Vec<_>>(), [warning]);
+}
+
+/// The MI210 machine's eight GPUs' health rows, all `ok` but 0000:26:00.0's, which is `faulty`.
+fn amd_all_ok_but_26(faulty: &[&str]) -> Vec<Vec<String>> {
+    let mut expected: Vec<Vec<String>> = [
+        "0000:03:00.0",
+        "0000:26:00.0",
+        "0000:43:00.0",
+        "0000:63:00.0",
+        "0000:83:00.0",
+        "0000:a3:00.0",
+        "0000:c3:00.0",
+        "0000:e3:00.0",
+    ]
+    .iter()
+    .map(|a| ok(a))
+    .collect();
+    expected[1] = row(faulty);
+    expected
+}
+
 /// The whole label map of the node as `base` has it, with `gpu.health` and
 /// `gpu.healthy.count` as given.
 fn with_health(
@@ -207,35 +240,13 @@ fn amd_ras_uncorrectable_errors_are_a_fault() {
     ras("0000:26:00.0", "umc_err_count", "ue: 2\nce: 5\n");
     ras("0000:26:00.0", "gfx_err_count", "ue: 1\nce: 0\nde: 0\n");
     ras("0000:43:00.0", "sdma_err_count", "garbage\n");
-    let mut a: Vec<OsString> = vec!["features".into(), "-o".into(), "json".into()];
-    a.extend(common::discovery_args(t.root(), Path::new("/nonexistent")));
-    let r = run(a);
-    let v: Value = serde_json::from_str(r.ok()).unwrap();
-    let mut expected: Vec<Vec<String>> = [
-        "0000:03:00.0",
-        "0000:26:00.0",
-        "0000:43:00.0",
-        "0000:63:00.0",
-        "0000:83:00.0",
-        "0000:a3:00.0",
-        "0000:c3:00.0",
-        "0000:e3:00.0",
-    ]
-    .iter()
-    .map(|a| ok(a))
-    .collect();
-    expected[1] = row(&[
-        "0000:26:00.0",
-        "ras",
+    assert_amd_ras(
+        &t,
         "health_ras=gfx 1 uncorrectable, umc 2 uncorrectable",
-    ]);
-    assert_eq!(health_of(&v), expected);
-    assert_eq!(
-        r.stderr.lines().collect::<Vec<_>>(),
-        [format!(
+        format!(
             "warning: {}: no `ue: <count>` line; RAS counter left out",
             t.entry("0000:43:00.0").join("ras/sdma_err_count").display()
-        )]
+        ),
     );
 }
 
@@ -427,34 +438,12 @@ fn amd_ras_detail_is_bounded_and_odd_names_stay_out() {
         std::fs::write(dir.join(format!("b{i:05}_err_count")), "ue: 1\nce: 0\n").unwrap();
     }
     std::fs::write(dir.join("umc\nforged_err_count"), "ue: 5\nce: 0\n").unwrap();
-    let mut a: Vec<OsString> = vec!["features".into(), "-o".into(), "json".into()];
-    a.extend(common::discovery_args(t.root(), Path::new("/nonexistent")));
-    let r = run(a);
-    let v: Value = serde_json::from_str(r.ok()).unwrap();
-    let mut expected: Vec<Vec<String>> = [
-        "0000:03:00.0",
-        "0000:26:00.0",
-        "0000:43:00.0",
-        "0000:63:00.0",
-        "0000:83:00.0",
-        "0000:a3:00.0",
-        "0000:c3:00.0",
-        "0000:e3:00.0",
-    ]
-    .iter()
-    .map(|a| ok(a))
-    .collect();
-    expected[1] = row(&[
-        "0000:26:00.0",
-        "ras",
+    assert_amd_ras(
+        &t,
         "health_ras=b00000 1 uncorrectable, b00001 1 uncorrectable, +19998 more",
-    ]);
-    assert_eq!(health_of(&v), expected);
-    assert_eq!(
-        r.stderr.lines().collect::<Vec<_>>(),
-        [format!(
+        format!(
             "warning: {}: \"umc\\nforged_err_count\" is not an amdgpu RAS counter (its block is not 1 to 24 of [A-Za-z0-9_.-]); left out",
             t.entry("0000:26:00.0").join("ras").display()
-        )]
+        ),
     );
 }

@@ -39,27 +39,25 @@ fn the_test_server_has_kubernetes_own_apply_semantics() {
         false,
     );
     assert!(a.ok(), "{}", a.body);
-    // Another manager's different value: a conflict, with the real Status.
-    let a = s.apply(
-        &admin,
-        "nfd-master",
-        path,
-        &node_apply("n1", &[("feature.node.kubernetes.io/a", "2")]),
-        false,
-    );
+    // Another manager applying `a` alone.
+    let nfd_master_applies = |value: &str| {
+        s.apply(
+            &admin,
+            "nfd-master",
+            path,
+            &node_apply("n1", &[("feature.node.kubernetes.io/a", value)]),
+            false,
+        )
+    };
+    // Its different value: a conflict, with the real Status.
+    let a = nfd_master_applies("2");
     assert_eq!(a.code, 409, "{}", a.body);
     assert_eq!(
         a.message(),
         "Apply failed with 1 conflict: conflict with \"gpu-labeler\": .metadata.labels.feature.node.kubernetes.io/a"
     );
     // The same value: shared ownership.
-    let a = s.apply(
-        &admin,
-        "nfd-master",
-        path,
-        &node_apply("n1", &[("feature.node.kubernetes.io/a", "1")]),
-        false,
-    );
+    let a = nfd_master_applies("1");
     assert!(a.ok(), "{}", a.body);
     // A key gpu-labeler stops applying goes unless another manager owns it too.
     let a = s.apply(&admin, "gpu-labeler", path, &node_apply("n1", &[]), false);
@@ -107,13 +105,7 @@ fn a_policy_that_does_not_compile_is_refused_at_create() {
             ],
         },
     });
-    let a = s.apply(
-        &Who::admin(),
-        "kubectl",
-        &kube::object_path(&policy),
-        &policy,
-        true,
-    );
+    let a = s.admin_force_apply("kubectl", &policy);
     assert_eq!(a.code, 422, "{}", a.body);
     let causes: Vec<String> = a.body["details"]["causes"]
         .as_array()

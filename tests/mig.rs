@@ -347,6 +347,15 @@ fn compute_instance_fixture(dir: &Path, edit: impl Fn(&mut Value)) -> PathBuf {
     common::edited_nvml_fixture(dir, "a100-ci.json", "a100-40gb-mig-ci", edit)
 }
 
+/// The labels of that GPU with one MIG device of each compute instance profile.
+fn a100_ci_one_of_each() -> BTreeMap<String, String> {
+    a100_ci_labels(&[
+        ("gpu.mig-1c.3g.20gb.count", "1"),
+        ("gpu.mig-2c.3g.20gb.count", "1"),
+        ("gpu.mig-3g.20gb.count", "1"),
+    ])
+}
+
 /// `gpu.mig` of that GPU: (profile, SMs, compute slices) per MIG device; 3 GPU instance slices,
 /// 19968 MiB, 3 copy engines and 2 decoders each (shared within the GPU instance).
 fn a100_ci_migs(rows: &[(&str, u32, u32)]) -> Value {
@@ -386,14 +395,7 @@ fn compute_instances_smaller_than_their_gpu_instance_are_named_c_g_gb() {
         f["attributes"]["gpu.migprofile"]["elements"],
         json!({"1c.3g.20gb": "1", "2c.3g.20gb": "1", "3g.20gb": "1"})
     );
-    assert_eq!(
-        labels(&sys, &nvml),
-        a100_ci_labels(&[
-            ("gpu.mig-1c.3g.20gb.count", "1"),
-            ("gpu.mig-2c.3g.20gb.count", "1"),
-            ("gpu.mig-3g.20gb.count", "1"),
-        ])
-    );
+    assert_eq!(labels(&sys, &nvml), a100_ci_one_of_each());
 }
 
 #[test]
@@ -445,12 +447,5 @@ fn the_compute_instance_profile_decides_the_name_and_the_attributes_are_the_fall
         f["faults"] = json!({"errors": [{"function": "nvmlGpuInstanceGetComputeInstanceById",
                                          "error": "NO_PERMISSION"}]});
     });
-    assert_eq!(
-        labels(&sys, &nvml),
-        a100_ci_labels(&[
-            ("gpu.mig-1c.3g.20gb.count", "1"),
-            ("gpu.mig-2c.3g.20gb.count", "1"),
-            ("gpu.mig-3g.20gb.count", "1"),
-        ])
-    );
+    assert_eq!(labels(&sys, &nvml), a100_ci_one_of_each());
 }

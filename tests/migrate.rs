@@ -137,17 +137,26 @@ fn from_the_gpu_operators_nfd_and_gfd() {
     let (code, _, stderr) = gpu_labeler(&run, &nvml_env());
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(server.labels(NODE), want);
-    let last: String = "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 58 unchanged; 10 written only by other managers\n".to_string()
-        + &expected("gpu-operator.diff.txt")
-            .lines()
-            .filter(|l| l.starts_with("? "))
-            .map(|l| format!("{l}\n"))
-            .collect::<String>();
+    let last = summary_then_others(
+        "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 58 unchanged; 10 written only by other managers\n",
+        "gpu-operator.diff.txt",
+    );
     assert_eq!(gpu_labeler(&diff, &nvml_env()), (0, last, String::new()));
 }
 
 fn expected(name: &str) -> String {
     std::fs::read_to_string(repo().join("tests/fixtures/migrate").join(name)).unwrap()
+}
+
+/// A diff's stdout once the cluster is migrated: its summary line, then the `? ` lines (labels
+/// written only by other managers) of the recorded diff `name`.
+fn summary_then_others(summary: &str, name: &str) -> String {
+    summary.to_string()
+        + &expected(name)
+            .lines()
+            .filter(|l| l.starts_with("? "))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
 }
 
 /// `(code, stdout, stderr)` of a diff, the stdout checked against `name` (`UPDATE_GOLDEN=1`
@@ -224,11 +233,9 @@ fn from_amds_node_labeller() {
     );
     assert_eq!(code, 0, "{stderr}");
     let (code, stdout, _) = gpu_labeler(&diff, &[]);
-    let after: String = "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 17 unchanged; 6 written only by other managers\n".to_string()
-        + &expected("amd.diff.txt")
-            .lines()
-            .filter(|l| l.starts_with("? "))
-            .map(|l| format!("{l}\n"))
-            .collect::<String>();
+    let after = summary_then_others(
+        "node gpu-node-1: 0 to add, 0 to change, 0 to remove, 0 in conflict, 17 unchanged; 6 written only by other managers\n",
+        "amd.diff.txt",
+    );
     assert_eq!((code, stdout), (0, after));
 }

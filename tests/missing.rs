@@ -357,13 +357,7 @@ fn the_site_table_covers_any_vendor() {
 /// they carry have it as `expected_count`; no capture is short.
 #[test]
 fn no_capture_as_it_is_is_short() {
-    let mut machines: Vec<String> = std::fs::read_dir(common::fixtures().join("sysfs"))
-        .unwrap()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_type().unwrap().is_dir())
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .collect();
-    machines.sort();
+    let machines = common::sysfs_machines();
     let got: BTreeMap<String, BTreeMap<String, String>> = machines
         .iter()
         .map(|m| {
@@ -381,7 +375,7 @@ fn no_capture_as_it_is_is_short() {
         ])
     };
     let none = || attrs(&[("count", "0")]);
-    let want: BTreeMap<String, BTreeMap<String, String>> = [
+    let want: BTreeMap<String, BTreeMap<String, String>> = common::owned_names([
         ("amd-mi210-8x", healthy("8")),
         ("amd-mi300x-cpx", healthy("8")),
         ("amd-vega10", healthy("1")),
@@ -402,10 +396,7 @@ fn no_capture_as_it_is_is_short() {
         ("nvidia-dgx2h", expected("16")),
         ("this-vm", none()),
         ("ttar-gpu-sriov", healthy("1")),
-    ]
-    .into_iter()
-    .map(|(m, a)| (m.to_string(), a))
-    .collect();
+    ]);
     assert_eq!(got, want);
 }
 
@@ -749,14 +740,17 @@ fn the_daemon_holds_the_missing_fault_and_clears_it() {
                 .collect(),
         )
     };
-    let lines = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // The four lines, for `count` GPUs of the 8 expected, `healthy` of them healthy.
+    let lines = |count: u32, health: &str, healthy: u32| {
+        vec![
+            format!("gpu.count={count}"),
+            "gpu.count.expected=8".to_string(),
+            format!("gpu.health={health}"),
+            format!("gpu.healthy.count={healthy}"),
+        ]
+    };
     let wait = Duration::from_secs(20);
-    let short = lines(&[
-        "gpu.count=7",
-        "gpu.count.expected=8",
-        "gpu.health=degraded",
-        "gpu.healthy.count=7",
-    ]);
+    let short = lines(7, "degraded", 7);
     let seen = |want: &Vec<String>| apiserver::wait_for(wait, || counts().filter(|c| c == want));
     assert!(seen(&short).is_some(), "log:\n{}", agent.log_text());
     agent.wait_log(&format!("GPU faults: missing 1 of 8 ({DELL_DETAIL})"), wait);
@@ -764,19 +758,9 @@ fn the_daemon_holds_the_missing_fault_and_clears_it() {
     restore_gpu(&t, DELL, "0000:9b:00.0");
     let back = std::time::Instant::now();
     // Held: all 8 there, still degraded with the count it was short against.
-    let held = lines(&[
-        "gpu.count=8",
-        "gpu.count.expected=8",
-        "gpu.health=degraded",
-        "gpu.healthy.count=8",
-    ]);
+    let held = lines(8, "degraded", 8);
     assert!(seen(&held).is_some(), "log:\n{}", agent.log_text());
-    let whole = lines(&[
-        "gpu.count=8",
-        "gpu.count.expected=8",
-        "gpu.health=ok",
-        "gpu.healthy.count=8",
-    ]);
+    let whole = lines(8, "ok", 8);
     assert!(seen(&whole).is_some(), "log:\n{}", agent.log_text());
     let took = back.elapsed();
     assert!(
@@ -810,21 +794,12 @@ fn the_nodes_instance_type_label_keys_the_table() {
     server.add_node(NODE, &kubelet);
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = apiserver::write_kubeconfig(dir.path(), &server.url());
-    let (proc_root, ids) = (proc_fixture(machine), pci_ids());
-    let discovery = [
-        "--sysfs-root",
-        t.root().to_str().unwrap(),
-        "--proc-root",
-        proc_root.to_str().unwrap(),
-        "--pci-ids",
-        ids.to_str().unwrap(),
-        "--no-nvml",
-    ];
+    let discovery = common::discovery_arg_strings(t.root(), &proc_fixture(machine));
     let mut args = vec!["run", "--oneshot", "--no-dra", "--kubeconfig"];
     let k = kubeconfig.display().to_string();
     args.push(&k);
     args.extend(["--node-name", NODE, "--listen", ""]);
-    args.extend(discovery);
+    args.extend(discovery.iter().map(String::as_str));
     let r = run(&args);
     assert_eq!(r.code, 0, "{}", r.stderr);
     // What `labels` gives with the config naming the type, and the kubelet's labels.
@@ -835,7 +810,7 @@ fn the_nodes_instance_type_label_keys_the_table() {
     .display()
     .to_string();
     let mut labels = vec!["labels", "-o", "json", "--config", &cfg];
-    labels.extend(discovery);
+    labels.extend(discovery.iter().map(String::as_str));
     let mut want = labels_of(run(&labels).ok());
     assert_eq!(
         (

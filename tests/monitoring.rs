@@ -639,6 +639,19 @@ fn checker(series: &BTreeMap<String, Series>) -> Checker<'_> {
     }
 }
 
+/// Rows `NAME | METRIC METRIC...`: each name with the metric families it reads, in order.
+fn uses<C: FromIterator<(String, BTreeSet<String>)>>(rows: &[&str]) -> C {
+    rows.iter()
+        .map(|row| {
+            let (name, metrics) = row.split_once(" | ").expect("NAME | METRICS");
+            (
+                name.to_string(),
+                metrics.split(' ').map(str::to_string).collect(),
+            )
+        })
+        .collect()
+}
+
 fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| s.to_string()).collect()
 }
@@ -762,43 +775,19 @@ fn every_alert_expression_selects_what_the_agent_exports() {
         .map(|a| (a.name.clone(), c.check(&a.expr)))
         .collect();
     assert_eq!(c.problems, Vec::<String>::new());
-    let want: BTreeMap<String, BTreeSet<String>> = [
-        ("GpuLabelerDown", &["up"][..]),
-        (
-            "GpuLabelerPublishBehind",
-            &["gpu_labeler_last_publish_timestamp_seconds"],
-        ),
-        (
-            "GpuLabelerPublishErrors",
-            &["gpu_labeler_publish_errors_total"],
-        ),
-        (
-            "GpuLabelerLabelsRejected",
-            &["gpu_labeler_rejected_labels_total"],
-        ),
-        (
-            "GpuLabelerLabelConflicts",
-            &["gpu_labeler_label_conflicts_total"],
-        ),
-        ("GpuLabelerRuleErrors", &["gpu_labeler_rule_errors_total"]),
-        (
-            "GpuLabelerReloadErrors",
-            &["gpu_labeler_reload_errors_total"],
-        ),
-        (
-            "GpuLabelerNvmlNotOk",
-            &["gpu_labeler_gpus", "gpu_labeler_nvml_status"],
-        ),
-        (
-            "GpuLabelerNvmlFailures",
-            &["gpu_labeler_nvml_failures_total"],
-        ),
-        ("GpuLabelerGpuFaults", &["gpu_labeler_gpu_faults"]),
-        ("GpuLabelerLabelsChurning", &["gpu_labeler_publishes_total"]),
-    ]
-    .into_iter()
-    .map(|(a, m)| (a.to_string(), set(m)))
-    .collect();
+    let want: BTreeMap<String, BTreeSet<String>> = uses(&[
+        "GpuLabelerDown | up",
+        "GpuLabelerPublishBehind | gpu_labeler_last_publish_timestamp_seconds",
+        "GpuLabelerPublishErrors | gpu_labeler_publish_errors_total",
+        "GpuLabelerLabelsRejected | gpu_labeler_rejected_labels_total",
+        "GpuLabelerLabelConflicts | gpu_labeler_label_conflicts_total",
+        "GpuLabelerRuleErrors | gpu_labeler_rule_errors_total",
+        "GpuLabelerReloadErrors | gpu_labeler_reload_errors_total",
+        "GpuLabelerNvmlNotOk | gpu_labeler_gpus gpu_labeler_nvml_status",
+        "GpuLabelerNvmlFailures | gpu_labeler_nvml_failures_total",
+        "GpuLabelerGpuFaults | gpu_labeler_gpu_faults",
+        "GpuLabelerLabelsChurning | gpu_labeler_publishes_total",
+    ]);
     assert_eq!(used, want);
 }
 
@@ -882,67 +871,28 @@ fn every_dashboard_query_selects_what_the_agent_exports() {
         used.push((format!("variable {}", v["name"].as_str().unwrap()), names));
     }
     assert_eq!(c.problems, Vec::<String>::new());
-    let want: Vec<(String, BTreeSet<String>)> = [
-        ("Agents", &["gpu_labeler_build_info"][..]),
-        ("GPUs", &["gpu_labeler_gpus"]),
-        (
-            "NVIDIA nodes without NVML",
-            &["gpu_labeler_gpus", "gpu_labeler_nvml_status"],
-        ),
-        (
-            "Oldest last publish",
-            &["gpu_labeler_last_publish_timestamp_seconds"],
-        ),
-        ("Publishes by result", &["gpu_labeler_publishes_total"]),
-        (
-            "Publish errors by reason",
-            &["gpu_labeler_publish_errors_total"],
-        ),
-        (
-            "Scan duration",
-            &["gpu_labeler_scan_duration_seconds_bucket"],
-        ),
-        (
-            "Publish duration",
-            &["gpu_labeler_publish_duration_seconds_bucket"],
-        ),
-        (
-            "Event to publish latency",
-            &["gpu_labeler_event_to_publish_seconds_bucket"],
-        ),
-        ("GPUs by vendor and product", &["gpu_labeler_gpus"]),
-        ("Agents by NVML status", &["gpu_labeler_nvml_status"]),
-        (
-            "NVML failures by reason",
-            &["gpu_labeler_nvml_failures_total"],
-        ),
-        (
-            "Rejected, conflicting and refused labels, rule and reload errors",
-            &[
-                "gpu_labeler_label_conflicts_total",
-                "gpu_labeler_label_refused_total",
-                "gpu_labeler_rejected_labels_total",
-                "gpu_labeler_reload_errors_total",
-                "gpu_labeler_rule_errors_total",
-            ],
-        ),
-        ("Events by source", &["gpu_labeler_events_total"]),
-        (
-            "Last publish age by node",
-            &["gpu_labeler_last_publish_timestamp_seconds"],
-        ),
-        ("GPU faults by kind", &["gpu_labeler_gpu_faults"]),
-        ("DRA mismatches by reason", &["gpu_labeler_dra_mismatches"]),
-        (
-            "GPUs tainted out of DRA allocation by node",
-            &["gpu_labeler_device_taints"],
-        ),
-        ("variable namespace", &["gpu_labeler_build_info"]),
-        ("variable node", &["gpu_labeler_build_info"]),
-    ]
-    .into_iter()
-    .map(|(t, m)| (t.to_string(), set(m)))
-    .collect();
+    let want: Vec<(String, BTreeSet<String>)> = uses(&[
+        "Agents | gpu_labeler_build_info",
+        "GPUs | gpu_labeler_gpus",
+        "NVIDIA nodes without NVML | gpu_labeler_gpus gpu_labeler_nvml_status",
+        "Oldest last publish | gpu_labeler_last_publish_timestamp_seconds",
+        "Publishes by result | gpu_labeler_publishes_total",
+        "Publish errors by reason | gpu_labeler_publish_errors_total",
+        "Scan duration | gpu_labeler_scan_duration_seconds_bucket",
+        "Publish duration | gpu_labeler_publish_duration_seconds_bucket",
+        "Event to publish latency | gpu_labeler_event_to_publish_seconds_bucket",
+        "GPUs by vendor and product | gpu_labeler_gpus",
+        "Agents by NVML status | gpu_labeler_nvml_status",
+        "NVML failures by reason | gpu_labeler_nvml_failures_total",
+        "Rejected, conflicting and refused labels, rule and reload errors | gpu_labeler_label_conflicts_total gpu_labeler_label_refused_total gpu_labeler_rejected_labels_total gpu_labeler_reload_errors_total gpu_labeler_rule_errors_total",
+        "Events by source | gpu_labeler_events_total",
+        "Last publish age by node | gpu_labeler_last_publish_timestamp_seconds",
+        "GPU faults by kind | gpu_labeler_gpu_faults",
+        "DRA mismatches by reason | gpu_labeler_dra_mismatches",
+        "GPUs tainted out of DRA allocation by node | gpu_labeler_device_taints",
+        "variable namespace | gpu_labeler_build_info",
+        "variable node | gpu_labeler_build_info",
+    ]);
     assert_eq!(used, want);
     // Every family the agent exports is on the dashboard (a histogram through its buckets).
     let families = |names: &mut dyn Iterator<Item = &String>| -> BTreeSet<String> {

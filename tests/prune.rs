@@ -582,27 +582,31 @@ fn the_prune_policy_admits_removing_ours_and_nothing_else() {
             Some(("application/strategic-merge-patch+json", &patch)),
         )
     };
-    let ready = json!({"type": "Ready", "status": "True", "reason": "KubeletReady"});
-    ok(smp(
-        &admin,
+    // Each condition set by its own manager.
+    let set_condition = |manager: &str, path: &str, condition: Value| {
+        ok(smp(
+            &admin,
+            manager,
+            path,
+            json!({"status": {"conditions": [condition]}}),
+        ))
+    };
+    set_condition(
         "kubelet",
         status,
-        json!({"status": {"conditions": [ready]}}),
-    ));
-    let gpu_healthy = json!({"type": "GPUHealthy", "status": "False", "reason": "GPUsDegraded"});
-    ok(smp(
-        &admin,
+        json!({"type": "Ready", "status": "True", "reason": "KubeletReady"}),
+    );
+    set_condition(
         "gpu-labeler",
         status,
-        json!({"status": {"conditions": [gpu_healthy]}}),
-    ));
+        json!({"type": "GPUHealthy", "status": "False", "reason": "GPUsDegraded"}),
+    );
     // n2's GPUHealthy is another tool's.
-    ok(smp(
-        &admin,
+    set_condition(
         "gpu-health-checker",
         "/api/v1/nodes/n2/status",
-        json!({"status": {"conditions": [{"type": "GPUHealthy", "status": "False"}]}}),
-    ));
+        json!({"type": "GPUHealthy", "status": "False"}),
+    );
 
     let managed = s.node("n1")["metadata"]["managedFields"].clone();
     // The kubelet's condition as the server holds it, to compare with at the end.

@@ -473,21 +473,14 @@ fn allowed_namespaces_come_from_the_environment_too() {
         "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata:\n  name: amd\nspec:\n  rules:\n    - name: amd keys\n      labels:\n        amd.com/gpu.cu-count: \"304\"\n        vendor.example/team: a\n      matchFeatures:\n        - feature: gpu.node\n          matchExpressions:\n            count: {op: Gt, value: [\"0\"]}\n",
     );
     let r = rules.to_str().unwrap();
-    let base = [
-        "labels",
-        "-o",
-        "json",
-        "--no-nvml",
-        "--no-default-rules",
-        "--sysfs-root",
-        "tests/fixtures/sysfs/amd-mi300x-cpx",
-        "--proc-root",
-        "/nonexistent",
-        "--pci-ids",
-        "tests/fixtures/pci.ids",
-        "--rules",
-        r,
-    ];
+    let discovery = common::discovery_arg_strings(
+        &common::sysfs_fixture("amd-mi300x-cpx"),
+        std::path::Path::new("/nonexistent"),
+    );
+    let base: Vec<&str> = ["labels", "-o", "json", "--no-default-rules", "--rules", r]
+        .into_iter()
+        .chain(discovery.iter().map(String::as_str))
+        .collect();
     let refused = format!(
         "warning: label \"vendor.example/team=a\" from rule \"amd keys\" (NodeFeatureRule \"amd\", {r}:7:7) rejected: namespace \"vendor.example\" is not in labels.allowedNs [feature.node.kubernetes.io, amd.com] (the admission policy must allow it too)\n"
     );
@@ -503,7 +496,7 @@ fn allowed_namespaces_come_from_the_environment_too() {
     };
     let out = Command::new(BIN)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(base)
+        .args(&base)
         .env(
             "GPU_LABELER_ALLOWED_NS",
             "feature.node.kubernetes.io, amd.com",

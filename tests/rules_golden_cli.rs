@@ -28,95 +28,100 @@ fn labels(snapshot: &str, rules: &str) -> (Value, String) {
     )
 }
 
+/// Intel's rules on `machine`, `count` data-centre GPUs (class 0380) of device id `id`, of
+/// `family` and `product`: the whole label set, and nothing on stderr.
+fn assert_intel_data_centre_gpus(
+    machine: &str,
+    id: &str,
+    count: &str,
+    family: &str,
+    product: &str,
+) {
+    let device = format!("gpu.intel.com/device-id.0380-{id}");
+    assert_eq!(
+        labels(machine, "intel/"),
+        (
+            json!({"labels": {
+                "feature.node.kubernetes.io/pci-0380_8086.present": "true",
+                format!("{device}.count"): count,
+                format!("{device}.present"): "true",
+                "gpu.intel.com/device.count": count,
+                "gpu.intel.com/family": family,
+                "gpu.intel.com/product": product,
+                "intel.feature.node.kubernetes.io/gpu": "true"
+            }}),
+            String::new()
+        )
+    );
+}
+
 #[test]
 fn nfd_e2e_taints() {
-    let (out, stderr) = labels("nfd-fake", "nfd/e2e-nodefeaturerule-3.yaml");
     assert_eq!(
-        out,
-        json!({"labels": {}, "taints": [
-            {"key": "feature.node.kubernetes.io/fake-special-node", "value": "exists", "effect": "PreferNoSchedule"},
-            {"key": "feature.node.kubernetes.io/fake-dedicated-node", "value": "true", "effect": "NoExecute"},
-            {"key": "feature.node.kubernetes.io/performance-optimized-node", "value": "true", "effect": "NoExecute"}
-        ]})
+        labels("nfd-fake", "nfd/e2e-nodefeaturerule-3.yaml"),
+        (
+            json!({"labels": {}, "taints": [
+                {"key": "feature.node.kubernetes.io/fake-special-node", "value": "exists", "effect": "PreferNoSchedule"},
+                {"key": "feature.node.kubernetes.io/fake-dedicated-node", "value": "true", "effect": "NoExecute"},
+                {"key": "feature.node.kubernetes.io/performance-optimized-node", "value": "true", "effect": "NoExecute"}
+            ]}),
+            "".to_string()
+        )
     );
-    assert_eq!(stderr, "");
 }
 
 #[test]
 fn nfd_e2e_extended_resources_with_a_denied_namespace_reported() {
-    let (out, stderr) = labels("nfd-fake", "nfd/e2e-nodefeaturerule-4.yaml");
     assert_eq!(
-        out,
-        json!({"labels": {}, "extendedResources": {
-            "feature.node.kubernetes.io/nons": "123",
-            "vendor.feature.node.kubernetes.io/static": "123",
-            "vendor.io/dynamic": "10"
-        }})
-    );
-    assert_eq!(
-        stderr,
-        "warning: extended resource \"bad.kubernetes.io/malo=999\" from rule \"e2e not allowed rule\" (NodeFeatureRule \"e2e-extened-resource-test\", tests/fixtures/rules/nfd/e2e-nodefeaturerule-4.yaml:29:7) rejected: namespace \"bad.kubernetes.io\" is not allowed\n"
+        labels("nfd-fake", "nfd/e2e-nodefeaturerule-4.yaml"),
+        (
+            json!({"labels": {}, "extendedResources": {
+                "feature.node.kubernetes.io/nons": "123",
+                "vendor.feature.node.kubernetes.io/static": "123",
+                "vendor.io/dynamic": "10"
+            }}),
+            "warning: extended resource \"bad.kubernetes.io/malo=999\" from rule \"e2e not allowed rule\" (NodeFeatureRule \"e2e-extened-resource-test\", tests/fixtures/rules/nfd/e2e-nodefeaturerule-4.yaml:29:7) rejected: namespace \"bad.kubernetes.io\" is not allowed\n".to_string()
+        )
     );
 }
 
 #[test]
 fn nfd_e2e_annotations() {
-    let (out, _) = labels("nfd-fake", "nfd/e2e-nodefeaturerule-5.yaml");
     assert_eq!(
-        out,
-        json!({"labels": {}, "annotations": {
-            "custom.vendor.io/feature": "baz",
-            "feature.node.kubernetes.io/defaul-ns-annotation": "foo",
-            "feature.node.kubernetes.io/defaul-ns-annotation-2": "bar"
-        }})
+        labels("nfd-fake", "nfd/e2e-nodefeaturerule-5.yaml"),
+        (
+            json!({"labels": {}, "annotations": {
+                "custom.vendor.io/feature": "baz",
+                "feature.node.kubernetes.io/defaul-ns-annotation": "foo",
+                "feature.node.kubernetes.io/defaul-ns-annotation-2": "bar"
+            }}),
+            "warning: annotation \"kubernetes.io/feature=denied\" from rule \"e2e-annotation-test\" (NodeFeatureRule \"e2e-feature-annotations-test\", tests/fixtures/rules/nfd/e2e-nodefeaturerule-5.yaml:8:7) rejected: namespace \"kubernetes.io\" is not allowed\nwarning: annotation \"nfd.node.kubernetes.io/xyz=denied\" from rule \"e2e-annotation-test\" (NodeFeatureRule \"e2e-feature-annotations-test\", tests/fixtures/rules/nfd/e2e-nodefeaturerule-5.yaml:8:7) rejected: namespace \"nfd.node.kubernetes.io\" is not allowed\nwarning: annotation \"subns.kubernetes.io/blah=denied\" from rule \"e2e-annotation-test\" (NodeFeatureRule \"e2e-feature-annotations-test\", tests/fixtures/rules/nfd/e2e-nodefeaturerule-5.yaml:8:7) rejected: namespace \"subns.kubernetes.io\" is not allowed\n".to_string()
+        )
     );
 }
 
 #[test]
 fn intel_gpu_rules_on_a_flex_170() {
-    let (out, stderr) = labels("intel-flex170", "intel/");
-    assert_eq!(
-        out,
-        json!({"labels": {
-            "feature.node.kubernetes.io/pci-0380_8086.present": "true",
-            "gpu.intel.com/device-id.0380-56c0.count": "1",
-            "gpu.intel.com/device-id.0380-56c0.present": "true",
-            "gpu.intel.com/device.count": "1",
-            "gpu.intel.com/family": "Flex_Series",
-            "gpu.intel.com/product": "Flex_170",
-            "intel.feature.node.kubernetes.io/gpu": "true"
-        }})
-    );
-    assert_eq!(stderr, "");
+    assert_intel_data_centre_gpus("intel-flex170", "56c0", "1", "Flex_Series", "Flex_170");
 }
 
 #[test]
 fn intel_gpu_rules_on_two_max_1550() {
-    let (out, _) = labels("intel-max1550-2x", "intel/");
-    assert_eq!(
-        out,
-        json!({"labels": {
-            "feature.node.kubernetes.io/pci-0380_8086.present": "true",
-            "gpu.intel.com/device-id.0380-0bd5.count": "2",
-            "gpu.intel.com/device-id.0380-0bd5.present": "true",
-            "gpu.intel.com/device.count": "2",
-            "gpu.intel.com/family": "Max_Series",
-            "gpu.intel.com/product": "Max_1550",
-            "intel.feature.node.kubernetes.io/gpu": "true"
-        }})
-    );
+    assert_intel_data_centre_gpus("intel-max1550-2x", "0bd5", "2", "Max_Series", "Max_1550");
 }
 
 #[test]
 fn intel_gpu_rules_on_a_tigerlake_igpu() {
-    let (out, _) = labels("intel-tigerlake-igpu", "intel/");
     assert_eq!(
-        out,
-        json!({"labels": {
-            "feature.node.kubernetes.io/pci-0300_8086.present": "true",
-            "gpu.intel.com/device-id.0300-9a49.count": "1",
-            "gpu.intel.com/device-id.0300-9a49.present": "true",
-            "intel.feature.node.kubernetes.io/gpu": "true"
-        }})
+        labels("intel-tigerlake-igpu", "intel/"),
+        (
+            json!({"labels": {
+                "feature.node.kubernetes.io/pci-0300_8086.present": "true",
+                "gpu.intel.com/device-id.0300-9a49.count": "1",
+                "gpu.intel.com/device-id.0300-9a49.present": "true",
+                "intel.feature.node.kubernetes.io/gpu": "true"
+            }}),
+            "".to_string()
+        )
     );
 }

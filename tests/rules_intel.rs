@@ -11,8 +11,9 @@ use gpu_labeler::rules::{RuleSet, RuleSource, check, explain};
 
 const DIR: &str = "tests/fixtures/rules";
 
-fn intel_rules() -> RuleSet {
-    let sources = [
+/// Intel's two rule files.
+fn intel_sources() -> Vec<RuleSource> {
+    [
         "intel/node-feature-rules.yaml",
         "intel/platform-labeling-rules.yaml",
     ]
@@ -24,8 +25,11 @@ fn intel_rules() -> RuleSet {
             name: path,
         }
     })
-    .collect();
-    let (set, errors) = RuleSet::load(sources);
+    .collect()
+}
+
+fn intel_rules() -> RuleSet {
+    let (set, errors) = RuleSet::load(intel_sources());
     assert_eq!(errors, vec![]);
     assert_eq!(set.rule_count(), 17);
     set
@@ -44,15 +48,39 @@ fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The labels of Intel's rules on `machine`'s features, which they evaluate without an error
+/// or a refused output.
+fn clean_labels(machine: &str) -> BTreeMap<String, String> {
+    let e = intel_rules().evaluate(&node(machine), &LabelPolicy::default());
+    assert_eq!((e.errors, e.rejected), (vec![], vec![]), "{machine}");
+    e.output.labels
+}
+
+/// The whole label set of a node with `count` Intel data-centre GPUs (class 0380) of device
+/// id `id`, of `family` and `product`.
+fn data_centre_gpu_labels(
+    id: &str,
+    count: &str,
+    family: &str,
+    product: &str,
+) -> BTreeMap<String, String> {
+    let device = format!("gpu.intel.com/device-id.0380-{id}");
+    map(&[
+        (&format!("{device}.count"), count),
+        (&format!("{device}.present"), "true"),
+        ("gpu.intel.com/device.count", count),
+        ("gpu.intel.com/family", family),
+        ("gpu.intel.com/product", product),
+        ("intel.feature.node.kubernetes.io/gpu", "true"),
+    ])
+}
+
 #[test]
 fn tiger_lake_igpu_gets_the_labels_a_real_node_had() {
-    let e = intel_rules().evaluate(&node("intel-tigerlake-igpu"), &LabelPolicy::default());
-    assert_eq!(e.errors, vec![]);
-    assert_eq!(e.rejected, vec![]);
     // The two gpu.intel.com/device-id labels are exactly those captured on the node
     // (intel-device-plugins-for-kubernetes PR 1539).
     assert_eq!(
-        e.output.labels,
+        clean_labels("intel-tigerlake-igpu"),
         map(&[
             ("gpu.intel.com/device-id.0300-9a49.count", "1"),
             ("gpu.intel.com/device-id.0300-9a49.present", "true"),
@@ -63,35 +91,17 @@ fn tiger_lake_igpu_gets_the_labels_a_real_node_had() {
 
 #[test]
 fn flex_170_gets_the_documented_labels() {
-    let e = intel_rules().evaluate(&node("intel-flex170"), &LabelPolicy::default());
-    assert_eq!((e.errors.len(), e.rejected.len()), (0, 0));
     assert_eq!(
-        e.output.labels,
-        map(&[
-            ("gpu.intel.com/device-id.0380-56c0.count", "1"),
-            ("gpu.intel.com/device-id.0380-56c0.present", "true"),
-            ("gpu.intel.com/device.count", "1"),
-            ("gpu.intel.com/family", "Flex_Series"),
-            ("gpu.intel.com/product", "Flex_170"),
-            ("intel.feature.node.kubernetes.io/gpu", "true"),
-        ])
+        clean_labels("intel-flex170"),
+        data_centre_gpu_labels("56c0", "1", "Flex_Series", "Flex_170")
     );
 }
 
 #[test]
 fn two_max_1550_get_the_documented_labels() {
-    let e = intel_rules().evaluate(&node("intel-max1550-2x"), &LabelPolicy::default());
-    assert_eq!((e.errors.len(), e.rejected.len()), (0, 0));
     assert_eq!(
-        e.output.labels,
-        map(&[
-            ("gpu.intel.com/device-id.0380-0bd5.count", "2"),
-            ("gpu.intel.com/device-id.0380-0bd5.present", "true"),
-            ("gpu.intel.com/device.count", "2"),
-            ("gpu.intel.com/family", "Max_Series"),
-            ("gpu.intel.com/product", "Max_1550"),
-            ("intel.feature.node.kubernetes.io/gpu", "true"),
-        ])
+        clean_labels("intel-max1550-2x"),
+        data_centre_gpu_labels("0bd5", "2", "Max_Series", "Max_1550")
     );
 }
 
@@ -147,19 +157,7 @@ fn explain_names_the_instance_and_the_value() {
 
 #[test]
 fn intel_rules_check_clean_against_the_feature_catalog() {
-    let sources: Vec<RuleSource> = [
-        "intel/node-feature-rules.yaml",
-        "intel/platform-labeling-rules.yaml",
-    ]
-    .iter()
-    .map(|f| {
-        let path = format!("{DIR}/{f}");
-        RuleSource {
-            text: std::fs::read_to_string(&path).expect("fixture"),
-            name: path,
-        }
-    })
-    .collect();
+    let sources = intel_sources();
     let report = check(
         &sources,
         &["pci.device", "kernel.loadedmodule", "gpu.device"],

@@ -76,6 +76,29 @@ fn fake_features() -> FeatureSet {
     f
 }
 
+/// NFD's example and sample rule files (deploy/examples, deploy/samples).
+const NFD_EXAMPLES: [&str; 11] = [
+    "nfd/examples-nodefeaturerule.yaml",
+    "nfd/samples-nodefeaturerule-cpu.yaml",
+    "nfd/samples-nodefeaturerule-custom.yaml",
+    "nfd/samples-nodefeaturerule-kernel.yaml",
+    "nfd/samples-nodefeaturerule-local.yaml",
+    "nfd/samples-nodefeaturerule-memory.yaml",
+    "nfd/samples-nodefeaturerule-network.yaml",
+    "nfd/samples-nodefeaturerule-pci.yaml",
+    "nfd/samples-nodefeaturerule-storage.yaml",
+    "nfd/samples-nodefeaturerule-system.yaml",
+    "nfd/samples-nodefeaturerule-usb.yaml",
+];
+
+/// The labels of `files`' rules on `features`, which they evaluate without an error or a
+/// refused output.
+fn clean_labels(files: &[&str], features: &FeatureSet) -> BTreeMap<String, String> {
+    let e = eval(files, features);
+    assert_eq!((e.errors, e.rejected), (vec![], vec![]), "{files:?}");
+    e.output.labels
+}
+
 const NS: &str = "feature.node.kubernetes.io/";
 
 fn ns(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -85,21 +108,21 @@ fn ns(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// NFD's e2e rule file 1's labels on its fake features.
+const E2E_1_LABELS: [(&str, &str); 6] = [
+    ("e2e-attribute-test-1", "true"),
+    ("e2e-attribute-test-2", "true"),
+    ("e2e-flag-test-1", "true"),
+    ("e2e-flag-test-2", "true"),
+    ("e2e-instance-test-1", "true"),
+    ("e2e-instance-test-2", "true"),
+];
+
 #[test]
 fn e2e_rules_1_give_nfds_labels() {
-    let e = eval(&["nfd/e2e-nodefeaturerule-1.yaml"], &fake_features());
-    assert_eq!(e.errors, vec![]);
-    assert_eq!(e.rejected, vec![]);
     assert_eq!(
-        e.output.labels,
-        ns(&[
-            ("e2e-attribute-test-1", "true"),
-            ("e2e-attribute-test-2", "true"),
-            ("e2e-flag-test-1", "true"),
-            ("e2e-flag-test-2", "true"),
-            ("e2e-instance-test-1", "true"),
-            ("e2e-instance-test-2", "true"),
-        ])
+        clean_labels(&["nfd/e2e-nodefeaturerule-1.yaml"], &fake_features()),
+        ns(&E2E_1_LABELS)
     );
 }
 
@@ -107,31 +130,27 @@ fn e2e_rules_1_give_nfds_labels() {
 fn e2e_rules_1_and_2_give_nfds_labels() {
     // matchAny, back-references to labels and vars of the other object, templates over
     // instances and attributes, a dynamic value from rule.matched.
-    let e = eval(
-        &[
-            "nfd/e2e-nodefeaturerule-2.yaml",
-            "nfd/e2e-nodefeaturerule-1.yaml",
-        ],
-        &fake_features(),
-    );
-    assert_eq!(e.errors, vec![]);
-    assert_eq!(e.rejected, vec![]);
     assert_eq!(
-        e.output.labels,
+        clean_labels(
+            &[
+                "nfd/e2e-nodefeaturerule-2.yaml",
+                "nfd/e2e-nodefeaturerule-1.yaml",
+            ],
+            &fake_features(),
+        ),
+        // Rule file 1's labels and file 2's.
         ns(&[
-            ("dynamic-label", "true"),
-            ("e2e-attribute-test-1", "true"),
-            ("e2e-attribute-test-2", "true"),
-            ("e2e-flag-test-1", "true"),
-            ("e2e-flag-test-2", "true"),
-            ("e2e-instance-test-1", "true"),
-            ("e2e-instance-test-2", "true"),
-            ("e2e-matchany-test-1", "true"),
-            ("e2e-template-test-1-instance_1", "found"),
-            ("e2e-template-test-1-instance_2", "found"),
-            ("e2e-template-test-2-attr_2", "false"),
-            ("e2e-template-test-2-attr_3", "10"),
-        ])
+            &E2E_1_LABELS[..],
+            &[
+                ("dynamic-label", "true"),
+                ("e2e-matchany-test-1", "true"),
+                ("e2e-template-test-1-instance_1", "found"),
+                ("e2e-template-test-1-instance_2", "found"),
+                ("e2e-template-test-2-attr_2", "false"),
+                ("e2e-template-test-2-attr_3", "10"),
+            ],
+        ]
+        .concat())
     );
 }
 
@@ -242,6 +261,12 @@ fn e2e_rules_6_every_kind_of_output() {
 
 /// NFD's PCI test machine (real sysfs data) plus the kernel, CPU, system, memory, network,
 /// storage, USB and local features a typical x86 node has.
+fn insert_attributes(f: &mut FeatureSet, feature: &str, attributes: &[(&str, &str)]) {
+    for &(k, v) in attributes {
+        f.insert_attribute(feature, k, v);
+    }
+}
+
 fn realistic_node() -> FeatureSet {
     let text = std::fs::read_to_string(format!("{DIR}/features/nfd-rootfs-1.features.json"))
         .expect("features fixture");
@@ -258,36 +283,42 @@ fn realistic_node() -> FeatureSet {
     f.insert_attribute("cpu.security", "sgx.enabled", "false");
     f.insert_attribute("cpu.security", "sgx.epc", "0");
     f.insert_attribute("cpu.pstate", "status", "active");
-    for (k, v) in [
-        ("full", "5.15.0-91-generic"),
-        ("major", "5"),
-        ("minor", "15"),
-        ("revision", "0"),
-    ] {
-        f.insert_attribute("kernel.version", k, v);
-    }
-    for (k, v) in [
-        ("NO_HZ", "y"),
-        ("NO_HZ_IDLE", "y"),
-        ("NO_HZ_FULL", "y"),
-        ("PREEMPT", "y"),
-        ("X86", "y"),
-    ] {
-        f.insert_attribute("kernel.config", k, v);
-    }
+    insert_attributes(
+        &mut f,
+        "kernel.version",
+        &[
+            ("full", "5.15.0-91-generic"),
+            ("major", "5"),
+            ("minor", "15"),
+            ("revision", "0"),
+        ],
+    );
+    insert_attributes(
+        &mut f,
+        "kernel.config",
+        &[
+            ("NO_HZ", "y"),
+            ("NO_HZ_IDLE", "y"),
+            ("NO_HZ_FULL", "y"),
+            ("PREEMPT", "y"),
+            ("X86", "y"),
+        ],
+    );
     f.insert_attribute("kernel.selinux", "enabled", "false");
     for m in ["ib_uverbs", "rdma_ucm", "intel_qat", "vfio_pci"] {
         f.insert_flag("kernel.loadedmodule", m);
     }
-    for (k, v) in [
-        ("ID", "ubuntu"),
-        ("VERSION_ID", "22.04"),
-        ("VERSION_ID.major", "22"),
-        ("VERSION_ID.minor", "04"),
-        ("NAME", "Ubuntu"),
-    ] {
-        f.insert_attribute("system.osrelease", k, v);
-    }
+    insert_attributes(
+        &mut f,
+        "system.osrelease",
+        &[
+            ("ID", "ubuntu"),
+            ("VERSION_ID", "22.04"),
+            ("VERSION_ID.major", "22"),
+            ("VERSION_ID.minor", "04"),
+            ("NAME", "Ubuntu"),
+        ],
+    );
     f.insert_attribute("memory.numa", "is_numa", "true");
     f.insert_attribute("memory.numa", "node_count", "2");
     f.push_instance(
@@ -344,20 +375,7 @@ fn nfd_pci_sample_gives_nfds_builtin_pci_labels() {
 
 #[test]
 fn all_nfd_samples_over_a_realistic_node() {
-    let files = [
-        "nfd/examples-nodefeaturerule.yaml",
-        "nfd/samples-nodefeaturerule-cpu.yaml",
-        "nfd/samples-nodefeaturerule-custom.yaml",
-        "nfd/samples-nodefeaturerule-kernel.yaml",
-        "nfd/samples-nodefeaturerule-local.yaml",
-        "nfd/samples-nodefeaturerule-memory.yaml",
-        "nfd/samples-nodefeaturerule-network.yaml",
-        "nfd/samples-nodefeaturerule-pci.yaml",
-        "nfd/samples-nodefeaturerule-storage.yaml",
-        "nfd/samples-nodefeaturerule-system.yaml",
-        "nfd/samples-nodefeaturerule-usb.yaml",
-        "intel/node-feature-rules.yaml",
-    ];
+    let files = [&NFD_EXAMPLES[..], &["intel/node-feature-rules.yaml"]].concat();
     let set = load(&files);
     assert_eq!(set.rule_count(), 34);
     let e = set.evaluate(&realistic_node(), &LabelPolicy::default());
@@ -418,24 +436,17 @@ fn all_nfd_samples_over_a_realistic_node() {
 #[test]
 fn nfd_files_check_clean_except_their_deliberate_errors() {
     let files = [
-        "nfd/examples-nodefeaturerule.yaml",
-        "nfd/samples-nodefeaturerule-cpu.yaml",
-        "nfd/samples-nodefeaturerule-custom.yaml",
-        "nfd/samples-nodefeaturerule-kernel.yaml",
-        "nfd/samples-nodefeaturerule-local.yaml",
-        "nfd/samples-nodefeaturerule-memory.yaml",
-        "nfd/samples-nodefeaturerule-network.yaml",
-        "nfd/samples-nodefeaturerule-pci.yaml",
-        "nfd/samples-nodefeaturerule-storage.yaml",
-        "nfd/samples-nodefeaturerule-system.yaml",
-        "nfd/samples-nodefeaturerule-usb.yaml",
-        "nfd/e2e-nodefeaturerule-1.yaml",
-        "nfd/e2e-nodefeaturerule-2.yaml",
-        "nfd/e2e-nodefeaturerule-3.yaml",
-        "nfd/e2e-nodefeaturerule-4.yaml",
-        "nfd/e2e-nodefeaturerule-5.yaml",
-        "nfd/e2e-nodefeaturerule-6.yaml",
-    ];
+        &NFD_EXAMPLES[..],
+        &[
+            "nfd/e2e-nodefeaturerule-1.yaml",
+            "nfd/e2e-nodefeaturerule-2.yaml",
+            "nfd/e2e-nodefeaturerule-3.yaml",
+            "nfd/e2e-nodefeaturerule-4.yaml",
+            "nfd/e2e-nodefeaturerule-5.yaml",
+            "nfd/e2e-nodefeaturerule-6.yaml",
+        ],
+    ]
+    .concat();
     let sources: Vec<RuleSource> = files.iter().map(|f| source(f)).collect();
     let report = check(&sources, &[]);
     let p = "tests/fixtures/rules/nfd";

@@ -51,6 +51,14 @@ const RTX4090: &[(&str, &str)] = &[
     ("0000:e1:00.0", "0x2684"),
 ];
 
+/// The two DGX H100 nodes' allocatable (one cordoned, the other not).
+const DGX_H100_ALLOCATABLE: &[(&str, &str)] = &[
+    ("cpu", "224"),
+    ("memory", "2113244160Ki"),
+    ("nvidia.com/gpu", "8"),
+    ("pods", "110"),
+];
+
 /// Allocatable as kubelet reports it for each machine (cpu, memory, pods), plus the device
 /// plugin's resources.
 const FLEET: &[Spec] = &[
@@ -61,12 +69,7 @@ const FLEET: &[Spec] = &[
         sharing: None,
         taints: &[],
         unschedulable: false,
-        allocatable: &[
-            ("cpu", "224"),
-            ("memory", "2113244160Ki"),
-            ("nvidia.com/gpu", "8"),
-            ("pods", "110"),
-        ],
+        allocatable: DGX_H100_ALLOCATABLE,
     },
     Spec {
         name: "dgx-h100-02",
@@ -75,12 +78,7 @@ const FLEET: &[Spec] = &[
         sharing: None,
         taints: &[("node.kubernetes.io/unschedulable", "", "NoSchedule")],
         unschedulable: true,
-        allocatable: &[
-            ("cpu", "224"),
-            ("memory", "2113244160Ki"),
-            ("nvidia.com/gpu", "8"),
-            ("pods", "110"),
-        ],
+        allocatable: DGX_H100_ALLOCATABLE,
     },
     Spec {
         name: "a100-mig-01",
@@ -219,13 +217,7 @@ fn fleet_json() -> Value {
             let taints: Vec<Value> = spec
                 .taints
                 .iter()
-                .map(|(k, v, e)| {
-                    let mut t = json!({"key": k, "effect": e});
-                    if !v.is_empty() {
-                        t["value"] = json!(v);
-                    }
-                    t
-                })
+                .map(|(k, v, e)| common::taint(k, v, e))
                 .collect();
             let mut node_spec = json!({});
             if !taints.is_empty() {
@@ -530,13 +522,10 @@ fn what_the_api_server_refuses_is_named_not_matched() {
 /// scheduled: the scheduler cannot parse the term, on any node.
 #[test]
 fn a_bound_that_is_not_an_integer_fits_no_node() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("half.yaml");
-    std::fs::write(
-        &path,
+    let (tmp, path) = common::temp_file(
+        "half.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: half}\nspec:\n  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n          - matchExpressions:\n              - {key: feature.node.kubernetes.io/gpu.count, operator: Gt, values: [\"7.5\"]}\n  containers: [{name: c, image: busybox}]\n",
-    )
-    .unwrap();
+    );
     let r = run_match(&path, &[]);
     let want = "\
 Pod half (half.yaml:1:1)

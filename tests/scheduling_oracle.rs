@@ -9,15 +9,16 @@
 //! `target/scheduling-oracle/`, as the test API server is (tests/go_build).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use gpu_labeler::scheduling::fit::{Reason, fit};
 use gpu_labeler::scheduling::objects::{read_nodes, read_workloads};
 use serde_json::{Value, json};
 
+mod common;
 mod go_build;
+
+use common::Draw;
 
 /// The oracle's sources (tests/scheduling-oracle) and cache (target/scheduling-oracle).
 const ORACLE: go_build::GoProgram = go_build::GoProgram {
@@ -39,23 +40,16 @@ const NODES_PER_POD: usize = 4;
 /// SplitMix64: small, seeded, and the same on every platform.
 struct Rng(u64);
 
-impl Rng {
+impl common::Draw for Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        common::splitmix64(&mut self.0)
     }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
+}
+
+impl Rng {
     /// True with probability `pct` percent.
     fn pct(&mut self, pct: u64) -> bool {
         self.next() % 100 < pct
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
     }
 }
 
@@ -375,12 +369,9 @@ fn node(rng: &mut Rng, pod: &Value) -> Value {
     }
     let taints: Vec<Value> = (0..rng.below(4))
         .map(|_| {
-            let mut t = json!({"key": rng.pick(TAINT_KEYS), "effect": rng.pick(EFFECTS)});
-            let v = rng.pick(TAINT_VALUES);
-            if !v.is_empty() {
-                t["value"] = json!(v);
-            }
-            t
+            // Drawn in this order (key, effect, value) so that a seed's cases stay the same.
+            let (key, effect) = (rng.pick(TAINT_KEYS), rng.pick(EFFECTS));
+            common::taint(key, rng.pick(TAINT_VALUES), effect)
         })
         .collect();
     let mut spec = json!({});
@@ -503,28 +494,11 @@ fn match_decides_as_kubernetes_own_scheduling_code_on_12000_generated_pairs() {
         .collect();
 
     // One oracle process for every case, fed over a pipe by a thread while its answers are read.
-    let mut child = Command::new(oracle())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the scheduling oracle");
-    let mut stdin = child.stdin.take().unwrap();
-    let input: Vec<String> = cases
+    let input = cases
         .iter()
         .map(|(p, n)| json!({"pod": p, "nodes": n}).to_string())
         .collect();
-    let writer = std::thread::spawn(move || {
-        for line in input {
-            writeln!(stdin, "{line}").expect("write to the oracle");
-        }
-    });
-    let answers: Vec<Value> = BufReader::new(child.stdout.take().unwrap())
-        .lines()
-        .map(|l| serde_json::from_str(&l.expect("read the oracle")).expect("the oracle's JSON"))
-        .collect();
-    writer.join().unwrap();
-    assert!(child.wait().unwrap().success(), "the oracle failed");
+    let answers: Vec<Value> = go_build::answers(&oracle(), input);
     assert_eq!(answers.len(), cases.len());
 
     let mut classes: BTreeMap<String, Vec<String>> = BTreeMap::new();

@@ -29,16 +29,11 @@ fn sharing_file(name: &str) -> PathBuf {
 
 /// A gpu-labeler config naming `sharing` as the device-plugin file, plus `extra` lines.
 fn config(dir: &Path, sharing: &Path, extra: &str) -> PathBuf {
-    let p = dir.join("config.yaml");
-    std::fs::write(
-        &p,
-        format!(
-            "sources:\n  sharing:\n    configFile: {}\n{extra}",
-            sharing.display()
-        ),
-    )
-    .unwrap();
-    p
+    let text = format!(
+        "sources:\n  sharing:\n    configFile: {}\n{extra}",
+        sharing.display()
+    );
+    common::write_in(dir, "config.yaml", &text)
 }
 
 fn run(cmd: &str, config: &Path) -> Run {
@@ -371,6 +366,26 @@ fn label_map(v: &Value) -> BTreeMap<String, String> {
     serde_json::from_value(v["labels"].clone()).unwrap()
 }
 
+/// The `gpu.device` attributes of the vGPU guest's T4 (see [`vgpu_guest`]), with its `vgpu`
+/// ones.
+fn t4_guest(vgpu: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut a = attrs(&[
+        ("address", "0000:00:05.0"),
+        ("class", "0300"),
+        ("device_id", "1eb8"),
+        ("health", "ok"),
+        ("index", "0"),
+        ("is_vf", "false"),
+        ("pcie_root", "0000:00"),
+        ("product", "Tesla T4"),
+        ("source", "sysfs"),
+        ("vendor", "nvidia"),
+        ("vendor_id", "10de"),
+    ]);
+    a.extend(attrs(vgpu));
+    a
+}
+
 fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
@@ -392,24 +407,26 @@ fn vgpu_guest(root: &Path, config: &[u8]) {
 
 const GFD: &str = "profiles: [nvidia-gfd]\n";
 
+/// The labels of a node with one T4 and no NVML (the profile's own labels aside).
+const ONE_T4: [(&str, &str); 9] = [
+    ("gpu-nvidia.count", "1"),
+    ("gpu.count", "1"),
+    ("gpu.health", "ok"),
+    ("gpu.healthy.count", "1"),
+    ("gpu.pcie.roots", "1"),
+    ("gpu.present", "true"),
+    ("gpu.product", "Tesla-T4"),
+    ("gpu.vendor", "nvidia"),
+    ("pci-0300_10de.present", "true"),
+];
+
 #[test]
 fn a_vgpu_guest_is_recognised_from_its_configuration_space() {
     let dir = tempfile::tempdir().unwrap();
     vgpu_guest(dir.path(), &pciconfig("gfd-vgpu-guest-10de-1eb8.config"));
     assert_eq!(
         gpu_devices(&offline("features", dir.path(), "")),
-        [attrs(&[
-            ("address", "0000:00:05.0"),
-            ("class", "0300"),
-            ("device_id", "1eb8"),
-            ("health", "ok"),
-            ("index", "0"),
-            ("is_vf", "false"),
-            ("pcie_root", "0000:00"),
-            ("product", "Tesla T4"),
-            ("source", "sysfs"),
-            ("vendor", "nvidia"),
-            ("vendor_id", "10de"),
+        [t4_guest(&[
             ("vgpu", "true"),
             ("vgpu_capability", "present"),
             ("vgpu_host_driver_branch", "r460_00"),
@@ -419,22 +436,17 @@ fn a_vgpu_guest_is_recognised_from_its_configuration_space() {
     assert_eq!(
         label_map(&offline("labels", dir.path(), GFD)),
         map(&[
-            ("gpu-nvidia.count", "1"),
-            ("gpu.count", "1"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "1"),
-            ("gpu.pcie.roots", "1"),
-            ("gpu.present", "true"),
-            ("gpu.product", "Tesla-T4"),
-            ("gpu.vendor", "nvidia"),
-            ("gpu.vgpu.present", "true"),
-            ("gpu.virtual", "true"),
-            ("pci-0300_10de.present", "true"),
-            // GFD's vGPU labeler (NVML is off: no device labels, as GFD without NVML).
-            ("nvidia.com/vgpu.host-driver-branch", "r460_00"),
-            ("nvidia.com/vgpu.host-driver-version", "460.16"),
-            ("nvidia.com/vgpu.present", "true"),
-        ])
+            &ONE_T4[..],
+            &[
+                ("gpu.vgpu.present", "true"),
+                ("gpu.virtual", "true"),
+                // GFD's vGPU labeler (NVML is off: no device labels, as GFD without NVML).
+                ("nvidia.com/vgpu.host-driver-branch", "r460_00"),
+                ("nvidia.com/vgpu.host-driver-version", "460.16"),
+                ("nvidia.com/vgpu.present", "true"),
+            ],
+        ]
+        .concat())
     );
 }
 
@@ -478,37 +490,11 @@ fn an_unprivileged_reader_sees_64_bytes_and_claims_nothing() {
     );
     assert_eq!(
         gpu_devices(&offline("features", dir.path(), "")),
-        [attrs(&[
-            ("address", "0000:00:05.0"),
-            ("class", "0300"),
-            ("device_id", "1eb8"),
-            ("health", "ok"),
-            ("index", "0"),
-            ("is_vf", "false"),
-            ("pcie_root", "0000:00"),
-            ("product", "Tesla T4"),
-            ("source", "sysfs"),
-            ("vendor", "nvidia"),
-            ("vendor_id", "10de"),
-            ("vgpu_capability", "unknown"),
-        ])]
+        [t4_guest(&[("vgpu_capability", "unknown")])]
     );
     // Neither gpu.vgpu.present nor gpu.virtual: unknown is not "false". GFD gives no vGPU label
     // either (it asks for privileged mode).
-    assert_eq!(
-        label_map(&offline("labels", dir.path(), GFD)),
-        map(&[
-            ("gpu-nvidia.count", "1"),
-            ("gpu.count", "1"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "1"),
-            ("gpu.pcie.roots", "1"),
-            ("gpu.present", "true"),
-            ("gpu.product", "Tesla-T4"),
-            ("gpu.vendor", "nvidia"),
-            ("pci-0300_10de.present", "true"),
-        ])
-    );
+    assert_eq!(label_map(&offline("labels", dir.path(), GFD)), map(&ONE_T4));
 }
 
 #[test]

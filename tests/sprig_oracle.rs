@@ -6,11 +6,12 @@
 //! and Sprig packages, fetched and built once under `target/sprig-oracle/` as the test API server
 //! is (nothing installed, no module proxy).
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
+mod common;
 mod go_build;
+
+use common::Draw;
 
 /// The oracle's sources (tests/sprig-oracle) and cache (target/sprig-oracle).
 const ORACLE: go_build::GoProgram = go_build::GoProgram {
@@ -141,31 +142,11 @@ fn every_recorded_template_case_is_what_go_writes() {
     let binary = oracle();
     let cases: Vec<Case> = cases_tsv().into_iter().chain(classes_tsv()).collect();
     assert!(cases.len() > 1400, "{} cases", cases.len());
-    let mut input = String::new();
-    for c in &cases {
-        input.push_str(&serde_json::to_string(&[c.data, c.source.as_str()]).unwrap());
-        input.push('\n');
-    }
-    let mut child = Command::new(&binary)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let answers: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+    let input = cases
+        .iter()
+        .map(|c| serde_json::to_string(&[c.data, c.source.as_str()]).unwrap())
         .collect();
+    let answers: Vec<String> = go_build::answers(&binary, input);
     assert_eq!(answers.len(), cases.len());
     let mut differ = Vec::new();
     let mut versions = 0;
@@ -199,18 +180,12 @@ fn every_recorded_template_case_is_what_go_writes() {
 /// A small deterministic generator (xorshift64*): the same templates every run.
 struct Gen(u64);
 
-impl Gen {
+impl common::Draw for Gen {
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-        from[self.below(from.len())]
     }
 }
 
@@ -491,31 +466,11 @@ fn generated_templates_render_as_go_renders_them() {
     let binary = oracle();
     let mut g = Gen(0x9E3779B97F4A7C15);
     let cases: Vec<(&str, String)> = (0..4000).map(|_| generated(&mut g)).collect();
-    let mut input = String::new();
-    for (data, source) in &cases {
-        input.push_str(&serde_json::to_string(&[*data, source.as_str()]).unwrap());
-        input.push('\n');
-    }
-    let mut child = Command::new(&binary)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let answers: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+    let input = cases
+        .iter()
+        .map(|(data, source)| serde_json::to_string(&[*data, source.as_str()]).unwrap())
         .collect();
+    let answers: Vec<String> = go_build::answers(&binary, input);
     assert_eq!(answers.len(), cases.len());
     let mut differ = Vec::new();
     let mut deviations = 0;

@@ -622,16 +622,11 @@ fn the_condition_policy_admits_only_that_condition() {
 
     // Someone else sets GPUHealthy (a drift): the agent writes it back, taking over those
     // fields as any writer does; the others' entries but for that condition stay whole.
-    let a = s.request(
-        &Who::admin(),
-        "PATCH",
-        &format!("{path}?fieldManager=kubectl-edit"),
-        Some((
-            "application/strategic-merge-patch+json",
-            &json!({"status": {"conditions": [{"type": "GPUHealthy", "status": "False", "reason": "Edited"}]}}),
-        )),
+    s.admin_status_patch(
+        "kubectl-edit",
+        &path,
+        &json!({"status": {"conditions": [{"type": "GPUHealthy", "status": "False", "reason": "Edited"}]}}),
     );
-    assert!(a.ok(), "{}", a.body);
     let a = s.request(
         &agent,
         "PATCH",

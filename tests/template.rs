@@ -29,6 +29,33 @@ fn os(s: impl AsRef<std::ffi::OsStr>) -> OsString {
     s.as_ref().to_os_string()
 }
 
+/// NFD's fake features snapshot with `rules` alone.
+fn nfd_fake_with(rules: &Path) -> Vec<OsString> {
+    vec![
+        os("--features"),
+        os(fixtures().join("rules/features/nfd-fake.features.json")),
+        os("--no-default-rules"),
+        os("--rules"),
+        os(rules),
+    ]
+}
+
+/// `diff --template TEMPLATE --nodes NODES -o FORMAT`, by format.
+fn diff_args(template: &Path, nodes: &Path) -> impl Fn(&str) -> Vec<OsString> {
+    let (template, nodes) = (template.to_path_buf(), nodes.to_path_buf());
+    move |o| {
+        vec![
+            os("diff"),
+            os("--template"),
+            os(&template),
+            os("--nodes"),
+            os(&nodes),
+            os("-o"),
+            os(o),
+        ]
+    }
+}
+
 fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -77,14 +104,7 @@ fn scenarios(dir: &Path) -> Vec<Scenario> {
         out.push(Scenario { id, args, env });
     };
     // Every sysfs machine, without and with the nvidia-gfd profile.
-    let sysfs = fixtures().join("sysfs");
-    let mut machines: Vec<String> = std::fs::read_dir(&sysfs)
-        .unwrap()
-        .map(|e| e.unwrap())
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    machines.sort();
+    let machines = sysfs_machines();
     for m in &machines {
         let args = discovery_args(&sysfs_fixture(m), &proc_fixture(m));
         add(format!("sysfs {m}"), args.clone(), vec![]);
@@ -345,17 +365,7 @@ fn golden_scenario(name: &str, dir: &Path) -> Scenario {
             (discovery_args(&sysfs_fixture(m), &proc_fixture(m)), vec![])
         }
         "nfd-taints" => (
-            vec![
-                os("--features"),
-                fixtures()
-                    .join("rules/features/nfd-fake.features.json")
-                    .into_os_string(),
-                os("--no-default-rules"),
-                os("--rules"),
-                fixtures()
-                    .join("rules/nfd/e2e-nodefeaturerule-3.yaml")
-                    .into_os_string(),
-            ],
+            nfd_fake_with(&fixtures().join("rules/nfd/e2e-nodefeaturerule-3.yaml")),
             vec![],
         ),
         other => panic!("no golden scenario {other}"),
@@ -376,17 +386,20 @@ const FORMATS: [&str; 6] = [
     "resourceslice",
 ];
 
+/// The golden scenarios (see `golden_scenario`).
+const GOLDEN_SCENARIOS: [&str; 6] = [
+    "h100",
+    "h100-time-slicing-renamed",
+    "a100-mig-mixed",
+    "mi300x-cpx",
+    "tigerlake",
+    "nfd-taints",
+];
+
 #[test]
 fn every_format_of_every_golden_scenario_is_its_golden_file() {
     let dir = tempfile::tempdir().unwrap();
-    for name in [
-        "h100",
-        "h100-time-slicing-renamed",
-        "a100-mig-mixed",
-        "mi300x-cpx",
-        "tigerlake",
-        "nfd-taints",
-    ] {
+    for name in GOLDEN_SCENARIOS {
         let s = golden_scenario(name, dir.path());
         if name == "h100" {
             // The snapshot docs/autoscaling.md's examples start from.
@@ -442,14 +455,7 @@ fn karpenter_docs(text: &str) -> Vec<Value> {
 fn the_karpenter_documents_are_valid_against_karpenters_crds() {
     let pools = crd_schema("karpenter.sh_nodepools.yaml");
     let overlays = crd_schema("karpenter.sh_nodeoverlays.yaml");
-    for name in [
-        "h100",
-        "h100-time-slicing-renamed",
-        "a100-mig-mixed",
-        "mi300x-cpx",
-        "tigerlake",
-        "nfd-taints",
-    ] {
+    for name in GOLDEN_SCENARIOS {
         let text =
             std::fs::read_to_string(template_dir().join(format!("{name}.karpenter.yaml"))).unwrap();
         let docs = karpenter_docs(&text);
@@ -548,17 +554,7 @@ fn diff_names_each_node_that_differs_with_what_differs() {
     ]});
     let nodes_file = write_json(dir.path(), "nodes.json", &nodes);
     let template = template_dir().join("h100.json");
-    let args = |o: &str| {
-        vec![
-            os("diff"),
-            os("--template"),
-            template.clone().into_os_string(),
-            os("--nodes"),
-            nodes_file.clone().into_os_string(),
-            os("-o"),
-            os(o),
-        ]
-    };
+    let args = diff_args(&template, &nodes_file);
     let r = run(args("text"));
     assert_eq!((r.code, r.stderr.as_str()), (4, ""));
     let driver = labels["nvidia.com/cuda.driver.major"].clone();
@@ -600,13 +596,10 @@ fn diff_names_each_node_that_differs_with_what_differs() {
 /// template says (here the template does not name the type's count at all).
 #[test]
 fn diff_names_a_node_short_of_its_instance_type() {
-    let dir = tempfile::tempdir().unwrap();
-    let template = dir.path().join("empty.json");
-    std::fs::write(
-        &template,
+    let (dir, template) = temp_file(
+        "empty.json",
         r#"{"labels": {}, "resources": {}, "taints": []}"#,
-    )
-    .unwrap();
+    );
     let node_of = |name: &str, count: &str| {
         let labels: BTreeMap<String, String> = [
             ("node.kubernetes.io/instance-type", "p5.48xlarge"),
@@ -620,17 +613,7 @@ fn diff_names_a_node_short_of_its_instance_type() {
     let nodes = json!({"apiVersion": "v1", "kind": "List", "items": [
         node_of("p5-a", "8"), node_of("p5-b", "7"), node_of("p5-c", "8")]});
     let nodes_file = write_json(dir.path(), "nodes.json", &nodes);
-    let args = |o: &str| {
-        vec![
-            os("diff"),
-            os("--template"),
-            template.clone().into_os_string(),
-            os("--nodes"),
-            nodes_file.clone().into_os_string(),
-            os("-o"),
-            os(o),
-        ]
-    };
+    let args = diff_args(&template, &nodes_file);
     let r = run(args("text"));
     assert_eq!(
         (r.code, r.stdout.as_str(), r.stderr.as_str()),
@@ -764,15 +747,7 @@ fn limits_of_each_autoscaler_are_warned_about_or_refused() {
     let with = |n: usize| Scenario {
         id: "many".into(),
         args: [
-            vec![
-                os("--features"),
-                fixtures()
-                    .join("rules/features/nfd-fake.features.json")
-                    .into_os_string(),
-                os("--no-default-rules"),
-                os("--rules"),
-                rules.clone().into_os_string(),
-            ],
+            nfd_fake_with(&rules),
             config.clone(),
             if n == 0 {
                 vec![]

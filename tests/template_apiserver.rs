@@ -45,13 +45,7 @@ fn every_gpu_machines_slice_template_stores_and_joins_to_its_gpus_without_a_mism
     let s = KubeApiServer::start();
     let admin = Who::admin();
     let dir = tempfile::tempdir().unwrap();
-    let mut machines: Vec<String> = std::fs::read_dir(fixtures().join("sysfs"))
-        .unwrap()
-        .map(|e| e.unwrap())
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    machines.sort();
+    let machines = common::sysfs_machines();
     let mut joined = Vec::new();
     for m in &machines {
         let (args, env) = machine_args(m);

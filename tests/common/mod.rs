@@ -124,6 +124,18 @@ pub fn sysfs_fixture(machine: &str) -> PathBuf {
     fixtures().join("sysfs").join(machine)
 }
 
+/// Every machine of tests/fixtures/sysfs/, by name, sorted.
+pub fn sysfs_machines() -> Vec<String> {
+    let mut machines: Vec<String> = std::fs::read_dir(fixtures().join("sysfs"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    machines.sort();
+    machines
+}
+
 /// `tests/fixtures/proc/<machine>` when the capture gave one, else a path that does not exist
 /// (a kernel without `/proc/modules`: nothing to report).
 pub fn proc_fixture(machine: &str) -> PathBuf {
@@ -288,6 +300,14 @@ pub fn discovery_args(sysfs_root: &Path, proc_root: &Path) -> Vec<OsString> {
     ]
 }
 
+/// [`discovery_args`] as strings, for argument lists of `&str`.
+pub fn discovery_arg_strings(sysfs_root: &Path, proc_root: &Path) -> Vec<String> {
+    discovery_args(sysfs_root, proc_root)
+        .into_iter()
+        .map(|a| a.into_string().unwrap())
+        .collect()
+}
+
 /// [`discovery_args`] with the fake NVML library (`--nvml-lib`) in place of `--no-nvml`.
 pub fn discovery_args_with_fake_nvml(sysfs_root: &Path, proc_root: &Path) -> Vec<OsString> {
     let mut args = discovery_args(sysfs_root, proc_root);
@@ -360,6 +380,54 @@ pub fn check_golden_in(dir: &Path, name: &str, actual: &str) {
         "output differs from {} (UPDATE_GOLDEN=1 rewrites it after review)",
         path.display()
     );
+}
+
+/// A seeded source of chance for generated test cases: `next` is the generator, the draws are
+/// made from it the same way for all.
+pub trait Draw {
+    fn next(&mut self) -> u64;
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}
+
+/// A table written as `(name, value)` rows, collected with the names owned (into a `Vec` or a
+/// map).
+pub fn owned_names<'a, V, C: FromIterator<(String, V)>>(
+    rows: impl IntoIterator<Item = (&'a str, V)>,
+) -> C {
+    rows.into_iter().map(|(n, v)| (n.to_string(), v)).collect()
+}
+
+/// A Node's taint as the API writes it: an empty value is left out.
+pub fn taint(key: &str, value: &str, effect: &str) -> serde_json::Value {
+    let mut t = serde_json::json!({"key": key, "effect": effect});
+    if !value.is_empty() {
+        t["value"] = serde_json::json!(value);
+    }
+    t
+}
+
+/// SplitMix64's step: the seeded tests' one source of chance, small and the same on every
+/// platform, so that a seed replays a run.
+pub fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `dir/name`, written with `text`.
+pub fn write_in(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    path
 }
 
 /// A file `name` holding `text` in a new temporary directory (removed when the returned

@@ -120,3 +120,35 @@ impl GoProgram {
         binary
     }
 }
+
+/// What `program` answers, a JSON value a line, to `lines` written to its stdin (from another
+/// thread, so that a large input cannot block on a full pipe). Panics with its stderr when it
+/// fails or answers a line that is not `T`.
+pub fn answers<T: serde::de::DeserializeOwned>(program: &Path, lines: Vec<String>) -> Vec<T> {
+    let mut child = Command::new(program)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        lines.iter().try_for_each(|line| writeln!(stdin, "{line}"))
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        program.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {l:?}: {e}", program.display()))
+        })
+        .collect()
+}

@@ -80,16 +80,7 @@ fn node_state(kube: &KubeApiServer) -> (BTreeMap<String, String>, Vec<String>, O
                 .collect()
         })
         .unwrap_or_default();
-    let condition = n["status"]["conditions"].as_array().and_then(|c| {
-        c.iter().find(|c| c["type"] == "GPUHealthy").map(|c| {
-            format!(
-                "{}/{}/{}",
-                c["status"].as_str().unwrap_or(""),
-                c["reason"].as_str().unwrap_or(""),
-                c["message"].as_str().unwrap_or("")
-            )
-        })
-    });
+    let condition = crate::kube::gpu_healthy_condition(&n, "/");
     (labels, taints, condition)
 }
 
@@ -113,11 +104,7 @@ impl Rng {
     }
 
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        common::splitmix64(&mut self.0)
     }
 
     fn below(&mut self, n: u64) -> u64 {

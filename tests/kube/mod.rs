@@ -626,9 +626,14 @@ impl KubeApiServer {
     /// --server-side`, a driver publishing its objects); it must be admitted.
     #[track_caller]
     pub fn admin_apply(&self, manager: &str, doc: &Value) {
-        let path = object_path(doc);
-        let a = self.apply(&Who::admin(), manager, &path, doc, true);
-        assert!(a.ok(), "{path}: {}", a.body);
+        let a = self.admin_force_apply(manager, doc);
+        assert!(a.ok(), "{}: {}", object_path(doc), a.body);
+    }
+
+    /// An admin's forced server-side apply of `doc` at its own path as `manager`, answered
+    /// whatever the answer.
+    pub fn admin_force_apply(&self, manager: &str, doc: &Value) -> Answer {
+        self.apply(&Who::admin(), manager, &object_path(doc), doc, true)
     }
 
     /// An admin's merge patch of `path` as `manager` (`kubectl label`, `kubectl taint`, another
@@ -702,6 +707,19 @@ impl KubeApiServer {
             }
         }
         owners
+    }
+
+    /// An admin's strategic merge patch of `path` (a Node's status) as `manager`; it must be
+    /// admitted.
+    #[track_caller]
+    pub fn admin_status_patch(&self, manager: &str, path: &str, patch: &Value) {
+        let a = self.request(
+            &Who::admin(),
+            "PATCH",
+            &format!("{path}?fieldManager={manager}"),
+            Some(("application/strategic-merge-patch+json", patch)),
+        );
+        assert!(a.ok(), "{path}: {}", a.body);
     }
 
     /// An admin's `POST` of `body` (JSON) to `path`.
@@ -931,4 +949,18 @@ fn base64(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// The `GPUHealthy` condition of `node` as `status`, `reason` and `message` joined by `sep`
+/// (`None`: it has none).
+pub fn gpu_healthy_condition(node: &Value, sep: &str) -> Option<String> {
+    let c = node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "GPUHealthy")?;
+    Some(
+        ["status", "reason", "message"]
+            .map(|f| c[f].as_str().unwrap_or(""))
+            .join(sep),
+    )
 }
