@@ -157,36 +157,30 @@ fn entry_that_is_not_a_pci_address_is_skipped() {
     assert_json_eq(&out.labels, &golden_labels(NFD), "labels");
 }
 
+/// A mandatory attribute that cannot be read as one (empty, not hex, binary, larger than any
+/// sysfs attribute) skips its device alone, named with the attribute's path and why.
 #[test]
-fn empty_mandatory_attribute_skips_the_device() {
-    let tree = Tree::copy_of(NFD);
-    let path = tree.write_attr(ASPEED, "vendor", b"");
-    assert_aspeed_skipped(&tree, &path, "not a hex id: \"\"");
-}
-
-#[test]
-fn garbage_hex_in_a_mandatory_attribute_skips_the_device() {
-    let tree = Tree::copy_of(NFD);
-    let path = tree.write_attr(ASPEED, "device", b"0xzz00\n");
-    assert_aspeed_skipped(&tree, &path, "not a hex id: \"0xzz00\"");
-}
-
-#[test]
-fn binary_mandatory_attribute_skips_the_device() {
-    let tree = Tree::copy_of(NFD);
-    let path = tree.write_attr(ASPEED, "subsystem_device", b"\x00\x20\xff\xfe\n");
-    assert_aspeed_skipped(&tree, &path, "binary content, not a text attribute");
-}
-
-#[test]
-fn very_large_mandatory_attribute_skips_the_device() {
-    let tree = Tree::copy_of(NFD);
-    let path = tree.write_attr(ASPEED, "class", "0x030000\n".repeat(10_000).as_bytes());
-    assert_aspeed_skipped(
-        &tree,
-        &path,
-        "larger than 65536 bytes, not a sysfs attribute",
-    );
+fn a_bad_mandatory_attribute_skips_the_device() {
+    let huge = "0x030000\n".repeat(10_000);
+    let cases: [(&str, &[u8], &str); 4] = [
+        ("vendor", b"", "not a hex id: \"\""),
+        ("device", b"0xzz00\n", "not a hex id: \"0xzz00\""),
+        (
+            "subsystem_device",
+            b"\x00\x20\xff\xfe\n",
+            "binary content, not a text attribute",
+        ),
+        (
+            "class",
+            huge.as_bytes(),
+            "larger than 65536 bytes, not a sysfs attribute",
+        ),
+    ];
+    for (attr, content, why) in cases {
+        let tree = Tree::copy_of(NFD);
+        let path = tree.write_attr(ASPEED, attr, content);
+        assert_aspeed_skipped(&tree, &path, why);
+    }
 }
 
 #[test]

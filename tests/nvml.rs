@@ -25,6 +25,18 @@ fn on_tree<'a>(command: &[&'a str], root: &'a str) -> Vec<&'a str> {
     .concat()
 }
 
+/// `COMMAND` on a new [`nvidia_sysfs`] tree of `gpus`, with the fake NVML library `lib`
+/// answering from the fixture `nvml_fixture`.
+fn run_on_gpus(gpus: &[(&str, &str)], command: &[&str], nvml_fixture: &str, lib: &str) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    nvidia_sysfs(dir.path(), gpus);
+    run(
+        &on_tree(command, dir.path().to_str().unwrap()),
+        nvml_fixture,
+        lib,
+    )
+}
+
 /// `gpu-labeler ARGS` with the fake NVML library `lib` answering from the fixture
 /// `nvml_fixture`.
 fn run(args: &[&str], nvml_fixture: &str, lib: &str) -> Run {
@@ -227,11 +239,9 @@ fn a_missing_library_is_unavailable_not_an_error() {
 #[test]
 fn an_old_driver_without_mig_or_compute_capability_symbols_is_tolerated() {
     // The legacy library lacks the symbols entirely (FailedToLoadSymbol in nvml-wrapper).
-    let dir = tempfile::tempdir().unwrap();
-    nvidia_sysfs(dir.path(), &[("0000:43:00.0", "0x1cb3")]);
-    let root = dir.path().to_str().unwrap();
-    let r = run(
-        &on_tree(&["labels", "-o", "json"], root),
+    let r = run_on_gpus(
+        &[("0000:43:00.0", "0x1cb3")],
+        &["labels", "-o", "json"],
         "old-driver-no-mig",
         "nvidia_ml_legacy",
     );
@@ -456,15 +466,8 @@ fn every_single_model_capture_gives_its_labels() {
         ),
     ];
     for (fixture_name, gpus, expected) in cases {
-        let dir = tempfile::tempdir().unwrap();
         let gpus: Vec<(&str, &str)> = gpus.iter().map(|(a, d)| (a.as_str(), *d)).collect();
-        nvidia_sysfs(dir.path(), &gpus);
-        let root = dir.path().to_str().unwrap();
-        let r = run(
-            &on_tree(&["labels", "-o", "json"], root),
-            fixture_name,
-            "nvidia_ml",
-        );
+        let r = run_on_gpus(&gpus, &["labels", "-o", "json"], fixture_name, "nvidia_ml");
         assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{fixture_name}");
         let expected: Vec<(&str, &str)> = expected.iter().map(|(k, v)| (*k, v.as_str())).collect();
         assert_eq!(labels(&r.stdout), map(&expected), "{fixture_name}");
@@ -580,13 +583,9 @@ fn sysfs_and_nvml_name_and_label_the_gpus_alike() {
 /// sysfs (no NVSwitch function there), so only NVML can tell they are linked.
 #[test]
 fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
-    let dir = tempfile::tempdir().unwrap();
     let buses = common::AZURE_GPUS;
     let gpus: Vec<(&str, &str)> = buses.iter().map(|b| (*b, "0x20b2")).collect();
-    nvidia_sysfs(dir.path(), &gpus);
-    let root = dir.path().to_str().unwrap();
-    let args = on_tree(&["features"], root);
-    let r = run(&args, "a100-8x-nvlink", "nvidia_ml");
+    let r = run_on_gpus(&gpus, &["features"], "a100-8x-nvlink", "nvidia_ml");
     assert_eq!((r.code, r.stderr.as_str()), (0, ""));
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     let links = common::string_pairs(
@@ -600,11 +599,14 @@ fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
         v["attributes"]["gpu.node"]["elements"]["interconnect"],
         "nvlink"
     );
-    let mut label_args = args.to_vec();
-    label_args[0] = "labels";
-    label_args.extend(["-o", "json"]);
+    let labelled = run_on_gpus(
+        &gpus,
+        &["labels", "-o", "json"],
+        "a100-8x-nvlink",
+        "nvidia_ml",
+    );
     assert_eq!(
-        labels(&run(&label_args, "a100-8x-nvlink", "nvidia_ml").stdout),
+        labels(&labelled.stdout),
         map(&[
             ("gpu-nvidia.count", "8"),
             ("gpu.compute.major", "8"),
@@ -630,7 +632,13 @@ fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
     );
     // Without NVML the same tree says nothing of the link: no switch shows, and a bridge
     // between cards would not either.
-    let no_nvml = labels(&run(&label_args, "init-driver-not-loaded", "nvidia_ml").stdout);
+    let no_nvml = run_on_gpus(
+        &gpus,
+        &["labels", "-o", "json"],
+        "init-driver-not-loaded",
+        "nvidia_ml",
+    );
+    let no_nvml = labels(&no_nvml.stdout);
     assert_eq!(
         no_nvml,
         map(&[

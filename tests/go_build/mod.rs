@@ -99,10 +99,12 @@ impl GoProgram {
             eprintln!("{}: fetched in {:.0?}", self.what, t.elapsed());
         }
         let binary = dir.join(self.binary);
+        // The environment every build.sh sources is an input of each.
         let inputs: Vec<PathBuf> = self
             .build_inputs
             .iter()
             .map(|f| self.sources().join(f))
+            .chain([repo().join("tests/go-env.sh")])
             .collect();
         let want = format!("{fetched}+{}", self.stamp(&inputs));
         if !binary.exists()
