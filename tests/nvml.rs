@@ -15,6 +15,8 @@ use common::{
 
 const BIN: &str = env!("CARGO_BIN_EXE_gpu-labeler");
 const P: &str = "feature.node.kubernetes.io/";
+/// A sysfs root whose PCI bus lists no device: the GPUs are NVML's alone.
+const NO_PCI_DEVICES: &str = "tests/fixtures/sysfs/no-pci-devices";
 
 /// `COMMAND --sysfs-root ROOT --proc-root /nonexistent`: a tree of [`nvidia_sysfs`] alone.
 fn on_tree<'a>(command: &[&'a str], root: &'a str) -> Vec<&'a str> {
@@ -49,15 +51,20 @@ fn dell_args<'a>(cmd: &'a str, proc_root: &'a str) -> Vec<&'a str> {
     vec![cmd, "--sysfs-root", DELL, "--proc-root", proc_root]
 }
 
+/// `COMMAND -o json` on the Dell, its /proc included, with the fake NVML answering `fixture`.
+fn on_dell(command: &str, fixture: &str) -> Run {
+    let mut args = dell_args(command, "tests/fixtures/proc/dell-xe9680-8xh100");
+    args.extend(["-o", "json"]);
+    run(&args, fixture, "nvidia_ml")
+}
+
 fn h100_labels() -> BTreeMap<String, String> {
     common::h100_default_labels()
 }
 
 #[test]
 fn h100_hgx_through_nvml_gives_the_default_labels() {
-    let mut args = dell_args("labels", "tests/fixtures/proc/dell-xe9680-8xh100");
-    args.extend(["-o", "json"]);
-    let r = run(&args, "h100-8x", "nvidia_ml");
+    let r = on_dell("labels", "h100-8x");
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(labels(&r.stdout), h100_labels());
     assert_eq!(r.stderr, "");
@@ -141,9 +148,7 @@ fn snapshot_with_nvml_relabels_identically_without_nvml() {
 
 #[test]
 fn a_lost_gpu_is_left_to_sysfs_and_the_others_keep_their_nvml_values() {
-    let mut args = dell_args("features", "tests/fixtures/proc/dell-xe9680-8xh100");
-    args.extend(["-o", "json"]);
-    let r = run(&args, "h100-8x-gpu3-lost", "nvidia_ml");
+    let r = on_dell("features", "h100-8x-gpu3-lost");
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(
         r.stderr.lines().collect::<Vec<_>>(),
@@ -185,9 +190,7 @@ fn a_lost_gpu_is_left_to_sysfs_and_the_others_keep_their_nvml_values() {
 
 #[test]
 fn a_lost_gpu_drops_only_the_labels_that_need_every_gpu() {
-    let mut args = dell_args("labels", "tests/fixtures/proc/dell-xe9680-8xh100");
-    args.extend(["-o", "json"]);
-    let r = run(&args, "h100-8x-gpu3-lost", "nvidia_ml");
+    let r = on_dell("labels", "h100-8x-gpu3-lost");
     let mut expected = h100_labels();
     // GPU 3's memory and compute capability are unknown: the node's come from the seven GPUs
     // NVML answered for (#44), so the total is theirs. Its product is known from sysfs, by the
@@ -286,15 +289,7 @@ fn a100_40gb_with_two_3g_mig_devices() {
 fn nvml_alone_discovers_gpus_when_sysfs_shows_none() {
     // A container without /sys mounted: NVML still finds the A10.
     let r = run(
-        &[
-            "labels",
-            "-o",
-            "json",
-            "--sysfs-root",
-            "tests/fixtures/sysfs/no-pci-devices",
-            "--proc-root",
-            "/nonexistent",
-        ],
+        &on_tree(&["labels", "-o", "json"], NO_PCI_DEVICES),
         "a10",
         "nvidia_ml",
     );
@@ -325,15 +320,7 @@ fn nvml_alone_discovers_gpus_when_sysfs_shows_none() {
 fn two_different_gpus_are_labelled_deterministically() {
     let run_once = || {
         run(
-            &[
-                "labels",
-                "-o",
-                "json",
-                "--sysfs-root",
-                "tests/fixtures/sysfs/no-pci-devices",
-                "--proc-root",
-                "/nonexistent",
-            ],
+            &on_tree(&["labels", "-o", "json"], NO_PCI_DEVICES),
             "workstation-titanv-rtx5880",
             "nvidia_ml",
         )
@@ -599,63 +586,39 @@ fn nvml_nvlinks_make_the_interconnect_nvlink_where_sysfs_shows_no_switch() {
         v["attributes"]["gpu.node"]["elements"]["interconnect"],
         "nvlink"
     );
-    let labelled = run_on_gpus(
-        &gpus,
-        &["labels", "-o", "json"],
-        "a100-8x-nvlink",
-        "nvidia_ml",
-    );
-    assert_eq!(
-        labels(&labelled.stdout),
-        map(&[
-            ("gpu-nvidia.count", "8"),
-            ("gpu.compute.major", "8"),
-            ("gpu.compute.minor", "0"),
-            ("gpu.count", "8"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "8"),
-            ("gpu.family", "ampere"),
-            ("gpu.interconnect", "nvlink"),
-            ("gpu.memory", "81920"),
-            ("gpu.memory.max", "81920"),
-            ("gpu.memory.total", "655360"),
-            ("gpu.mig.capable", "false"),
-            ("gpu.mig.enabled", "false"),
-            ("gpu.pcie.roots", "8"),
-            ("gpu.present", "true"),
-            ("gpu.product", "NVIDIA-A100-SXM4-80GB"),
-            ("gpu.vendor", "nvidia"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
-            ("pci-0302_10de.present", "true"),
-        ])
-    );
     // Without NVML the same tree says nothing of the link: no switch shows, and a bridge
     // between cards would not either.
-    let no_nvml = run_on_gpus(
-        &gpus,
-        &["labels", "-o", "json"],
-        "init-driver-not-loaded",
-        "nvidia_ml",
-    );
-    let no_nvml = labels(&no_nvml.stdout);
-    assert_eq!(
-        no_nvml,
-        map(&[
-            ("gpu-nvidia.count", "8"),
-            ("gpu.count", "8"),
-            ("gpu.health", "ok"),
-            ("gpu.healthy.count", "8"),
-            ("gpu.family", "ampere"),
-            ("gpu.pcie.roots", "8"),
-            ("gpu.present", "true"),
-            ("gpu.product", "NVIDIA-A100-SXM4-80GB"),
-            ("gpu.vendor", "nvidia"),
-            ("gpu.vgpu.present", "false"),
-            ("gpu.virtual", "false"),
-            ("pci-0302_10de.present", "true"),
-        ])
-    );
+    let sysfs_only = map(&[
+        ("gpu-nvidia.count", "8"),
+        ("gpu.count", "8"),
+        ("gpu.health", "ok"),
+        ("gpu.healthy.count", "8"),
+        ("gpu.family", "ampere"),
+        ("gpu.pcie.roots", "8"),
+        ("gpu.present", "true"),
+        ("gpu.product", "NVIDIA-A100-SXM4-80GB"),
+        ("gpu.vendor", "nvidia"),
+        ("gpu.vgpu.present", "false"),
+        ("gpu.virtual", "false"),
+        ("pci-0302_10de.present", "true"),
+    ]);
+    let labels_with = |fixture: &str| {
+        labels(&run_on_gpus(&gpus, &["labels", "-o", "json"], fixture, "nvidia_ml").stdout)
+    };
+    assert_eq!(labels_with("init-driver-not-loaded"), sysfs_only);
+    // NVML adds the link, and what only it knows.
+    let mut with_nvml = sysfs_only;
+    with_nvml.extend(map(&[
+        ("gpu.compute.major", "8"),
+        ("gpu.compute.minor", "0"),
+        ("gpu.interconnect", "nvlink"),
+        ("gpu.memory", "81920"),
+        ("gpu.memory.max", "81920"),
+        ("gpu.memory.total", "655360"),
+        ("gpu.mig.capable", "false"),
+        ("gpu.mig.enabled", "false"),
+    ]));
+    assert_eq!(labels_with("a100-8x-nvlink"), with_nvml);
 }
 
 fn gb200_fixture(dir: &std::path::Path, edit: impl Fn(&mut Value)) -> std::path::PathBuf {
@@ -665,17 +628,11 @@ fn gb200_fixture(dir: &std::path::Path, edit: impl Fn(&mut Value)) -> std::path:
 fn gb200_labels(nvml: &std::path::Path, config: Option<&str>) -> BTreeMap<String, String> {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(BIN);
-    cmd.args([
-        "labels",
-        "-o",
-        "json",
-        "--sysfs-root",
-        "tests/fixtures/sysfs/no-pci-devices",
-    ])
-    .args(["--proc-root", "/nonexistent", "--nvml-lib"])
-    .arg(common::fake_nvml_lib("nvidia_ml"))
-    .env("FAKE_NVML_FIXTURE", nvml)
-    .env_remove("GPU_LABELER_CONFIG");
+    cmd.args(on_tree(&["labels", "-o", "json"], NO_PCI_DEVICES))
+        .arg("--nvml-lib")
+        .arg(common::fake_nvml_lib("nvidia_ml"))
+        .env("FAKE_NVML_FIXTURE", nvml)
+        .env_remove("GPU_LABELER_CONFIG");
     if let Some(c) = config {
         let cfg = dir.path().join("config.yaml");
         std::fs::write(&cfg, c).unwrap();
