@@ -9,6 +9,7 @@
 //! - `inventory`: the fleet table.
 //! - `cluster`: listing nodes through the API server.
 
+pub mod cel;
 pub mod cluster;
 pub mod fit;
 pub mod inventory;
