@@ -198,6 +198,11 @@ pub enum Command {
         workload: PathBuf,
         #[command(flatten)]
         nodes: NodesArgs,
+        /// DRA objects to allocate the workload's claims from (ResourceSlices, DeviceClasses,
+        /// ResourceClaims with their allocations, ResourceClaimTemplates: `kubectl get
+        /// resourceslices,deviceclasses,resourceclaims -A -o json`), instead of the cluster's.
+        #[arg(long, value_name = "FILE")]
+        dra: Option<PathBuf>,
         #[command(flatten)]
         rules: RulesArgs,
         #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
@@ -648,9 +653,10 @@ pub fn run(cli: Cli) -> u8 {
         Command::Match {
             workload,
             nodes,
+            dra,
             rules,
             output,
-        } => cmd_match(&workload, &nodes, &rules, output),
+        } => cmd_match(&workload, &nodes, dra.as_deref(), &rules, output),
         Command::Inventory { nodes, output } => cmd_inventory(&nodes, output),
         Command::Run {
             discovery,
@@ -1116,11 +1122,17 @@ fn cmd_features(sources: &Sources, format: FeatureFormat) -> Result<u8, Error> {
 fn cmd_match(
     workload: &std::path::Path,
     nodes: &NodesArgs,
+    dra: Option<&std::path::Path>,
     rules: &RulesArgs,
     format: ReportFormat,
 ) -> Result<u8, Error> {
-    let workloads = scheduling::load_workloads(workload)?;
-    let nodes = scheduling::load_nodes(&nodes.source())?;
+    let (workloads, mut dra_set) = scheduling::load_workloads(workload)?;
+    let source = nodes.source();
+    let nodes = scheduling::load_nodes(&source)?;
+    // The DRA objects only where a pod has claims: the cluster is asked for nothing more.
+    if workloads.iter().any(|w| !w.pod.resource_claims.is_empty()) {
+        dra_set.extend(scheduling::load_dra(dra, &source)?);
+    }
     // The rules only feed the hints: one that does not load is worth a warning, not the answer.
     let (rule_set, rule_errors) = rules.rule_files().load();
     for e in &rule_errors {
@@ -1130,7 +1142,7 @@ fn cmd_match(
         rules: rule_set.label_producers(),
         builtin: labels::builtin_producer,
     };
-    let reports = report::match_fleet(workloads, &nodes, &producers);
+    let reports = report::match_fleet(workloads, &nodes, &producers, &dra_set);
     print(&match format {
         ReportFormat::Text => report::render_text(&reports),
         ReportFormat::Json => report::render_json(&reports),

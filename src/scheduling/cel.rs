@@ -380,6 +380,13 @@ pub struct Selector {
     pub domains: BTreeSet<String>,
 }
 
+impl Selector {
+    /// The parsed expression.
+    pub fn expression(&self) -> &IdedExpr {
+        self.program.expression()
+    }
+}
+
 /// Compiles one selector: a parse error, or a cost or length over Kubernetes' limits, is an
 /// error (the API server refuses such a selector).
 pub fn compile(text: &str) -> Result<Selector, String> {

@@ -17,6 +17,7 @@ pub enum Plugin {
     TaintToleration,
     NodeAffinity,
     NodeResourcesFit,
+    DynamicResources,
 }
 
 impl Plugin {
@@ -27,6 +28,7 @@ impl Plugin {
             Plugin::TaintToleration => "TaintToleration",
             Plugin::NodeAffinity => "NodeAffinity",
             Plugin::NodeResourcesFit => "NodeResourcesFit",
+            Plugin::DynamicResources => "DynamicResources",
         }
     }
 }
@@ -74,6 +76,13 @@ pub enum Reason {
         need: Quantity,
         allocatable: Quantity,
     },
+    /// A DRA claim that cannot be allocated here (src/scheduling/dra.rs), in words and in the
+    /// scheduler's.
+    Dra {
+        claim: String,
+        words: String,
+        scheduler: String,
+    },
 }
 
 impl Reason {
@@ -84,6 +93,7 @@ impl Reason {
             Reason::Taint(_) => Plugin::TaintToleration,
             Reason::Selector { .. } | Reason::Term { .. } => Plugin::NodeAffinity,
             Reason::Resource { .. } => Plugin::NodeResourcesFit,
+            Reason::Dra { .. } => Plugin::DynamicResources,
         }
     }
 
@@ -97,6 +107,7 @@ impl Reason {
                 "node(s) didn't match Pod's node affinity/selector".into()
             }
             Reason::Resource { name, .. } => format!("Insufficient {name}"),
+            Reason::Dra { scheduler, .. } => scheduler.clone(),
         }
     }
 
@@ -168,6 +179,7 @@ impl Reason {
                 need,
                 allocatable,
             } => format!("needs {need} {name}, allocatable {allocatable}"),
+            Reason::Dra { claim, words, .. } => format!("claim {claim}: {words}"),
         }
     }
 }

@@ -11,6 +11,8 @@
 
 pub mod cel;
 pub mod cluster;
+pub mod dra;
+pub mod draobjects;
 pub mod fit;
 pub mod inventory;
 pub mod objects;
@@ -41,8 +43,9 @@ fn read(path: &Path, limit: u64) -> Result<String, Error> {
         .map_err(|e| Error::InvalidInput(format!("cannot read {}: {e}", path.display())))
 }
 
-/// The workloads of a file (`-` reads standard input).
-pub fn load_workloads(path: &Path) -> Result<Vec<Workload>, Error> {
+/// The workloads of a file (`-` reads standard input), and the DRA claims, templates (and any
+/// other DRA objects) beside them.
+pub fn load_workloads(path: &Path) -> Result<(Vec<Workload>, draobjects::DraSet), Error> {
     let (name, text) = if path == Path::new("-") {
         let text = crate::sysfs::stdin_text(crate::sysfs::MAX_INPUT_BYTES)
             .map_err(|e| Error::InvalidInput(format!("cannot read standard input: {e}")))?;
@@ -53,7 +56,25 @@ pub fn load_workloads(path: &Path) -> Result<Vec<Workload>, Error> {
             read(path, crate::sysfs::MAX_INPUT_BYTES)?,
         )
     };
-    objects::read_workloads(&name, &text).map_err(|e| Error::InvalidInput(e.to_string()))
+    let workloads =
+        objects::read_workloads(&name, &text).map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let dra = draobjects::read(&name, &text).map_err(|e| Error::InvalidInput(e.to_string()))?;
+    Ok((workloads, dra))
+}
+
+/// The DRA objects `match` allocates from: a file (`--dra`), or the cluster's.
+pub fn load_dra(file: Option<&Path>, source: &NodeSource) -> Result<draobjects::DraSet, Error> {
+    match (file, source) {
+        (Some(path), _) => {
+            let text = read(path, MAX_NODES_FILE)?;
+            draobjects::read(&path.display().to_string(), &text)
+                .map_err(|e| Error::InvalidInput(e.to_string()))
+        }
+        (None, NodeSource::Cluster { kubeconfig }) => {
+            cluster::list_dra(kubeconfig.as_deref(), CLUSTER_TIMEOUT)
+        }
+        (None, NodeSource::File(_)) => Ok(draobjects::DraSet::default()),
+    }
 }
 
 /// The nodes, from a file or the cluster.

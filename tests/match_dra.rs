@@ -1,0 +1,91 @@
+//! DRA in `match`: the workloads of tests/fixtures/dra-match/ (pods with ResourceClaims and
+//! ResourceClaimTemplates beside them) against the fleet of tests/fixtures/scheduling/nodes.json
+//! and the DRA objects of tests/fixtures/dra-match/cluster.json (the drivers' ResourceSlices of
+//! tests/fixtures/dra on four of its nodes, their DeviceClasses, a device taint and a claim
+//! already allocated: tests/fixtures/dra-match/make.py). Whole outputs, text and JSON.
+
+mod common;
+
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
+
+fn dir() -> PathBuf {
+    common::fixtures().join("dra-match")
+}
+
+fn run_match(name: &str, extra: &[&str]) -> common::Run {
+    let mut a: Vec<OsString> = vec![
+        "match".into(),
+        dir().join(format!("{name}.yaml")).into(),
+        "--nodes".into(),
+        common::fixtures().join("scheduling/nodes.json").into(),
+        "--dra".into(),
+        dir().join("cluster.json").into(),
+    ];
+    a.extend(extra.iter().map(OsString::from));
+    common::run_env(
+        &a.iter().map(OsString::as_os_str).collect::<Vec<_>>(),
+        &[] as &[(&str, &OsStr)],
+    )
+}
+
+/// `NAME.yaml` -> `NAME.match.txt` (or `.match.json` with `-o json`), whole, and the exit code.
+/// `UPDATE_DRA_MATCH=1` rewrites the goldens.
+fn golden(name: &str, json: bool, code: i32) {
+    let extra: &[&str] = if json { &["-o", "json"] } else { &[] };
+    let r = run_match(name, extra);
+    let out = r
+        .stdout
+        .replace(&dir().display().to_string(), "tests/fixtures/dra-match");
+    let path = dir().join(format!(
+        "{name}.match.{}",
+        if json { "json" } else { "txt" }
+    ));
+    if std::env::var_os("UPDATE_DRA_MATCH").is_some() {
+        std::fs::write(&path, &out).unwrap();
+    }
+    assert_eq!(
+        (r.code, r.stderr.as_str(), out.as_str()),
+        (code, "", std::fs::read_to_string(&path).unwrap().as_str()),
+        "{name}"
+    );
+}
+
+/// Two H100s on one NUMA node: fit the H100 node; the A100s' product name, the AMD GPUs' driver
+/// (each candidate's values named), and nodes without slices say why.
+#[test]
+fn a_template_beside_the_pod_names_the_selector_each_node_misses() {
+    golden("h100-pair", false, 0);
+}
+
+/// A capacity NVIDIA's driver does not publish: the allocation is aborted where an NVIDIA GPU
+/// is reached (on the A100 node, the first GPU not already allocated).
+#[test]
+fn a_capacity_not_published_aborts_the_allocation() {
+    golden("unpublished", false, 1);
+}
+
+/// `firstAvailable`: eight GPUs of 80 GiB (the H100 publishes 81559Mi, short of 80Gi), else four
+/// AMD GPUs, which the MI210 node has.
+#[test]
+fn first_available_falls_to_its_second_subrequest() {
+    golden("first-available", false, 0);
+}
+
+/// Four GPUs where six are allocated to another claim and one is tainted.
+#[test]
+fn devices_already_allocated_are_named_with_their_claim() {
+    golden("any-four", false, 0);
+}
+
+/// The JSON: per node, per claim and per request, the devices allocated or the reason.
+#[test]
+fn json_gives_the_verdict_per_claim_and_request() {
+    golden("first-available", true, 0);
+}
+
+/// A pod naming a claim that is nowhere.
+#[test]
+fn a_missing_claim_is_named() {
+    golden("missing-claim", false, 1);
+}
