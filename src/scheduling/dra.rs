@@ -288,12 +288,14 @@ pub struct Dra<'a> {
     classes: HashMap<&'a str, usize>,
     /// Devices allocated to claims (not admin access).
     allocated: BTreeMap<DeviceId, String>,
+    /// The same, as (slice, device) indexes of the slices that publish them.
+    allocated_at: std::collections::HashSet<(usize, usize)>,
     selectors: RefCell<HashMap<String, Rc<Result<Selector, String>>>>,
     domains: RefCell<BTreeSet<String>>,
     /// The CEL value of each device (by slice and index), built on first use.
     values: RefCell<HashMap<(usize, usize), Rc<Result<Value, String>>>>,
     /// A selector's result on a device: pure, so kept across nodes.
-    results: RefCell<HashMap<(usize, usize, String), Result<bool, String>>>,
+    results: RefCell<HashMap<(usize, usize), HashMap<String, Result<bool, String>>>>,
 }
 
 impl<'a> Dra<'a> {
@@ -332,8 +334,24 @@ impl<'a> Dra<'a> {
                 }
             }
         }
+        let mut allocated_at = std::collections::HashSet::new();
+        if !allocated.is_empty() {
+            for (i, s) in set.slices.iter().enumerate() {
+                for (j, d) in s.devices.iter().enumerate() {
+                    let id = DeviceId {
+                        driver: s.driver.clone(),
+                        pool: s.pool.clone(),
+                        device: d.name.clone(),
+                    };
+                    if allocated.contains_key(&id) {
+                        allocated_at.insert((i, j));
+                    }
+                }
+            }
+        }
         let dra = Dra {
             set,
+            allocated_at,
             by_node,
             other,
             by_pool,
@@ -408,8 +426,12 @@ impl<'a> Dra<'a> {
 
     /// One selector on one device: `Ok(bool)`, or the error upstream returns.
     fn eval(&self, text: &str, slice: usize, index: usize) -> Result<bool, String> {
-        let key = (slice, index, text.to_string());
-        if let Some(r) = self.results.borrow().get(&key) {
+        if let Some(r) = self
+            .results
+            .borrow()
+            .get(&(slice, index))
+            .and_then(|m| m.get(text))
+        {
             return r.clone();
         }
         let sel = self.selector(text);
@@ -420,7 +442,11 @@ impl<'a> Dra<'a> {
                 Ok(v) => dracel::eval(sel, v),
             },
         };
-        self.results.borrow_mut().insert(key, r.clone());
+        self.results
+            .borrow_mut()
+            .entry((slice, index))
+            .or_default()
+            .insert(text.to_string(), r.clone());
         r
     }
 }
@@ -640,12 +666,26 @@ pub struct PodClaimSpec {
     pub allocated: Option<Vec<DeviceId>>,
 }
 
+/// A constraint's state during the search, as upstream keeps it: how many devices it holds;
+/// `matchAttribute` the first one's value, `distinctAttribute` one value per request name (the
+/// incubating allocator's map: a request's later device replaces its earlier one, and removing
+/// one removes the request's entry).
+#[derive(Debug, Clone, Default)]
+struct CState {
+    num: usize,
+    first: Option<Attr>,
+    by_request: Vec<(String, Attr)>,
+}
+
 struct ReqData<'s> {
     req: &'s SubRequest,
     /// `Some(parent name)` for a subrequest.
     parent: Option<&'s str>,
     num: usize,
     all: Vec<(usize, usize, usize)>,
+    /// Whether each of the node's devices (by position) is selectable: upstream's
+    /// `deviceMatchesRequest`, kept for the search.
+    matches: Vec<Option<bool>>,
 }
 
 impl ReqData<'_> {
@@ -674,12 +714,13 @@ struct Search<'d, 's> {
     /// Per claim: per request: one entry (exact) or one per subrequest.
     reqs: Vec<Vec<Vec<ReqData<'s>>>>,
     /// Constraint state per claim: (constraint, devices' values added).
-    constraints: Vec<Vec<(&'s Constraint, Vec<Attr>)>>,
-    allocating: HashMap<DeviceId, BTreeSet<usize>>,
+    constraints: Vec<Vec<(&'s Constraint, CState)>>,
+    /// Devices (slice, index) being allocated, to the claims (indexes) they are for.
+    allocating: HashMap<(usize, usize), BTreeSet<usize>>,
     consumed: BTreeMap<(String, String), BTreeMap<String, i128>>,
     available: RefCell<HashMap<usize, BTreeMap<String, BTreeMap<String, i128>>>>,
-    /// Per claim: (request name, device) allocated so far.
-    result: Vec<Vec<(String, DeviceId)>>,
+    /// Per claim: (request, subrequest, slice, device) allocated so far.
+    result: Vec<Vec<(usize, usize, usize, usize)>>,
     /// Per claim, per request: the subrequest picked.
     picked: Vec<BTreeMap<usize, usize>>,
     /// Matches cached for this search (upstream's deviceMatchesRequest).
@@ -700,6 +741,21 @@ fn node_devices(pools: &[Pool], dra: &Dra) -> Vec<(usize, usize, usize)> {
         }
     }
     out
+}
+
+/// Whether a constraint covers a request (or one of a `firstAvailable`'s subrequests): all
+/// requests when it names none.
+fn applies(c: &Constraint, base: &str, sub: Option<&str>) -> bool {
+    c.requests.is_empty()
+        || c.requests.iter().any(|r| {
+            r == base
+                || sub.is_some_and(|s| {
+                    r.len() == base.len() + 1 + s.len()
+                        && r.starts_with(base)
+                        && r[base.len()..].starts_with('/')
+                        && r.ends_with(s)
+                })
+        })
 }
 
 fn lookup_attr<'x>(
@@ -761,9 +817,9 @@ impl<'d, 's> Search<'d, 's> {
         Ok(true)
     }
 
-    fn in_use(&self, id: &DeviceId) -> bool {
-        self.dra.allocated.contains_key(id)
-            || self.allocating.get(id).is_some_and(|c| !c.is_empty())
+    fn in_use(&self, s: usize, d: usize) -> bool {
+        self.dra.allocated_at.contains(&(s, d))
+            || self.allocating.get(&(s, d)).is_some_and(|c| !c.is_empty())
     }
 
     fn tainted(&self, rd: &ReqData, s: usize, d: usize) -> bool {
@@ -781,7 +837,7 @@ impl<'d, 's> Search<'d, 's> {
         let mut avail = pool.counters.clone();
         for &s in pool.slices.iter().chain(&pool.other_slices) {
             for (d, dev) in self.dra.set.slices[s].devices.iter().enumerate() {
-                if !self.dra.allocated.contains_key(&self.id(s, d)) {
+                if !self.dra.allocated_at.contains(&(s, d)) {
                     continue;
                 }
                 for (set, cs) in &dev.consumes {
@@ -842,96 +898,98 @@ impl<'d, 's> Search<'d, 's> {
         (p, s, d): (usize, usize, usize),
         must: bool,
     ) -> Result<bool, Fail> {
-        let id = self.id(s, d);
-        let rd = &self.reqs[ci][ri][si];
-        let admin = rd.req.admin_access;
-        if admin && self.allocating.get(&id).is_some_and(|c| c.contains(&ci)) {
+        let req: &'s SubRequest = self.reqs[ci][ri][si].req;
+        let parent: Option<&'s str> = self.reqs[ci][ri][si].parent;
+        let admin = req.admin_access;
+        if admin && self.allocating.get(&(s, d)).is_some_and(|c| c.contains(&ci)) {
             return Ok(false);
         }
-        if !admin && self.in_use(&id) {
+        if !admin && self.in_use(s, d) {
             return Ok(false);
         }
         if !self.counters_ok(p, s, d) {
             return Ok(false);
         }
         let rd = &self.reqs[ci][ri][si];
+        // Upstream returns here (and on a constraint below) without giving back the counters
+        // the candidate just consumed: they stay consumed for the rest of the search, which
+        // can make a later candidate short of counters. Kept, for the same verdicts.
         if self.tainted(rd, s, d) {
-            if !self.dra.set.slices[s].devices[d].consumes.is_empty() {
-                self.consume(p, s, d, -1);
-            }
             return Ok(false);
         }
-        let (base, sub) = match rd.parent {
-            Some(parent) => (parent.to_string(), Some(rd.req.name.clone())),
-            None => (rd.req.name.clone(), None),
+        let (base, sub): (&str, Option<&str>) = match parent {
+            Some(parent) => (parent, Some(&req.name)),
+            None => (&req.name, None),
         };
-        let full = rd.full_name();
-        let device = &self.dra.set.slices[s].devices[d];
-        let driver = &self.dra.set.slices[s].driver;
+        let dra = self.dra;
+        let device = &dra.set.slices[s].devices[d];
+        let driver = &dra.set.slices[s].driver;
         let n = self.constraints[ci].len();
         for k in 0..n {
-            let (c, values) = &mut self.constraints[ci][k];
-            let applies = c.requests.is_empty()
-                || c.requests.contains(&base)
-                || sub
-                    .as_ref()
-                    .is_some_and(|sname| c.requests.contains(&format!("{base}/{sname}")));
-            if !applies {
+            let (c, st) = &mut self.constraints[ci][k];
+            if !applies(c, base, sub) {
                 continue;
             }
-            let ok = match lookup_attr(&device.attributes, driver, &c.attribute) {
+            let attr = lookup_attr(&device.attributes, driver, &c.attribute);
+            let ok = match attr {
                 None => false,
+                Some(_) if st.num == 0 => true,
                 Some(a) => match c.kind {
-                    ConstraintKind::MatchAttribute => values.first().is_none_or(|f| f == a),
-                    ConstraintKind::DistinctAttribute => !values.contains(a),
+                    ConstraintKind::MatchAttribute => st.first.as_ref() == Some(a),
+                    ConstraintKind::DistinctAttribute => {
+                        !st.by_request.iter().any(|(_, v)| v == a)
+                    }
                 },
             };
             if !ok {
                 if must {
                     return Err(Fail::Other(format!(
-                        "claim {}, request {}: cannot add device {id} because a claim constraint \
+                        "claim {}, request {}: cannot add device {} because a claim constraint \
                          would not be satisfied",
-                        self.claims[ci].name, rd.req.name
+                        self.claims[ci].name,
+                        req.name,
+                        dra.device_id(s, d)
                     )));
                 }
                 for j in 0..k {
-                    self.unconstrain(ci, j, &base, sub.as_deref());
-                }
-                if !device.consumes.is_empty() {
-                    self.consume(p, s, d, -1);
+                    self.unconstrain(ci, j, base, sub);
                 }
                 return Ok(false);
             }
-            if let Some(a) = lookup_attr(&device.attributes, driver, &c.attribute) {
-                values.push(a.clone());
+            if let Some(a) = attr {
+                if st.num == 0 {
+                    st.first = Some(a.clone());
+                }
+                st.num += 1;
+                match st.by_request.iter_mut().find(|(r, _)| r == base) {
+                    Some(e) => e.1 = a.clone(),
+                    None => st.by_request.push((base.to_string(), a.clone())),
+                }
             }
         }
-        self.allocating.entry(id.clone()).or_default().insert(ci);
-        self.result[ci].push((full, id));
+        self.allocating.entry((s, d)).or_default().insert(ci);
+        self.result[ci].push((ri, si, s, d));
         Ok(true)
     }
 
     fn unconstrain(&mut self, ci: usize, k: usize, base: &str, sub: Option<&str>) {
-        let (c, values) = &mut self.constraints[ci][k];
-        let applies = c.requests.is_empty()
-            || c.requests.iter().any(|r| r == base)
-            || sub.is_some_and(|s| c.requests.contains(&format!("{base}/{s}")));
-        if applies {
-            values.pop();
+        let (c, st) = &mut self.constraints[ci][k];
+        if applies(c, base, sub) {
+            st.num = st.num.saturating_sub(1);
+            st.by_request.retain(|(r, _)| r != base);
         }
     }
 
     fn untake(&mut self, ci: usize, ri: usize, si: usize, (p, s, d): (usize, usize, usize)) {
-        let rd = &self.reqs[ci][ri][si];
-        let (base, sub) = match rd.parent {
-            Some(parent) => (parent.to_string(), Some(rd.req.name.clone())),
-            None => (rd.req.name.clone(), None),
+        let req: &'s SubRequest = self.reqs[ci][ri][si].req;
+        let (base, sub): (&str, Option<&str>) = match self.reqs[ci][ri][si].parent {
+            Some(parent) => (parent, Some(&req.name)),
+            None => (&req.name, None),
         };
         for k in 0..self.constraints[ci].len() {
-            self.unconstrain(ci, k, &base, sub.as_deref());
+            self.unconstrain(ci, k, base, sub);
         }
-        let id = self.id(s, d);
-        if let Some(c) = self.allocating.get_mut(&id) {
+        if let Some(c) = self.allocating.get_mut(&(s, d)) {
             c.remove(&ci);
         }
         if !self.dra.set.slices[s].devices[d].consumes.is_empty() {
@@ -1004,17 +1062,24 @@ impl<'d, 's> Search<'d, 's> {
                 }
             };
         }
-        for &(p, s, d) in devices {
-            let id = self.id(s, d);
+        for (pos, &(p, s, d)) in devices.iter().enumerate() {
             let rd = &self.reqs[ci][ri][si];
             if rd.req.admin_access {
-                if self.allocating.get(&id).is_some_and(|c| c.contains(&ci)) {
+                if self.allocating.get(&(s, d)).is_some_and(|c| c.contains(&ci)) {
                     continue;
                 }
-            } else if self.in_use(&id) {
+            } else if self.in_use(s, d) {
                 continue;
             }
-            if !self.selectable(rd, s, d)? {
+            let selectable = match rd.matches[pos] {
+                Some(m) => m,
+                None => {
+                    let m = self.selectable(rd, s, d)?;
+                    self.reqs[ci][ri][si].matches[pos] = Some(m);
+                    m
+                }
+            };
+            if !selectable {
                 continue;
             }
             if !self.take(ci, ri, si, (p, s, d), false)? {
@@ -1077,6 +1142,7 @@ impl Dra<'_> {
                         parent,
                         num: 0,
                         all: Vec::new(),
+                        matches: vec![None; devices.len()],
                     };
                     match req.mode {
                         Mode::Exact(n) => rd.num = n.max(0) as usize,
@@ -1140,7 +1206,7 @@ impl Dra<'_> {
             constraints.push(if skip_constraints {
                 Vec::new()
             } else {
-                c.spec.constraints.iter().map(|k| (k, Vec::new())).collect()
+                c.spec.constraints.iter().map(|k| (k, CState::default())).collect()
             });
         }
         let mut search = Search {
@@ -1158,7 +1224,20 @@ impl Dra<'_> {
             steps: 0,
         };
         match search.one(0, 0, 0, 0, false, &devices) {
-            Ok(true) => Outcome::Done(search.result),
+            Ok(true) => Outcome::Done(
+                search
+                    .result
+                    .iter()
+                    .enumerate()
+                    .map(|(ci, r)| {
+                        r.iter()
+                            .map(|&(ri, si, s, d)| {
+                                (search.reqs[ci][ri][si].full_name(), self.device_id(s, d))
+                            })
+                            .collect()
+                    })
+                    .collect(),
+            ),
             Ok(false) | Err(Fail::MaxSize) => {
                 if let Some(p) = pools.iter().find(|p| p.invalid.is_some()) {
                     return Outcome::Failed(Fail::Other(format!(
@@ -1301,7 +1380,7 @@ impl Dra<'_> {
         verdicts: &mut [ClaimVerdict],
     ) {
         // The first prefix of claims that cannot be allocated.
-        let k = (1..=claims.len())
+        let k = (1..claims.len())
             .find(|&n| {
                 !matches!(
                     self.allocate(node, pools, &claims[..n], false),
@@ -1468,6 +1547,7 @@ impl Dra<'_> {
             parent: None,
             num: 0,
             all: Vec::new(),
+            matches: Vec::new(),
         };
         let tainted: Vec<(usize, usize, usize)> = left
             .iter()

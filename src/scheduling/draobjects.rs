@@ -85,6 +85,8 @@ pub struct SliceInfo {
 pub struct ClassInfo {
     pub name: String,
     pub selectors: Vec<String>,
+    /// `file:line:column` of each selector's expression (for `claims check`).
+    pub selector_at: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +102,7 @@ pub struct SubRequest {
     pub class: String,
     pub mode: Mode,
     pub selectors: Vec<String>,
+    pub selector_at: Vec<String>,
     pub tolerations: Vec<DeviceToleration>,
     pub admin_access: bool,
 }
@@ -246,10 +249,10 @@ fn object(r: &Reader, doc: &Node, path: &str, out: &mut DraSet) -> Res<()> {
         "DeviceClass" => {
             let mut c = ClassInfo {
                 name,
-                selectors: Vec::new(),
+                ..ClassInfo::default()
             };
             if let Some(spec) = spec {
-                c.selectors = selectors(r, spec, &sp)?;
+                (c.selectors, c.selector_at) = selectors(r, spec, &sp)?;
             }
             out.classes.push(c);
         }
@@ -510,22 +513,29 @@ fn attribute(r: &Reader, v: &Node, path: &str) -> Res<Attr> {
     found.ok_or_else(|| r.err(v, path, "an attribute without a value"))
 }
 
-fn selectors(r: &Reader, n: &Node, path: &str) -> Res<Vec<String>> {
+fn selectors(r: &Reader, n: &Node, path: &str) -> Res<(Vec<String>, Vec<String>)> {
     let mut out = Vec::new();
+    let mut at_list = Vec::new();
     if let Some(sel) = r.field(n, path, "selectors")? {
         let here = join(path, "selectors");
         for (i, s) in r.seq(sel, &here)?.iter().enumerate() {
             let at = format!("{here}[{i}]");
-            let expr = r
+            let cel = r
                 .field(s, &at, "cel")?
-                .map(|c| r.opt_string(c, &join(&at, "cel"), "expression"))
-                .transpose()?
-                .flatten()
                 .ok_or_else(|| r.err(s, &at, "a selector without cel.expression"))?;
-            out.push(expr);
+            let cp = join(&at, "cel");
+            let e = r
+                .field(cel, &cp, "expression")?
+                .ok_or_else(|| r.err(s, &at, "a selector without cel.expression"))?;
+            out.push(r.string(e, &join(&cp, "expression"))?);
+            at_list.push(if e.pos.is_known() {
+                format!("{}:{}", r.source, e.pos)
+            } else {
+                format!("{}: {}", r.source, join(&cp, "expression"))
+            });
         }
     }
-    Ok(out)
+    Ok((out, at_list))
 }
 
 fn tolerations(r: &Reader, n: &Node, path: &str) -> Res<Vec<DeviceToleration>> {
@@ -563,11 +573,13 @@ fn sub_request(r: &Reader, n: &Node, path: &str, name: String) -> Res<SubRequest
             ));
         }
     };
+    let (selectors, selector_at) = selectors(r, n, path)?;
     Ok(SubRequest {
         name,
         class,
         mode,
-        selectors: selectors(r, n, path)?,
+        selectors,
+        selector_at,
         tolerations: tolerations(r, n, path)?,
         admin_access: opt_bool(r, n, path, "adminAccess")?,
     })
