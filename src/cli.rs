@@ -208,6 +208,11 @@ pub enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
         output: ReportFormat,
     },
+    /// Work with DRA claims.
+    Claims {
+        #[command(subcommand)]
+        command: ClaimsCommand,
+    },
     /// The fleet's GPUs from the nodes' labels: nodes per product, memory, MIG and sharing.
     Inventory {
         #[command(flatten)]
@@ -264,6 +269,29 @@ pub enum RulesCommand {
         strict: bool,
         /// `json`: one object with the counts and every finding (severity, file, line,
         /// column, object, rule, message), for CI annotations.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: ReportFormat,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClaimsCommand {
+    /// Lint the selectors of ResourceClaims, ResourceClaimTemplates and DeviceClasses against
+    /// what the cluster's DRA drivers publish: an attribute or capacity no driver publishes
+    /// (did you mean), one read without has() where some devices lack it, a version compared
+    /// with a string; exit 1 on any problem.
+    Check {
+        /// Files of claims, templates and classes (workloads beside them are skipped).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// The ResourceSlices to check against (`kubectl get resourceslices -o json`), instead
+        /// of the cluster's.
+        #[arg(long, value_name = "FILE", conflicts_with = "kubeconfig")]
+        dra: Option<PathBuf>,
+        /// kubeconfig of the cluster to list ResourceSlices from (else in-cluster, else
+        /// $KUBECONFIG).
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: Option<PathBuf>,
         #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
         output: ReportFormat,
     },
@@ -658,6 +686,15 @@ pub fn run(cli: Cli) -> u8 {
             output,
         } => cmd_match(&workload, &nodes, dra.as_deref(), &rules, output),
         Command::Inventory { nodes, output } => cmd_inventory(&nodes, output),
+        Command::Claims {
+            command:
+                ClaimsCommand::Check {
+                    files,
+                    dra,
+                    kubeconfig,
+                    output,
+                },
+        } => cmd_claims_check(&files, dra.as_deref(), kubeconfig, output),
         Command::Run {
             discovery,
             rules,
@@ -1148,6 +1185,32 @@ fn cmd_match(
         ReportFormat::Json => report::render_json(&reports),
     });
     Ok(if reports.iter().all(|r| r.available() > 0) {
+        exit::OK
+    } else {
+        exit::NO_FIT
+    })
+}
+
+fn cmd_claims_check(
+    files: &[PathBuf],
+    dra: Option<&std::path::Path>,
+    kubeconfig: Option<PathBuf>,
+    format: ReportFormat,
+) -> Result<u8, Error> {
+    let mut set = scheduling::draobjects::DraSet::default();
+    for f in files {
+        set.extend(scheduling::load_dra(
+            Some(f),
+            &scheduling::NodeSource::File(f.clone()),
+        )?);
+    }
+    let cluster = scheduling::load_dra(dra, &scheduling::NodeSource::Cluster { kubeconfig })?;
+    let findings = scheduling::claimlint::check(&set, &cluster);
+    print(&match format {
+        ReportFormat::Text => scheduling::claimlint::render_text(&findings),
+        ReportFormat::Json => scheduling::claimlint::render_json(&findings),
+    });
+    Ok(if findings.is_empty() {
         exit::OK
     } else {
         exit::NO_FIT

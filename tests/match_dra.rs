@@ -89,3 +89,53 @@ fn json_gives_the_verdict_per_claim_and_request() {
 fn a_missing_claim_is_named() {
     golden("missing-claim", false, 1);
 }
+
+/// `claims check`: a typo (did you mean), a capacity read as an attribute, a domain no driver
+/// publishes, an attribute no device publishes (NVIDIA's quickstart `index`), an unguarded
+/// capacity and attribute some devices lack, versions and strings compared; whole output.
+#[test]
+fn claims_check_names_each_mistake_with_its_place() {
+    let args: Vec<OsString> = vec![
+        "claims".into(),
+        "check".into(),
+        dir().join("lint.yaml").into(),
+        "--dra".into(),
+        dir().join("cluster.json").into(),
+    ];
+    let r = common::run_env(
+        &args.iter().map(OsString::as_os_str).collect::<Vec<_>>(),
+        &[] as &[(&str, &OsStr)],
+    );
+    let out = r
+        .stdout
+        .replace(&dir().display().to_string(), "tests/fixtures/dra-match");
+    let path = dir().join("lint.check.txt");
+    if std::env::var_os("UPDATE_DRA_MATCH").is_some() {
+        std::fs::write(&path, &out).unwrap();
+    }
+    assert_eq!(
+        (r.code, r.stderr.as_str(), out.as_str()),
+        (1, "", std::fs::read_to_string(&path).unwrap().as_str())
+    );
+}
+
+/// Selectors without problems: exit 0, and said so.
+#[test]
+fn claims_check_passes_clean_selectors() {
+    let args: Vec<OsString> = vec![
+        "claims".into(),
+        "check".into(),
+        dir().join("h100-pair.yaml").into(),
+        dir().join("any-four.yaml").into(),
+        "--dra".into(),
+        dir().join("cluster.json").into(),
+    ];
+    let r = common::run_env(
+        &args.iter().map(OsString::as_os_str).collect::<Vec<_>>(),
+        &[] as &[(&str, &OsStr)],
+    );
+    assert_eq!(
+        (r.code, r.stderr.as_str(), r.stdout.as_str()),
+        (0, "", "no problems found\n")
+    );
+}

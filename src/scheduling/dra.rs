@@ -901,7 +901,12 @@ impl<'d, 's> Search<'d, 's> {
         let req: &'s SubRequest = self.reqs[ci][ri][si].req;
         let parent: Option<&'s str> = self.reqs[ci][ri][si].parent;
         let admin = req.admin_access;
-        if admin && self.allocating.get(&(s, d)).is_some_and(|c| c.contains(&ci)) {
+        if admin
+            && self
+                .allocating
+                .get(&(s, d))
+                .is_some_and(|c| c.contains(&ci))
+        {
             return Ok(false);
         }
         if !admin && self.in_use(s, d) {
@@ -936,9 +941,7 @@ impl<'d, 's> Search<'d, 's> {
                 Some(_) if st.num == 0 => true,
                 Some(a) => match c.kind {
                     ConstraintKind::MatchAttribute => st.first.as_ref() == Some(a),
-                    ConstraintKind::DistinctAttribute => {
-                        !st.by_request.iter().any(|(_, v)| v == a)
-                    }
+                    ConstraintKind::DistinctAttribute => !st.by_request.iter().any(|(_, v)| v == a),
                 },
             };
             if !ok {
@@ -1065,7 +1068,11 @@ impl<'d, 's> Search<'d, 's> {
         for (pos, &(p, s, d)) in devices.iter().enumerate() {
             let rd = &self.reqs[ci][ri][si];
             if rd.req.admin_access {
-                if self.allocating.get(&(s, d)).is_some_and(|c| c.contains(&ci)) {
+                if self
+                    .allocating
+                    .get(&(s, d))
+                    .is_some_and(|c| c.contains(&ci))
+                {
                     continue;
                 }
             } else if self.in_use(s, d) {
@@ -1206,7 +1213,11 @@ impl Dra<'_> {
             constraints.push(if skip_constraints {
                 Vec::new()
             } else {
-                c.spec.constraints.iter().map(|k| (k, CState::default())).collect()
+                c.spec
+                    .constraints
+                    .iter()
+                    .map(|k| (k, CState::default()))
+                    .collect()
             });
         }
         let mut search = Search {

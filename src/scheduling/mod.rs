@@ -7,9 +7,13 @@
 //! - `fit`: the scheduler's filters and the preferred score, one pod on one node.
 //! - `report`: the match report (text, JSON) and its hints.
 //! - `inventory`: the fleet table.
-//! - `cluster`: listing nodes through the API server.
+//! - `cluster`: listing nodes (and the DRA objects) through the API server.
+//! - `dra`, `draobjects`, `cel`: DRA claims allocated as Kubernetes' structured allocator does,
+//!   the `resource.k8s.io` objects it reads, and the CEL of device selectors.
+//! - `claimlint`: `claims check`, the selectors against what the drivers publish.
 
 pub mod cel;
+pub mod claimlint;
 pub mod cluster;
 pub mod dra;
 pub mod draobjects;
