@@ -469,8 +469,16 @@ fn dra_json(v: &NodeVerdict) -> Value {
                 .iter()
                 .map(|r| {
                     let (code, reason) = why_json(&r.why);
-                    json!({"request": r.name, "devices": r.devices, "code": code,
-                           "reason": reason})
+                    let mut v = json!({"request": r.name, "devices": r.devices, "code": code,
+                           "reason": reason});
+                    // A selector that matched no device: what each candidate device had.
+                    if let Some(Why::Selector { seen, .. }) = &r.why {
+                        v["candidates"] = seen
+                            .iter()
+                            .map(|(d, values)| json!({"device": d, "values": values}))
+                            .collect();
+                    }
+                    v
                 })
                 .collect();
             json!({"name": c.name, "source": c.source, "allocatable": c.why.is_none(),
