@@ -4,10 +4,14 @@
 //! tests/fixtures/dra on four of its nodes, their DeviceClasses, a device taint and a claim
 //! already allocated: tests/fixtures/dra-match/make.py). Whole outputs, text and JSON.
 
+mod apiserver;
 mod common;
+mod kube;
 
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
+
+use serde_json::{Value, json};
 
 fn dir() -> PathBuf {
     common::fixtures().join("dra-match")
@@ -137,5 +141,90 @@ fn claims_check_passes_clean_selectors() {
     assert_eq!(
         (r.code, r.stderr.as_str(), r.stdout.as_str()),
         (0, "", "no problems found\n")
+    );
+}
+
+/// The cluster path: the Nodes and the DRA objects (slices, classes, and a claim whose
+/// allocation is in its status) in Kubernetes' own API server (tests/kube-apiserver), read with
+/// the user's kubeconfig: the same answer as from the files.
+#[test]
+fn the_cluster_path_reads_slices_classes_and_allocated_claims() {
+    let server = kube::KubeApiServer::start();
+    let admin = kube::Who::admin();
+    let post = |path: &str, body: &Value| {
+        let a = server.request(&admin, "POST", path, Some(("application/json", body)));
+        assert!(a.ok(), "{path}: {}", a.body);
+    };
+    let read = |p: PathBuf| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    for n in read(common::fixtures().join("scheduling/nodes.json"))["items"]
+        .as_array()
+        .unwrap()
+    {
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": n["metadata"]["name"], "labels": n["metadata"]["labels"]}, "spec": n["spec"]});
+        post("/api/v1/nodes", &node);
+        let path = format!(
+            "/api/v1/nodes/{}/status",
+            n["metadata"]["name"].as_str().unwrap()
+        );
+        let a = server.merge_patch(&admin, "kubelet", &path, &json!({"status": n["status"]}));
+        assert!(a.ok(), "{path}: {}", a.body);
+    }
+    post(
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}),
+    );
+    let base = "/apis/resource.k8s.io/v1";
+    for o in read(dir().join("cluster.json"))["items"]
+        .as_array()
+        .unwrap()
+    {
+        let mut o = o.clone();
+        match o["kind"].as_str().unwrap() {
+            "ResourceSlice" => post(&format!("{base}/resourceslices"), &o),
+            "DeviceClass" => post(&format!("{base}/deviceclasses"), &o),
+            "ResourceClaim" => {
+                let status = o.as_object_mut().unwrap().remove("status").unwrap();
+                let ns = o["metadata"]["namespace"].as_str().unwrap().to_string();
+                let name = o["metadata"]["name"].as_str().unwrap().to_string();
+                post(&format!("{base}/namespaces/{ns}/resourceclaims"), &o);
+                let path = format!("{base}/namespaces/{ns}/resourceclaims/{name}/status");
+                let a =
+                    server.merge_patch(&admin, "kube-scheduler", &path, &json!({"status": status}));
+                assert!(a.ok(), "{path}: {}", a.body);
+            }
+            other => panic!("{other}"),
+        }
+    }
+    let kubeconfig = server.kubeconfig(&kube::Who::user("an-operator"));
+    let out = std::process::Command::new(common::binary())
+        .arg("match")
+        .arg(dir().join("any-four.yaml"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    // The API server lists nodes by name; the file has them in its own order.
+    let by_name = |text: &str| -> String {
+        let lines: Vec<&str> = text.lines().collect();
+        let mut rows = lines[2..lines.len() - 1].to_vec();
+        rows.sort();
+        [&lines[..2], &rows[..], &lines[lines.len() - 1..]]
+            .concat()
+            .join("\n")
+            + "\n"
+    };
+    let want = by_name(&std::fs::read_to_string(dir().join("any-four.match.txt")).unwrap());
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            String::from_utf8_lossy(&out.stdout)
+                .replace(&dir().display().to_string(), "tests/fixtures/dra-match")
+        ),
+        (Some(0), String::new(), want)
     );
 }
