@@ -684,17 +684,25 @@ pub fn device_value(d: &DeviceInput, domains: &BTreeSet<String>) -> Result<Value
 
 /// Evaluates a selector on a device value: its boolean, or the runtime error in CEL's words.
 pub fn eval(sel: &Selector, device: &Value) -> Result<bool, String> {
+    eval_many(&[sel], device).pop().unwrap_or(Ok(false))
+}
+
+/// Evaluates several selectors on one device, in one scope: the device's value is given to
+/// CEL once.
+pub fn eval_many(sels: &[&Selector], device: &Value) -> Vec<Result<bool, String>> {
     ROOT.with(|(_, root)| {
         let mut ctx = root.new_inner_scope();
         ctx.add_variable_from_value("device", device.clone());
-        match sel.program.execute(&ctx) {
-            Ok(Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(format!(
-                "CEL result of type {} could not be converted to bool",
-                type_name(&other)
-            )),
-            Err(e) => Err(runtime_error(&e)),
-        }
+        sels.iter()
+            .map(|sel| match sel.program.execute(&ctx) {
+                Ok(Value::Bool(b)) => Ok(b),
+                Ok(other) => Err(format!(
+                    "CEL result of type {} could not be converted to bool",
+                    type_name(&other)
+                )),
+                Err(e) => Err(runtime_error(&e)),
+            })
+            .collect()
     })
 }
 

@@ -33,6 +33,11 @@ use crate::dra::Attr;
 
 /// `resourceapi.AllocationResultsMaxSize`.
 pub const MAX_RESULTS: usize = 32;
+/// The search is exhaustive, and can take longer than anyone waits (a claim after one of nine
+/// interchangeable GPUs of sixteen backtracks over every choice of them): upstream's scheduler
+/// stops it after 10 s (DRASchedulerFilterTimeout) and takes the node as unschedulable; here it
+/// stops after this many steps, about a second.
+pub const MAX_STEPS: u64 = 500_000;
 
 /// A device: driver, pool, name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -89,6 +94,10 @@ pub enum Why {
         device: String,
         error: String,
     },
+    /// Not tried: a claim before it cannot be allocated (the allocator stops there).
+    NotReached,
+    /// The search gave up after `MAX_STEPS` steps.
+    TimedOut,
     /// Another error of the allocator (a class that does not exist, an invalid pool).
     Error(String),
 }
@@ -194,6 +203,11 @@ impl Why {
                  published; the allocation is aborted: {expression}",
                 owner(class)
             ),
+            Why::NotReached => "not tried: a claim before it cannot be allocated".into(),
+            Why::TimedOut => format!(
+                "the allocator's search gave up after {MAX_STEPS} steps (the scheduler stops it \
+                 after 10 s and takes the node as unschedulable)"
+            ),
             Why::Error(e) => e.clone(),
         }
     }
@@ -230,6 +244,8 @@ impl Why {
             Why::OtherClaims => "OtherClaims",
             Why::AllocatedElsewhere => "AllocatedElsewhere",
             Why::Unpublished { .. } => "NotPublished",
+            Why::NotReached => "NotReached",
+            Why::TimedOut => "TimedOut",
             Why::Error(_) => "Error",
         }
     }
@@ -277,6 +293,13 @@ impl NodeVerdict {
 // ---------------------------------------------------------------------------------------------
 // Prepared cluster state: shared by every node.
 
+/// Each device's CEL value, by (slice, device).
+type ValueCache = RefCell<HashMap<(usize, usize), Rc<Result<Value, String>>>>;
+/// Each device's selector results, by (slice, device) and expression.
+type ResultCache = RefCell<HashMap<(usize, usize), HashMap<String, Result<bool, String>>>>;
+/// Counter set -> counter -> amount.
+type Counters = BTreeMap<String, BTreeMap<String, i128>>;
+
 /// The DRA objects, indexed for allocating on many nodes.
 pub struct Dra<'a> {
     set: &'a DraSet,
@@ -293,9 +316,9 @@ pub struct Dra<'a> {
     selectors: RefCell<HashMap<String, Rc<Result<Selector, String>>>>,
     domains: RefCell<BTreeSet<String>>,
     /// The CEL value of each device (by slice and index), built on first use.
-    values: RefCell<HashMap<(usize, usize), Rc<Result<Value, String>>>>,
+    values: ValueCache,
     /// A selector's result on a device: pure, so kept across nodes.
-    results: RefCell<HashMap<(usize, usize), HashMap<String, Result<bool, String>>>>,
+    results: ResultCache,
 }
 
 impl<'a> Dra<'a> {
@@ -424,7 +447,9 @@ impl<'a> Dra<'a> {
         v
     }
 
-    /// One selector on one device: `Ok(bool)`, or the error upstream returns.
+    /// One selector on one device: `Ok(bool)`, or the error upstream returns. The first time a
+    /// device is asked about, every selector is evaluated on it (in one CEL scope); they are
+    /// pure, so which of them the search reaches is unchanged.
     fn eval(&self, text: &str, slice: usize, index: usize) -> Result<bool, String> {
         if let Some(r) = self
             .results
@@ -434,19 +459,41 @@ impl<'a> Dra<'a> {
         {
             return r.clone();
         }
-        let sel = self.selector(text);
-        let r = match &*sel {
+        let wanted = self.selector(text);
+        let selectors: Vec<(String, Rc<Result<Selector, String>>)> = self
+            .selectors
+            .borrow()
+            .iter()
+            .map(|(t, s)| (t.clone(), s.clone()))
+            .collect();
+        let mut out: HashMap<String, Result<bool, String>> = HashMap::new();
+        match &*self.value(slice, index) {
+            Err(e) => {
+                for (t, _) in &selectors {
+                    out.insert(t.clone(), Err(e.clone()));
+                }
+            }
+            Ok(v) => {
+                let ok: Vec<(&String, &Selector)> = selectors
+                    .iter()
+                    .filter_map(|(t, s)| s.as_ref().as_ref().ok().map(|s| (t, s)))
+                    .collect();
+                let sels: Vec<&Selector> = ok.iter().map(|(_, s)| *s).collect();
+                for ((t, _), r) in ok.iter().zip(dracel::eval_many(&sels, v)) {
+                    out.insert((*t).clone(), r);
+                }
+                for (t, s) in &selectors {
+                    if let Err(e) = &**s {
+                        out.insert(t.clone(), Err(e.clone()));
+                    }
+                }
+            }
+        }
+        let r = out.get(text).cloned().unwrap_or_else(|| match &*wanted {
             Err(e) => Err(e.clone()),
-            Ok(sel) => match &*self.value(slice, index) {
-                Err(e) => Err(e.clone()),
-                Ok(v) => dracel::eval(sel, v),
-            },
-        };
-        self.results
-            .borrow_mut()
-            .entry((slice, index))
-            .or_default()
-            .insert(text.to_string(), r.clone());
+            Ok(_) => Ok(false),
+        });
+        self.results.borrow_mut().insert((slice, index), out);
         r
     }
 }
@@ -534,10 +581,8 @@ impl Dra<'_> {
                 if node_matches(&s.nodes, node) {
                     add(i);
                 }
-            } else if s.per_device_nodes {
-                if s.devices.iter().any(|d| node_matches(&d.nodes, node)) {
-                    add(i);
-                }
+            } else if s.per_device_nodes && s.devices.iter().any(|d| node_matches(&d.nodes, node)) {
+                add(i);
             }
         }
         let mut out = Vec::new();
@@ -704,6 +749,7 @@ enum Fail {
     Cel(Option<String>, usize, String, String, String),
     Other(String),
     MaxSize,
+    TimedOut,
 }
 
 struct Search<'d, 's> {
@@ -718,7 +764,7 @@ struct Search<'d, 's> {
     /// Devices (slice, index) being allocated, to the claims (indexes) they are for.
     allocating: HashMap<(usize, usize), BTreeSet<usize>>,
     consumed: BTreeMap<(String, String), BTreeMap<String, i128>>,
-    available: RefCell<HashMap<usize, BTreeMap<String, BTreeMap<String, i128>>>>,
+    available: RefCell<HashMap<usize, Counters>>,
     /// Per claim: (request, subrequest, slice, device) allocated so far.
     result: Vec<Vec<(usize, usize, usize, usize)>>,
     /// Per claim, per request: the subrequest picked.
@@ -829,7 +875,7 @@ impl<'d, 's> Search<'d, 's> {
         })
     }
 
-    fn available_counters(&self, p: usize) -> BTreeMap<String, BTreeMap<String, i128>> {
+    fn available_counters(&self, p: usize) -> Counters {
         if let Some(a) = self.available.borrow().get(&p) {
             return a.clone();
         }
@@ -1012,6 +1058,9 @@ impl<'d, 's> Search<'d, 's> {
         devices: &[(usize, usize, usize)],
     ) -> Result<bool, Fail> {
         self.steps += 1;
+        if self.steps > MAX_STEPS {
+            return Err(Fail::TimedOut);
+        }
         if ci >= self.claims.len() {
             return Ok(true);
         }
@@ -1268,7 +1317,7 @@ impl Dra<'_> {
     pub fn evaluate(
         &self,
         node: &NodeInfo,
-        claims: &[Result<PodClaimSpec, (String, Why)>],
+        claims: &[Result<PodClaimSpec, (String, Box<Why>)>],
     ) -> NodeVerdict {
         let pools = self.gather_pools(node);
         let mut verdicts: Vec<ClaimVerdict> = Vec::new();
@@ -1279,7 +1328,7 @@ impl Dra<'_> {
                 Err((name, why)) => verdicts.push(ClaimVerdict {
                     name: name.clone(),
                     source: String::new(),
-                    why: Some(why.clone()),
+                    why: Some((**why).clone()),
                     requests: Vec::new(),
                 }),
                 Ok(spec) => {
@@ -1343,11 +1392,16 @@ impl Dra<'_> {
                                 || m.starts_with(&format!("claim {}:", c.name))
                         })
                         .unwrap_or(0),
+                    // The whole search gave up: named on the first claim.
+                    Fail::TimedOut => 0,
                     _ => self
                         .claim_of_cel_error(node, &pools, &to_allocate)
                         .unwrap_or(0),
                 };
                 verdicts[slots[k]].why = Some(why);
+                for &later in &slots[k + 1..] {
+                    verdicts[later].why = Some(Why::NotReached);
+                }
             }
             Outcome::NotFound => {
                 self.explain(node, &pools, &to_allocate, &slots, &mut verdicts);
@@ -1419,7 +1473,7 @@ impl Dra<'_> {
                     Some(p) => format!("{p}/{}", req.name),
                     None => req.name.clone(),
                 };
-                let why = self.request_why(node, pools, &devices, req);
+                let why = self.request_why(node, &devices, req);
                 sub_whys.push(RequestVerdict {
                     name,
                     devices: Vec::new(),
@@ -1487,13 +1541,15 @@ impl Dra<'_> {
         let v = &mut verdicts[slots[k]];
         v.requests = requests;
         v.why = Some(why);
+        for &later in &slots[k + 1..] {
+            verdicts[later].why = Some(Why::NotReached);
+        }
     }
 
     /// Why one request (alone) gets no devices here, stage by stage; `None` when it would.
     fn request_why(
         &self,
         node: &NodeInfo,
-        pools: &[Pool],
         devices: &[(usize, usize, usize)],
         req: &SubRequest,
     ) -> Option<Why> {
@@ -1615,7 +1671,6 @@ impl Dra<'_> {
                 need,
             });
         }
-        let _ = pools;
         None
     }
 
@@ -1708,6 +1763,7 @@ fn fail_why(f: &Fail) -> Why {
         },
         Fail::Other(m) => Why::Error(m.clone()),
         Fail::MaxSize => Why::Error(format!("more than {MAX_RESULTS} devices")),
+        Fail::TimedOut => Why::TimedOut,
     }
 }
 
@@ -1717,7 +1773,7 @@ pub fn resolve(
     pod_claims: &[PodClaim],
     namespace: Option<&str>,
     sources: &[&DraSet],
-) -> Vec<Result<PodClaimSpec, (String, Why)>> {
+) -> Vec<Result<PodClaimSpec, (String, Box<Why>)>> {
     let ns_ok = |ns: &Option<String>| match (ns.as_deref(), namespace) {
         (Some(a), Some(b)) => a == b,
         _ => true,
@@ -1747,7 +1803,7 @@ pub fn resolve(
                     }),
                     None => Err((
                         pc.name.clone(),
-                        Why::Missing(format!("ResourceClaim {name}")),
+                        Box::new(Why::Missing(format!("ResourceClaim {name}"))),
                     )),
                 }
             } else if let Some(name) = &pc.template_name {
@@ -1764,13 +1820,15 @@ pub fn resolve(
                     }),
                     None => Err((
                         pc.name.clone(),
-                        Why::Missing(format!("ResourceClaimTemplate {name}")),
+                        Box::new(Why::Missing(format!("ResourceClaimTemplate {name}"))),
                     )),
                 }
             } else {
                 Err((
                     pc.name.clone(),
-                    Why::Missing("a resourceClaimName or resourceClaimTemplateName".into()),
+                    Box::new(Why::Missing(
+                        "a resourceClaimName or resourceClaimTemplateName".into(),
+                    )),
                 ))
             }
         })
