@@ -179,14 +179,6 @@ impl DraSet {
     }
 }
 
-/// The kinds read here; others (Nodes, DeviceTaintRules, workloads) are left to their readers.
-pub const DRA_KINDS: &[&str] = &[
-    "ResourceSlice",
-    "DeviceClass",
-    "ResourceClaim",
-    "ResourceClaimTemplate",
-];
-
 /// Reads the DRA objects of a file (a `List` or documents), skipping other kinds.
 pub fn read(source: &str, text: &str) -> Res<DraSet> {
     let docs = if document::looks_like_json(text) {

@@ -130,6 +130,14 @@ impl DeviceTaintNote {
     }
 }
 
+/// The `resource.k8s.io` kinds a workload's file may hold beside it (`draobjects` reads them).
+pub const DRA_KINDS: &[&str] = &[
+    "ResourceSlice",
+    "DeviceClass",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+];
+
 /// The kinds with a pod template, and where it is.
 const TEMPLATED: &[(&str, &[&str])] = &[
     ("Deployment", &["spec", "template", "spec"]),
@@ -184,7 +192,7 @@ impl Reader<'_> {
             return Ok(());
         }
         // The claims and templates a pod uses may stand beside it (read by `dra`).
-        if super::draobjects::DRA_KINDS.contains(&kind.as_str()) {
+        if DRA_KINDS.contains(&kind.as_str()) {
             return Ok(());
         }
         let Some((_, spec_path)) = TEMPLATED.iter().find(|(k, _)| *k == kind) else {

@@ -121,8 +121,11 @@ pub fn match_fleet(
     workloads
         .into_iter()
         .map(|w| {
-            let claims =
-                super::dra::resolve(&w.pod.resource_claims, w.namespace.as_deref(), &[dra]);
+            let claims = super::dra::resolve::resolve(
+                &w.pod.resource_claims,
+                w.namespace.as_deref(),
+                &[dra],
+            );
             let mut verdicts = Vec::new();
             let fits: Vec<(String, Fit)> = nodes
                 .iter()
