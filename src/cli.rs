@@ -199,10 +199,20 @@ pub enum Command {
         workload: PathBuf,
         #[command(flatten)]
         nodes: NodesArgs,
+        /// DRA objects to allocate the workload's claims from (ResourceSlices, DeviceClasses,
+        /// ResourceClaims with their allocations, ResourceClaimTemplates: `kubectl get
+        /// resourceslices,deviceclasses,resourceclaims -A -o json`), instead of the cluster's.
+        #[arg(long, value_name = "FILE")]
+        dra: Option<PathBuf>,
         #[command(flatten)]
         rules: RulesArgs,
         #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
         output: ReportFormat,
+    },
+    /// Work with DRA claims.
+    Claims {
+        #[command(subcommand)]
+        command: ClaimsCommand,
     },
     /// The fleet's GPUs from the nodes' labels: nodes per product, memory, MIG and sharing.
     Inventory {
@@ -260,6 +270,29 @@ pub enum RulesCommand {
         strict: bool,
         /// `json`: one object with the counts and every finding (severity, file, line,
         /// column, object, rule, message), for CI annotations.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+        output: ReportFormat,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClaimsCommand {
+    /// Lint the selectors of ResourceClaims, ResourceClaimTemplates and DeviceClasses against
+    /// what the cluster's DRA drivers publish: an attribute or capacity no driver publishes
+    /// (did you mean), one read without has() where some devices lack it, a version compared
+    /// with a string; exit 1 on any problem.
+    Check {
+        /// Files of claims, templates and classes (workloads beside them are skipped).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// The ResourceSlices to check against (`kubectl get resourceslices -o json`), instead
+        /// of the cluster's.
+        #[arg(long, value_name = "FILE", conflicts_with = "kubeconfig")]
+        dra: Option<PathBuf>,
+        /// kubeconfig of the cluster to list ResourceSlices from (else in-cluster, else
+        /// $KUBECONFIG).
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: Option<PathBuf>,
         #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
         output: ReportFormat,
     },
@@ -752,10 +785,20 @@ pub fn run(cli: Cli) -> u8 {
         Command::Match {
             workload,
             nodes,
+            dra,
             rules,
             output,
-        } => cmd_match(&workload, &nodes, &rules, output),
+        } => cmd_match(&workload, &nodes, dra.as_deref(), &rules, output),
         Command::Inventory { nodes, output } => cmd_inventory(&nodes, output),
+        Command::Claims {
+            command:
+                ClaimsCommand::Check {
+                    files,
+                    dra,
+                    kubeconfig,
+                    output,
+                },
+        } => cmd_claims_check(&files, dra.as_deref(), kubeconfig, output),
         Command::Run {
             discovery,
             rules,
@@ -1260,11 +1303,17 @@ fn cmd_features(sources: &Sources, format: FeatureFormat) -> Result<u8, Error> {
 fn cmd_match(
     workload: &std::path::Path,
     nodes: &NodesArgs,
+    dra: Option<&std::path::Path>,
     rules: &RulesArgs,
     format: ReportFormat,
 ) -> Result<u8, Error> {
-    let workloads = scheduling::load_workloads(workload)?;
-    let nodes = scheduling::load_nodes(&nodes.source())?;
+    let (workloads, mut dra_set) = scheduling::load_workloads(workload)?;
+    let source = nodes.source();
+    let nodes = scheduling::load_nodes(&source)?;
+    // The DRA objects only where a pod has claims: the cluster is asked for nothing more.
+    if workloads.iter().any(|w| !w.pod.resource_claims.is_empty()) {
+        dra_set.extend(scheduling::load_dra(dra, &source)?);
+    }
     // The rules only feed the hints: one that does not load is worth a warning, not the answer.
     let (rule_set, rule_errors) = rules.rule_files().load();
     for e in &rule_errors {
@@ -1274,12 +1323,38 @@ fn cmd_match(
         rules: rule_set.label_producers(),
         builtin: labels::builtin_producer,
     };
-    let reports = report::match_fleet(workloads, &nodes, &producers);
+    let reports = report::match_fleet(workloads, &nodes, &producers, &dra_set);
     print(&match format {
         ReportFormat::Text => report::render_text(&reports),
         ReportFormat::Json => report::render_json(&reports),
     });
     Ok(if reports.iter().all(|r| r.available() > 0) {
+        exit::OK
+    } else {
+        exit::NO_FIT
+    })
+}
+
+fn cmd_claims_check(
+    files: &[PathBuf],
+    dra: Option<&std::path::Path>,
+    kubeconfig: Option<PathBuf>,
+    format: ReportFormat,
+) -> Result<u8, Error> {
+    let mut set = scheduling::draobjects::DraSet::default();
+    for f in files {
+        set.extend(scheduling::load_dra(
+            Some(f),
+            &scheduling::NodeSource::File(f.clone()),
+        )?);
+    }
+    let cluster = scheduling::load_dra(dra, &scheduling::NodeSource::Cluster { kubeconfig })?;
+    let findings = scheduling::claimlint::check(&set, &cluster);
+    print(&match format {
+        ReportFormat::Text => scheduling::claimlint::render_text(&findings),
+        ReportFormat::Json => scheduling::claimlint::render_json(&findings),
+    });
+    Ok(if findings.is_empty() {
         exit::OK
     } else {
         exit::NO_FIT

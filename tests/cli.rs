@@ -670,11 +670,18 @@ fn the_manual_page_and_every_page_it_names() {
         seen,
         [
             "gpu-labeler",
+            "gpu-labeler-claims",
+            "gpu-labeler-claims-check",
+            "gpu-labeler-claims-help",
+            "gpu-labeler-claims-help-check",
+            "gpu-labeler-claims-help-help",
             "gpu-labeler-completions",
             "gpu-labeler-diff",
             "gpu-labeler-explain",
             "gpu-labeler-features",
             "gpu-labeler-help",
+            "gpu-labeler-help-claims",
+            "gpu-labeler-help-claims-check",
             "gpu-labeler-help-completions",
             "gpu-labeler-help-diff",
             "gpu-labeler-help-explain",
@@ -719,6 +726,10 @@ fn the_manual_page_and_every_page_it_names() {
 /// value given to it, or `None` where no value is invalid as the flag is parsed (a path, a
 /// rule's name, a value the command reads later and reports as invalid input).
 const BAD_VALUES: &[(&str, Option<&str>)] = &[
+    ("claims check/dra", None),
+    ("claims check/files", None),
+    ("claims check/kubeconfig", None),
+    ("claims check/output", Some("yaml")),
     ("completions/shell", Some("tcsh")),
     ("diff/allowed_ns", Some("Not A Namespace")),
     ("diff/config", None),
@@ -781,6 +792,7 @@ const BAD_VALUES: &[(&str, Option<&str>)] = &[
     ("labels/rules", None),
     ("labels/sysfs_root", None),
     ("man/command", Some("frobnicate")),
+    ("match/dra", None),
     ("match/kubeconfig", None),
     ("match/no_default_rules", None),
     ("match/nodes", None),

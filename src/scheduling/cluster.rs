@@ -100,3 +100,78 @@ async fn device_taint_rules(
     }
     Ok(Vec::new())
 }
+
+/// The DRA objects `match` allocates from: ResourceSlices, DeviceClasses, ResourceClaims (for
+/// the devices already allocated, and the claims pods name) and ResourceClaimTemplates, each as
+/// `resource.k8s.io/v1` where served, else `v1beta2`, else `v1beta1`; a cluster that serves none
+/// has none. Read-only (`list`), with the user's kubeconfig.
+pub fn list_dra(
+    kubeconfig: Option<&Path>,
+    timeout: Duration,
+) -> Result<super::draobjects::DraSet, Error> {
+    block_on_client(kubeconfig, timeout, MAX_PAGE_BYTES, |client| async move {
+        let mut docs = Vec::new();
+        for (kind, plural) in [
+            ("ResourceSlice", "resourceslices"),
+            ("DeviceClass", "deviceclasses"),
+            ("ResourceClaim", "resourceclaims"),
+            ("ResourceClaimTemplate", "resourceclaimtemplates"),
+        ] {
+            docs.extend(
+                list_resource(&client, kind, plural, timeout)
+                    .await
+                    .map_err(|e| Error::Runtime(format!("listing {plural}: {e}")))?,
+            );
+        }
+        super::draobjects::read_docs("the API server's DRA objects", &docs)
+            .map_err(|e| Error::Runtime(e.to_string()))
+    })
+}
+
+/// Every object of one `resource.k8s.io` kind, a page at a time, in the newest version served.
+async fn list_resource(
+    client: &kube::Client,
+    kind: &str,
+    plural: &str,
+    timeout: Duration,
+) -> Result<Vec<crate::yaml::document::Node>, String> {
+    'versions: for version in ["v1", "v1beta2", "v1beta1"] {
+        let resource = kube::core::ApiResource {
+            group: "resource.k8s.io".into(),
+            version: version.into(),
+            api_version: format!("resource.k8s.io/{version}"),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        let api: Api<kube::core::DynamicObject> = Api::all_with(client.clone(), &resource);
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut params = ListParams::default().limit(PAGE);
+            if let Some(t) = &token {
+                params = params.continue_token(t);
+            }
+            let what = format!("resource.k8s.io/{version}");
+            match bounded(&what, timeout, api.list(&params)).await {
+                Ok(list) => {
+                    out.extend(
+                        list.items
+                            .iter()
+                            .filter_map(|o| serde_json::to_value(o).ok())
+                            .map(|mut v| {
+                                v["kind"] = kind.into();
+                                from_json(&v)
+                            }),
+                    );
+                    token = list.metadata.continue_.filter(|t| !t.is_empty());
+                    if token.is_none() {
+                        return Ok(out);
+                    }
+                }
+                Err(e) if e.is_not_found() => continue 'versions,
+                Err(e) => return Err(e.message),
+            }
+        }
+    }
+    Ok(Vec::new())
+}

@@ -17,6 +17,7 @@ pub enum Plugin {
     TaintToleration,
     NodeAffinity,
     NodeResourcesFit,
+    DynamicResources,
 }
 
 impl Plugin {
@@ -27,6 +28,7 @@ impl Plugin {
             Plugin::TaintToleration => "TaintToleration",
             Plugin::NodeAffinity => "NodeAffinity",
             Plugin::NodeResourcesFit => "NodeResourcesFit",
+            Plugin::DynamicResources => "DynamicResources",
         }
     }
 }
@@ -77,6 +79,13 @@ pub enum Reason {
         need: Quantity,
         allocatable: Quantity,
     },
+    /// A DRA claim that cannot be allocated here (src/scheduling/dra.rs), in words and in the
+    /// scheduler's.
+    Dra {
+        claim: String,
+        words: String,
+        scheduler: String,
+    },
 }
 
 impl Reason {
@@ -87,6 +96,7 @@ impl Reason {
             Reason::Taint(_) => Plugin::TaintToleration,
             Reason::Selector { .. } | Reason::NoTerms | Reason::Term { .. } => Plugin::NodeAffinity,
             Reason::Resource { .. } => Plugin::NodeResourcesFit,
+            Reason::Dra { .. } => Plugin::DynamicResources,
         }
     }
 
@@ -100,6 +110,7 @@ impl Reason {
                 "node(s) didn't match Pod's node affinity/selector".into()
             }
             Reason::Resource { name, .. } => format!("Insufficient {name}"),
+            Reason::Dra { scheduler, .. } => scheduler.clone(),
         }
     }
 
@@ -183,6 +194,7 @@ impl Reason {
                 need,
                 allocatable,
             } => format!("needs {need} {name}, allocatable {allocatable}"),
+            Reason::Dra { claim, words, .. } => format!("claim {claim}: {words}"),
         }
     }
 }

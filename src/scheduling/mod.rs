@@ -7,9 +7,16 @@
 //! - `fit`: the scheduler's filters and the preferred score, one pod on one node.
 //! - `report`: the match report (text, JSON) and its hints.
 //! - `inventory`: the fleet table.
-//! - `cluster`: listing nodes through the API server.
+//! - `cluster`: listing nodes (and the DRA objects) through the API server.
+//! - `dra`, `draobjects`, `cel`: DRA claims allocated as Kubernetes' structured allocator does,
+//!   the `resource.k8s.io` objects it reads, and the CEL of device selectors.
+//! - `claimlint`: `claims check`, the selectors against what the drivers publish.
 
+pub mod cel;
+pub mod claimlint;
 pub mod cluster;
+pub mod dra;
+pub mod draobjects;
 pub mod fit;
 pub mod inventory;
 pub mod objects;
@@ -40,8 +47,9 @@ fn read(path: &Path, limit: u64) -> Result<String, Error> {
         .map_err(|e| Error::InvalidInput(format!("cannot read {}: {e}", path.display())))
 }
 
-/// The workloads of a file (`-` reads standard input).
-pub fn load_workloads(path: &Path) -> Result<Vec<Workload>, Error> {
+/// The workloads of a file (`-` reads standard input), and the DRA claims, templates (and any
+/// other DRA objects) beside them.
+pub fn load_workloads(path: &Path) -> Result<(Vec<Workload>, draobjects::DraSet), Error> {
     let (name, text) = if path == Path::new("-") {
         let text = crate::sysfs::stdin_text(crate::sysfs::MAX_INPUT_BYTES)
             .map_err(|e| Error::InvalidInput(format!("cannot read standard input: {e}")))?;
@@ -67,7 +75,23 @@ pub fn load_workloads(path: &Path) -> Result<Vec<Workload>, Error> {
     if !refused.is_empty() {
         return Err(Error::InvalidInput(refused.join("\n")));
     }
-    Ok(workloads)
+    let dra = draobjects::read(&name, &text).map_err(|e| Error::InvalidInput(e.to_string()))?;
+    Ok((workloads, dra))
+}
+
+/// The DRA objects `match` allocates from: a file (`--dra`), or the cluster's.
+pub fn load_dra(file: Option<&Path>, source: &NodeSource) -> Result<draobjects::DraSet, Error> {
+    match (file, source) {
+        (Some(path), _) => {
+            let text = read(path, MAX_NODES_FILE)?;
+            draobjects::read(&path.display().to_string(), &text)
+                .map_err(|e| Error::InvalidInput(e.to_string()))
+        }
+        (None, NodeSource::Cluster { kubeconfig }) => {
+            cluster::list_dra(kubeconfig.as_deref(), CLUSTER_TIMEOUT)
+        }
+        (None, NodeSource::File(_)) => Ok(draobjects::DraSet::default()),
+    }
 }
 
 /// The nodes, from a file or the cluster.

@@ -55,6 +55,16 @@ pub struct PodSpec {
     pub tolerations: Vec<Toleration>,
     /// The pod's effective requests (containers, init containers and overhead), per resource.
     pub requests: BTreeMap<String, Quantity>,
+    /// `resourceClaims`: the DRA claims the pod needs allocated (src/scheduling/dra.rs).
+    pub resource_claims: Vec<PodClaim>,
+}
+
+/// One of a pod's `resourceClaims`: a ResourceClaim by name, or one made from a template.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodClaim {
+    pub name: String,
+    pub claim_name: Option<String>,
+    pub template_name: Option<String>,
 }
 
 /// A Pod, or the pod template of a workload object.
@@ -126,6 +136,14 @@ impl DeviceTaintNote {
     }
 }
 
+/// The `resource.k8s.io` kinds a workload's file may hold beside it (`draobjects` reads them).
+pub const DRA_KINDS: &[&str] = &[
+    "ResourceSlice",
+    "DeviceClass",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+];
+
 /// The kinds with a pod template, and where it is.
 const TEMPLATED: &[(&str, &[&str])] = &[
     ("Deployment", &["spec", "template", "spec"]),
@@ -177,6 +195,10 @@ impl Reader<'_> {
             {
                 self.workloads(item, &format!("{here}[{i}]"), out)?;
             }
+            return Ok(());
+        }
+        // The claims and templates a pod uses may stand beside it (read by `dra`).
+        if DRA_KINDS.contains(&kind.as_str()) {
             return Ok(());
         }
         let Some((_, spec_path)) = TEMPLATED.iter().find(|(k, _)| *k == kind) else {
@@ -349,6 +371,17 @@ impl Reader<'_> {
             }
         }
         pod.requests = self.requests(spec, path)?;
+        if let Some(rcs) = self.field(spec, path, "resourceClaims")? {
+            let here = join(path, "resourceClaims");
+            for (i, c) in self.seq(rcs, &here)?.iter().enumerate() {
+                let at = format!("{here}[{i}]");
+                pod.resource_claims.push(PodClaim {
+                    name: self.opt_string(c, &at, "name")?.unwrap_or_default(),
+                    claim_name: self.opt_string(c, &at, "resourceClaimName")?,
+                    template_name: self.opt_string(c, &at, "resourceClaimTemplateName")?,
+                });
+            }
+        }
         Ok(pod)
     }
 
@@ -512,7 +545,12 @@ impl Reader<'_> {
         Ok(())
     }
 
-    fn term(&self, node: &Node, path: &str, refusals: &mut Vec<ObjectError>) -> Res<Term> {
+    pub(crate) fn term(
+        &self,
+        node: &Node,
+        path: &str,
+        refusals: &mut Vec<ObjectError>,
+    ) -> Res<Term> {
         let mut term = Term {
             pos: node.pos,
             ..Term::default()

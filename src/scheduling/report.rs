@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::dra::{Dra, NodeVerdict, Why};
+use super::draobjects::DraSet;
 use super::fit::{Fit, Miss, Reason, fit, short_key};
 use super::objects::{NodeInfo, Workload};
 use crate::rules::LabelProducer;
@@ -72,6 +74,9 @@ pub struct WorkloadReport {
     pub health_only: Vec<(String, String)>,
     /// The nodes with devices under a DRA device taint, each device in words.
     pub device_taints: Vec<(String, Vec<String>)>,
+    /// Per node (as `nodes`), the DRA allocator's verdict on each of the pod's claims; empty
+    /// when the pod has none.
+    pub dra: Vec<NodeVerdict>,
 }
 
 impl WorkloadReport {
@@ -103,18 +108,50 @@ impl WorkloadReport {
     }
 }
 
-/// Evaluates every workload on every node.
+/// Evaluates every workload on every node; `dra`: the DRA objects (slices, classes, claims and
+/// templates, of the cluster or `--dra` and of the workloads' file) the pods' claims are
+/// allocated from.
 pub fn match_fleet(
     workloads: Vec<Workload>,
     nodes: &[NodeInfo],
     producers: &Producers,
+    dra: &DraSet,
 ) -> Vec<WorkloadReport> {
+    let allocator = Dra::new(dra);
     workloads
         .into_iter()
         .map(|w| {
+            let claims = super::dra::resolve::resolve(
+                &w.pod.resource_claims,
+                w.namespace.as_deref(),
+                &[dra],
+            );
+            let mut verdicts = Vec::new();
             let fits: Vec<(String, Fit)> = nodes
                 .iter()
-                .map(|n| (n.name.clone(), fit(&w.pod, n)))
+                .map(|n| {
+                    let mut f = fit(&w.pod, n);
+                    if !claims.is_empty() {
+                        let v = allocator.evaluate(n, &claims);
+                        if let Some((c, why)) = v.first() {
+                            // The request (or subrequest) it is of, where one is named.
+                            let words =
+                                match c.requests.iter().find(|r| r.why.as_ref() == Some(why)) {
+                                    Some(r) => format!("request {}: {}", r.name, why.describe()),
+                                    None => why.describe(),
+                                };
+                            f.reasons.push(Reason::Dra {
+                                claim: c.name.clone(),
+                                words,
+                                scheduler: why.scheduler_text(
+                                    c.source.split_once(' ').map_or(&c.name, |(_, n)| n),
+                                ),
+                            });
+                        }
+                        verdicts.push(v);
+                    }
+                    (n.name.clone(), f)
+                })
                 .collect();
             let hints = hints(&fits, producers);
             let health_only = nodes
@@ -137,6 +174,7 @@ pub fn match_fleet(
                 hints,
                 health_only,
                 device_taints,
+                dra: verdicts,
             }
         })
         .collect()
@@ -415,6 +453,44 @@ pub fn render_text(reports: &[WorkloadReport]) -> String {
     out
 }
 
+fn why_json(w: &Option<Why>) -> (Value, Value) {
+    match w {
+        Some(w) => (json!(w.code()), json!(w.describe())),
+        None => (Value::Null, Value::Null),
+    }
+}
+
+/// One node's DRA verdict: per claim, and per request the devices it got or why not.
+fn dra_json(v: &NodeVerdict) -> Value {
+    let claims: Vec<Value> = v
+        .claims
+        .iter()
+        .map(|c| {
+            let (code, reason) = why_json(&c.why);
+            let requests: Vec<Value> = c
+                .requests
+                .iter()
+                .map(|r| {
+                    let (code, reason) = why_json(&r.why);
+                    let mut v = json!({"request": r.name, "devices": r.devices, "code": code,
+                           "reason": reason});
+                    // A selector that matched no device: what each candidate device had.
+                    if let Some(Why::Selector { seen, .. }) = &r.why {
+                        v["candidates"] = seen
+                            .iter()
+                            .map(|(d, values)| json!({"device": d, "values": values}))
+                            .collect();
+                    }
+                    v
+                })
+                .collect();
+            json!({"name": c.name, "source": c.source, "allocatable": c.why.is_none(),
+                   "code": code, "reason": reason, "requests": requests})
+        })
+        .collect();
+    json!({"allocatable": v.fits(), "claims": claims})
+}
+
 /// Every reason of every node, for scripts.
 pub fn render_json(reports: &[WorkloadReport]) -> String {
     let workloads: Vec<Value> = reports
@@ -423,7 +499,8 @@ pub fn render_json(reports: &[WorkloadReport]) -> String {
             let nodes: Vec<Value> = r
                 .nodes
                 .iter()
-                .map(|(name, f)| {
+                .enumerate()
+                .map(|(i, (name, f))| {
                     let reasons: Vec<Value> = f
                         .reasons
                         .iter()
@@ -432,8 +509,13 @@ pub fn render_json(reports: &[WorkloadReport]) -> String {
                                    "scheduler": x.scheduler_text()})
                         })
                         .collect();
-                    json!({"name": name, "fits": f.fits(), "score": f.score, "reasons": reasons,
-                           "onlyGpuHealth": only_health(f)})
+                    let mut node = json!({"name": name, "fits": f.fits(), "score": f.score,
+                           "reasons": reasons, "onlyGpuHealth": only_health(f)});
+                    // Only for a pod with DRA claims.
+                    if let Some(v) = r.dra.get(i) {
+                        node["dra"] = dra_json(v);
+                    }
+                    node
                 })
                 .collect();
             let hints: Vec<Value> = r
