@@ -34,25 +34,16 @@ fn run_match(name: &str, extra: &[&str]) -> common::Run {
 }
 
 /// `NAME.yaml` -> `NAME.match.txt` (or `.match.json` with `-o json`), whole, and the exit code.
-/// `UPDATE_DRA_MATCH=1` rewrites the goldens.
+/// `UPDATE_GOLDEN=1` rewrites the goldens.
 fn golden(name: &str, json: bool, code: i32) {
     let extra: &[&str] = if json { &["-o", "json"] } else { &[] };
     let r = run_match(name, extra);
     let out = r
         .stdout
         .replace(&dir().display().to_string(), "tests/fixtures/dra-match");
-    let path = dir().join(format!(
-        "{name}.match.{}",
-        if json { "json" } else { "txt" }
-    ));
-    if std::env::var_os("UPDATE_DRA_MATCH").is_some() {
-        std::fs::write(&path, &out).unwrap();
-    }
-    assert_eq!(
-        (r.code, r.stderr.as_str(), out.as_str()),
-        (code, "", std::fs::read_to_string(&path).unwrap().as_str()),
-        "{name}"
-    );
+    let file = format!("{name}.match.{}", if json { "json" } else { "txt" });
+    assert_eq!((r.code, r.stderr.as_str()), (code, ""), "{name}");
+    common::check_golden_in(&dir(), &file, &out);
 }
 
 /// Two H100s on one NUMA node: fit the H100 node; the A100s' product name, the AMD GPUs' driver
@@ -122,14 +113,8 @@ fn claims_check_names_each_mistake_with_its_place() {
     let out = r
         .stdout
         .replace(&dir().display().to_string(), "tests/fixtures/dra-match");
-    let path = dir().join("lint.check.txt");
-    if std::env::var_os("UPDATE_DRA_MATCH").is_some() {
-        std::fs::write(&path, &out).unwrap();
-    }
-    assert_eq!(
-        (r.code, r.stderr.as_str(), out.as_str()),
-        (1, "", std::fs::read_to_string(&path).unwrap().as_str())
-    );
+    assert_eq!((r.code, r.stderr.as_str()), (1, ""));
+    common::check_golden_in(&dir(), "lint.check.txt", &out);
 }
 
 /// Selectors without problems: exit 0, and said so.

@@ -3,7 +3,7 @@
 //! The fleet (`tests/fixtures/scheduling/nodes.json`, shaped as `kubectl get nodes -o json`) is
 //! eight nodes whose `feature.node.kubernetes.io/*` labels are the real output of `labels` on
 //! the fixtures of this repository; `the_fleet_carries_the_fixtures_real_labels` holds the file
-//! to that (`UPDATE_FLEET=1` rewrites it). Its taints, cordon and allocatable are those kubelet,
+//! to that (`UPDATE_GOLDEN=1` rewrites it). Its taints, cordon and allocatable are those kubelet,
 //! the node controller and the device plugins write (PROVENANCE.md there). The workloads are the
 //! docs/scheduling.md's and the public examples of NVIDIA's, AMD's and Intel's device plugins.
 
@@ -242,12 +242,8 @@ fn fleet_json() -> Value {
 
 #[test]
 fn the_fleet_carries_the_fixtures_real_labels() {
-    let path = dir().join("nodes.json");
     let want = serde_json::to_string_pretty(&fleet_json()).unwrap() + "\n";
-    if std::env::var_os("UPDATE_FLEET").is_some() {
-        std::fs::write(&path, &want).unwrap();
-    }
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), want);
+    common::check_golden_in(&dir(), "nodes.json", &want);
 }
 
 fn nodes() -> PathBuf {
@@ -282,15 +278,8 @@ fn golden(name: &str, code: i32) {
     let out = r
         .stdout
         .replace(&dir().display().to_string(), "tests/fixtures/scheduling");
-    let path = dir().join(format!("{name}.match.txt"));
-    if std::env::var_os("UPDATE_FLEET").is_some() {
-        std::fs::write(&path, &out).unwrap();
-    }
-    assert_eq!(
-        (r.code, r.stderr.as_str(), out.as_str()),
-        (code, "", std::fs::read_to_string(&path).unwrap().as_str()),
-        "{name}"
-    );
+    assert_eq!((r.code, r.stderr.as_str()), (code, ""), "{name}");
+    common::check_golden_in(&dir(), &format!("{name}.match.txt"), &out);
 }
 
 #[test]
@@ -365,14 +354,8 @@ fn json_gives_every_reason_of_every_node() {
 fn the_inventory_of_the_fleet() {
     let a: Vec<OsString> = vec!["inventory".into(), "--nodes".into(), nodes().into()];
     let r = gl(&a.iter().map(OsString::as_os_str).collect::<Vec<_>>());
-    let path = dir().join("inventory.txt");
-    if std::env::var_os("UPDATE_FLEET").is_some() {
-        std::fs::write(&path, &r.stdout).unwrap();
-    }
-    assert_eq!(
-        (r.code, r.stderr.as_str(), r.stdout.as_str()),
-        (0, "", std::fs::read_to_string(&path).unwrap().as_str())
-    );
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    common::check_golden_in(&dir(), "inventory.txt", &r.stdout);
 }
 
 /// The pod of docs/scheduling.md is the fixture's (tests/docs.rs runs `match` on it and holds

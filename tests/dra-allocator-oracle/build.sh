@@ -23,14 +23,8 @@ GOROOT="$KAPI/root/usr/lib/go-1.26"
 A="$ORACLE/apt"
 mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$A/etc/sources.list.d" "$A/etc/preferences.d" "$ORACLE/debs" "$ORACLE/root"
 cp "$KAPI/apt/etc/sources.list" "$A/etc/sources.list"
-cat >"$A/apt.conf" <<CONF
-Dir::Etc::SourceList "$A/etc/sources.list";
-Dir::Etc::SourceParts "$A/etc/sources.list.d";
-Dir::Etc::PreferencesParts "$A/etc/preferences.d";
-Dir::State::Lists "$A/lists";
-Dir::Cache "$A/cache";
-APT::Default-Release "sid";
-CONF
+# The test API server's apt configuration (tests/debian-fetch.sh), moved to this directory.
+sed "s#$KAPI/apt#$A#g" "$KAPI/apt/apt.conf" >"$A/apt.conf"
 if ! ls "$ORACLE/debs"/golang-k8s-component-helpers-dev_*.deb >/dev/null 2>&1; then
   APT_CONFIG="$A/apt.conf" apt-get update -q >"$A/update.log" 2>&1
   (cd "$ORACLE/debs" && APT_CONFIG="$A/apt.conf" apt-get download -q golang-k8s-component-helpers-dev >/dev/null 2>"$A/download.log")
