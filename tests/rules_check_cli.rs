@@ -675,3 +675,61 @@ fn a_rule_tree_too_deep_is_said_and_the_rest_is_read() {
         )
     );
 }
+
+/// A label that is not a valid label is said alike by `rules check` and `labels`: a warning
+/// (NFD's CRD admits the rule; the label is rejected when the rule matches and the rule's other
+/// labels are published), an error under `--strict`.
+#[test]
+fn an_invalid_label_value_is_a_warning_in_check_and_in_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad-value.yaml");
+    std::fs::write(
+        &f,
+        "apiVersion: nfd.k8s-sigs.io/v1alpha1\nkind: NodeFeatureRule\nmetadata: {name: x}\nspec:\n  rules:\n    - name: r1\n      labels: {a: \"bad value!\", b: \"ok\"}\n      matchFeatures:\n        - feature: pci.device\n          matchExpressions:\n            vendor: {op: In, value: [\"10de\"]}\n",
+    )
+    .unwrap();
+    let f = f.to_str().unwrap();
+    let why = "invalid value \"bad value!\": a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+    let finding = format!(
+        "{f}:7:16: rule \"r1\" (NodeFeatureRule \"x\"): label \"feature.node.kubernetes.io/a\": {why}; rejected when the rule matches, the rule's other labels published"
+    );
+    assert_eq!(
+        run(&["rules", "check", f]),
+        (
+            0,
+            format!("warning: {finding}\n1 file(s) checked: 0 error(s), 1 warning(s)\n"),
+            String::new()
+        )
+    );
+    assert_eq!(
+        run(&["rules", "check", "--strict", f]),
+        (
+            1,
+            format!("error: {finding}\n1 file(s) checked: 1 error(s), 0 warning(s)\n"),
+            String::new()
+        )
+    );
+    let (code, stdout, stderr) = run(&[
+        "labels",
+        "--no-nvml",
+        "--no-default-rules",
+        "--sysfs-root",
+        "tests/fixtures/sysfs/dell-xe9680-8xh100",
+        "--rules",
+        f,
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        stdout,
+        "feature.node.kubernetes.io/b=ok\n\
+         feature.node.kubernetes.io/pci-0300_102b.present=true\n\
+         feature.node.kubernetes.io/pci-0302_10de.present=true\n\
+         feature.node.kubernetes.io/pci-0302_10de.sriov.capable=true\n"
+    );
+    assert_eq!(
+        stderr,
+        format!(
+            "warning: label \"feature.node.kubernetes.io/a=bad value!\" from rule \"r1\" (NodeFeatureRule \"x\", {f}:6:7) rejected: {why}\n"
+        )
+    );
+}

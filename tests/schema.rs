@@ -100,7 +100,8 @@ fn catalog_names() -> Vec<&'static str> {
 }
 
 /// The messages of the loader's errors (what makes it leave an object out) and of `rules
-/// check`'s errors (those, then what would fail or never match at evaluation).
+/// check`'s errors (those, then what would fail or never match at evaluation, and the labels it
+/// warns are rejected).
 fn loader_errors(text: &str) -> (Vec<String>, Vec<String>) {
     let sources = vec![RuleSource {
         name: "case.yaml".into(),
@@ -111,7 +112,21 @@ fn loader_errors(text: &str) -> (Vec<String>, Vec<String>) {
     let messages = |e: &[gpu_labeler::rules::RuleLoadError]| -> Vec<String> {
         e.iter().map(|e| e.message.clone()).collect()
     };
-    (messages(&load), messages(&report.errors))
+    // A label that is not a valid label is a warning of `rules check` (NFD's CRD admits the
+    // rule; the label is rejected when it matches, as `labels` says), and one the schema
+    // refuses all the same: counted with the errors here, its last words left out.
+    let rejected = report.warnings.iter().filter_map(|w| {
+        w.message
+            .strip_suffix(gpu_labeler::rules::LABEL_REJECTED)
+            .map(str::to_string)
+    });
+    (
+        messages(&load),
+        messages(&report.errors)
+            .into_iter()
+            .chain(rejected)
+            .collect(),
+    )
 }
 
 /// Every file under `dir` named *.yaml, *.yml or *.json, in path order.

@@ -120,6 +120,10 @@ pub fn check(sources: &[RuleSource], known_features: &[&str]) -> CheckReport {
     report
 }
 
+/// What becomes of a label that is not valid, said after why (a warning's last words).
+pub const LABEL_REJECTED: &str =
+    "; rejected when the rule matches, the rule's other labels published";
+
 fn check_rule(r: &mut Reporter<'_>, rule: &RuleSpec, known: &[&str]) {
     let produces = !rule.labels.is_empty()
         || rule.labels_template.is_some()
@@ -180,16 +184,26 @@ fn check_rule(r: &mut Reporter<'_>, rule: &RuleSpec, known: &[&str]) {
         } else {
             format!("{FEATURE_PREFIX}{}", l.key)
         };
+        // A label that is not a valid label is the API server's to admit (NFD's CRD does) and
+        // nfd-master's to skip when the rule matches: `labels` and the agent reject it with a
+        // warning and publish the rule's other labels, and so is it said here (an error under
+        // --strict, for CI).
         if let Err(e) = qualified_name(&full) {
-            r.error(l.pos, format!("invalid label key {full:?}: {e}"));
+            r.warning(
+                l.pos,
+                format!("invalid label key {full:?}: {e}{LABEL_REJECTED}"),
+            );
             continue;
         }
         if let Some(spec) = l.value.strip_prefix('@') {
             check_dynamic(r, l.pos, &l.value, spec, known);
         } else if let Err(e) = label_value(&l.value) {
-            r.error(
+            r.warning(
                 l.pos,
-                format!("label {full:?}: invalid value {:?}: {e}", l.value),
+                format!(
+                    "label {full:?}: invalid value {:?}: {e}{LABEL_REJECTED}",
+                    l.value
+                ),
             );
             continue;
         }

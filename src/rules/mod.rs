@@ -27,7 +27,7 @@ mod source;
 mod template;
 mod template_fields;
 
-pub use check::{CheckReport, check};
+pub use check::{CheckReport, LABEL_REJECTED, check};
 pub use explain::{explain, explain_label_rules};
 pub use ruleset::{
     Evaluation, LabelProducer, OutputKind, RejectedLabel, RuleRuntimeError, RuleSet,
