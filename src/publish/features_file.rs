@@ -91,13 +91,7 @@ impl FeaturesFileSink {
             &output.labels,
         );
         if dry_run {
-            return Ok(Outcome {
-                kind: OutcomeKind::DryRun,
-                diff,
-                conflicts: Vec::new(),
-                refused: Vec::new(),
-                warnings: Vec::new(),
-            });
+            return Ok(Outcome::of(OutcomeKind::DryRun, diff));
         }
         write_atomically(&self.path, &content).map_err(|e| {
             PublishError::new(
@@ -105,13 +99,7 @@ impl FeaturesFileSink {
                 format!("cannot write {}: {e}", self.path.display()),
             )
         })?;
-        Ok(Outcome {
-            kind: OutcomeKind::Written,
-            diff,
-            conflicts: Vec::new(),
-            refused: Vec::new(),
-            warnings: Vec::new(),
-        })
+        Ok(Outcome::of(OutcomeKind::Written, diff))
     }
 }
 

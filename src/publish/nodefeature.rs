@@ -175,13 +175,7 @@ impl NodeFeatureSink {
         if dry_run {
             // Remember the wish so the same diff is not logged every cycle.
             self.known = Some(Some(want));
-            return Ok(Outcome {
-                kind: OutcomeKind::DryRun,
-                diff,
-                conflicts: Vec::new(),
-                refused: Vec::new(),
-                warnings: Vec::new(),
-            });
+            return Ok(Outcome::of(OutcomeKind::DryRun, diff));
         }
         let what = format!("apply nodefeature {}/{}", self.namespace, self.node);
         let body = object(
@@ -198,13 +192,7 @@ impl NodeFeatureSink {
         match result {
             Ok(()) => {
                 self.known = Some(Some(want));
-                Ok(Outcome {
-                    kind: OutcomeKind::Written,
-                    diff,
-                    conflicts: Vec::new(),
-                    refused: Vec::new(),
-                    warnings: Vec::new(),
-                })
+                Ok(Outcome::of(OutcomeKind::Written, diff))
             }
             Err(e) => {
                 // Unknown state after a failure: read again next time.

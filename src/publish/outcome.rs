@@ -144,9 +144,15 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn unchanged() -> Outcome {
+        Outcome::of(OutcomeKind::Unchanged, LabelDiff::default())
+    }
+
+    /// A publish of a sink that has no conflicts, refusals or warnings to tell (all but the
+    /// node sink).
+    pub fn of(kind: OutcomeKind, diff: LabelDiff) -> Outcome {
         Outcome {
-            kind: OutcomeKind::Unchanged,
-            diff: LabelDiff::default(),
+            kind,
+            diff,
             conflicts: Vec::new(),
             refused: Vec::new(),
             warnings: Vec::new(),

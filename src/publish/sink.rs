@@ -115,17 +115,12 @@ impl Sink {
                     let _ = writeln!(out, "{line}").and_then(|_| out.flush());
                 }
                 *last = Some(output.clone());
-                Ok(Outcome {
-                    kind: if dry_run {
-                        OutcomeKind::DryRun
-                    } else {
-                        OutcomeKind::Written
-                    },
-                    diff,
-                    conflicts: Vec::new(),
-                    refused: Vec::new(),
-                    warnings: Vec::new(),
-                })
+                let kind = if dry_run {
+                    OutcomeKind::DryRun
+                } else {
+                    OutcomeKind::Written
+                };
+                Ok(Outcome::of(kind, diff))
             }
         }
     }

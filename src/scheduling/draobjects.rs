@@ -115,6 +115,21 @@ pub struct Request {
     pub first_available: Vec<SubRequest>,
 }
 
+impl Request {
+    /// What may satisfy the request, in the order the allocator tries them: `exactly` alone, or
+    /// each `firstAvailable` subrequest with its parent's name.
+    pub fn alternatives(&self) -> Vec<(&SubRequest, Option<&str>)> {
+        match &self.exactly {
+            Some(e) => vec![(e, None)],
+            None => self
+                .first_available
+                .iter()
+                .map(|s| (s, Some(self.name.as_str())))
+                .collect(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConstraintKind {
     MatchAttribute,

@@ -30,14 +30,7 @@ impl Dra<'_> {
         let mut requests = Vec::new();
         let mut first: Option<Why> = None;
         for r in &claim.spec.requests {
-            let subs: Vec<(&SubRequest, Option<&str>)> = match &r.exactly {
-                Some(e) => vec![(e, None)],
-                None => r
-                    .first_available
-                    .iter()
-                    .map(|s| (s, Some(r.name.as_str())))
-                    .collect(),
-            };
+            let subs = r.alternatives();
             let mut sub_whys = Vec::new();
             for (req, parent) in subs {
                 let name = match parent {

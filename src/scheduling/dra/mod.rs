@@ -1179,14 +1179,7 @@ impl Dra<'_> {
         for c in claims {
             let mut per = Vec::new();
             for r in &c.spec.requests {
-                let subs: Vec<(&SubRequest, Option<&str>)> = match &r.exactly {
-                    Some(e) => vec![(e, None)],
-                    None => r
-                        .first_available
-                        .iter()
-                        .map(|s| (s, Some(r.name.as_str())))
-                        .collect(),
-                };
+                let subs = r.alternatives();
                 let mut list = Vec::new();
                 for (req, parent) in subs {
                     if !self.classes.contains_key(req.class.as_str()) {
